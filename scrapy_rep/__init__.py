@@ -1,0 +1,34 @@
+"""scrapy-rep: the Robots Exclusion Protocol (RFC 9309) for Scrapy.
+
+The parser (``RobotsTxt``) imports nothing from Scrapy; everything else is
+imported lazily, so ``from scrapy_rep import RobotsTxt`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from scrapy_rep.robotstxt import Decision, RobotsTxt
+
+__version__ = "0.1.0.dev0"
+
+# public name -> module that defines it (imported on first use)
+_LAZY = {
+    "Addon": "scrapy_rep.addon",
+    "RobotsTxtMiddleware": "scrapy_rep.middleware",
+    "ForbiddenByRobots": "scrapy_rep.exceptions",
+    "RobotsTxtUnavailable": "scrapy_rep.exceptions",
+    "MetaRobotsMiddleware": "scrapy_rep.meta",
+    "RobotsSitemapMixin": "scrapy_rep.sitemaps",
+    "RobotsSitemapSpider": "scrapy_rep.sitemaps",
+}
+
+__all__ = ["Decision", "RobotsTxt", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'scrapy_rep' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
