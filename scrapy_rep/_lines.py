@@ -1,0 +1,93 @@
+"""robots.txt lines: splitting a line into key and value, and naming the key.
+
+The reading follows Google's reference parser where RFC 9309 is silent: a
+``#`` starts a comment anywhere, keys are recognised by their start and
+case-insensitively (so common typos such as ``disalow`` or ``user agent``
+count), a missing colon is accepted when the line is exactly two words, and
+only the first 16,663 characters of a line are read.
+
+The whole-text scanners below look for candidate lines with one regular
+expression each, so that lines nobody asks about are never handled in Python;
+every candidate is then checked with :func:`parse_line`.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "ALLOW",
+    "CRAWL_DELAY",
+    "DISALLOW",
+    "OTHER",
+    "REQUEST_RATE",
+    "RULE_LINE",
+    "SITEMAP",
+    "SITEMAP_LINE",
+    "USER_AGENT",
+    "USER_AGENT_LINE",
+    "parse_line",
+]
+
+USER_AGENT, ALLOW, DISALLOW, SITEMAP, CRAWL_DELAY, REQUEST_RATE, OTHER = range(7)
+
+MAX_LINE = 16_663  # Google's line buffer keeps this many bytes of a line
+_SPACE = " \t\v\f"
+_WORD_GAP = re.compile(r"[ \t]+")
+
+_KEYS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (USER_AGENT, ("user-agent", "useragent", "user agent")),
+    (ALLOW, ("allow",)),
+    (DISALLOW, ("disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw")),
+    (SITEMAP, ("sitemap", "site-map")),
+    (CRAWL_DELAY, ("crawl-delay", "crawl delay", "crawldelay")),
+    (REQUEST_RATE, ("request-rate", "request rate", "requestrate")),
+)
+
+# Keys by their first four letters, for one lookup instead of a scan.
+_BY_START: dict[str, tuple[int, tuple[str, ...]]] = {}
+for _kind, _spellings in _KEYS:
+    for _spelling in _spellings:
+        _start = _spelling[:4]
+        _known = _BY_START.get(_start, (_kind, ()))[1]
+        _BY_START[_start] = (_kind, (*_known, _spelling))
+
+# Scanners over the text after line ends were folded to "\n" and one "\n" was
+# put in front: each match is "\n" followed by a whole candidate line.
+USER_AGENT_LINE = re.compile(r"\n[ \t\v\f]*(?:user-agent|useragent|user agent)[^\n]*", re.I)
+RULE_LINE = re.compile(
+    r"\n[ \t\v\f]*(?:allow|disallow|dissallow|dissalow|disalow|diasllow|disallaw)[^\n]*", re.I
+)
+SITEMAP_LINE = re.compile(r"\n[ \t\v\f]*(?:sitemap|site-map)[^\n]*", re.I)
+
+
+def key_kind(key: str) -> int:
+    """The directive a key names (one of the module constants)."""
+    lowered = key.lower()
+    entry = _BY_START.get(lowered[:4])
+    if entry is not None and lowered.startswith(entry[1]):
+        return entry[0]
+    return OTHER
+
+
+def parse_line(line: str) -> tuple[int, str] | None:
+    """``(kind, value)`` for a line that holds a directive, else ``None``."""
+    if len(line) > MAX_LINE:
+        line = line[:MAX_LINE]
+    comment = line.find("#")
+    if comment >= 0:
+        line = line[:comment]
+    key, colon, value = line.partition(":")
+    if colon:
+        key = key.strip(_SPACE)
+        value = value.strip(_SPACE)
+    else:
+        # A forgotten colon: accept "key value", but only as exactly two words.
+        line = line.strip(_SPACE)
+        gap = _WORD_GAP.search(line)
+        if gap is None or "\t" in line[gap.end() :] or " " in line[gap.end() :]:
+            return None
+        key, value = line[: gap.start()], line[gap.end() :]
+    if not key:
+        return None
+    return key_kind(key), value

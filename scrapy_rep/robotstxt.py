@@ -1,0 +1,354 @@
+"""The robots.txt parser: RFC 9309, read the way Google's reference reads it.
+
+``RobotsTxt.parse`` only finds the groups (their user agents and where their
+lines are) and the sitemaps; the rules of a group are read and indexed the
+first time an agent that uses them asks. A crawler asks with one token, so a
+file with a hundred groups costs one group's work, and the text of the groups
+nobody asked about is the only thing kept for them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Final
+from urllib.parse import urljoin
+
+from scrapy_rep import _lines
+from scrapy_rep._match import Matcher
+from scrapy_rep._url import normalize_path, path_of
+
+__all__ = ["Decision", "RobotsTxt"]
+
+DEFAULT_MAX_SIZE: Final = 512_000
+
+_GLOBAL = "*"
+_TOKEN = re.compile(r"[A-Za-z_-]*")
+_DELAY = re.compile(r"\d+(?:\.\d*)?|\.\d+")
+_RATE = re.compile(r"(\d+)\s*/\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)(?![A-Za-z])", re.I)
+_RATE_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_BOM = b"\xef\xbb\xbf"
+_ROBOTS_TXT = "/robots.txt"
+
+
+class Decision:
+    """The verdict for one URL, and the line of robots.txt that decided it."""
+
+    __slots__ = ("agents", "allowed", "line", "rule")
+
+    def __init__(
+        self,
+        allowed: bool,
+        line: int | None = None,
+        rule: str | None = None,
+        agents: tuple[str, ...] = (),
+    ) -> None:
+        self.allowed = allowed
+        self.line = line  # 1-based line of the deciding rule, None when no rule decided
+        self.rule = rule  # e.g. "Disallow: /private"
+        self.agents = agents  # user-agent tokens of the group(s) used
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Decision):
+            return NotImplemented
+        return (self.allowed, self.line, self.rule, self.agents) == (
+            other.allowed,
+            other.line,
+            other.rule,
+            other.agents,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.allowed, self.line, self.rule, self.agents))
+
+    def __repr__(self) -> str:
+        return (
+            f"Decision(allowed={self.allowed!r}, line={self.line!r}, "
+            f"rule={self.rule!r}, agents={self.agents!r})"
+        )
+
+
+class _Group:
+    """User-agent lines that share rules, and where their lines are in the text."""
+
+    __slots__ = ("agents", "end", "line", "start")
+
+    def __init__(self, start: int, line: int) -> None:
+        self.agents: list[str] = []  # lower-cased tokens; "*" for the global group
+        self.start = start  # offset of the "\n" before the group's first line
+        self.end = start
+        self.line = line  # 1-based number of the group's first line
+
+
+class _AgentRules:
+    """What applies to one user agent: its rules, delays and the groups used."""
+
+    __slots__ = ("agents", "crawl_delay", "matcher", "request_rate")
+
+    def __init__(
+        self,
+        agents: tuple[str, ...],
+        matcher: Matcher | None,
+        crawl_delay: float | None = None,
+        request_rate: tuple[int, float] | None = None,
+    ) -> None:
+        self.agents = agents
+        self.matcher = matcher
+        self.crawl_delay = crawl_delay
+        self.request_rate = request_rate
+
+    def decide(self, url: str) -> Decision:
+        path = _rule_path(url)
+        rule = self.matcher.best(path) if self.matcher is not None and path else None
+        if rule is None:
+            return Decision(True, None, None, self.agents)
+        _length, allow, negative_line, value = rule
+        text = f"{'Allow' if allow else 'Disallow'}: {value}"
+        return Decision(allow, -negative_line or None, text, self.agents)
+
+
+_ALLOW_ALL = _AgentRules((), None)
+_DISALLOW_ALL = _AgentRules((), Matcher([(False, "/", 0)]))
+
+
+def _rule_path(url: str) -> str:
+    """The normalised path of ``url``, or "" for /robots.txt (always allowed)."""
+    path = path_of(url)
+    if path.startswith(_ROBOTS_TXT) and path[11:12] in ("", "?"):
+        return ""
+    return normalize_path(path)
+
+
+def _agent_token(value: str) -> str:
+    """The token a User-agent line names: "*" or its leading [A-Za-z_-] run."""
+    if value[:1] == _GLOBAL and value[1:2] in ("", " ", "\t", "\v", "\f"):
+        return _GLOBAL
+    return _TOKEN.match(value).group().lower()  # type: ignore[union-attr]
+
+
+def _parse_delay(value: str) -> float | None:
+    if not _DELAY.fullmatch(value):
+        return None  # non-numeric, negative, NaN and inf all end here
+    delay = float(value)
+    return delay if math.isfinite(delay) else None
+
+
+def _parse_rate(value: str) -> tuple[int, float] | None:
+    match = _RATE.match(value)
+    if match is None:
+        return None
+    requests = int(match[1])
+    seconds = float(match[2]) * _RATE_UNITS[match[3].lower()]
+    if requests <= 0 or not seconds > 0 or not math.isfinite(seconds):
+        return None
+    return requests, seconds
+
+
+class RobotsTxt:
+    """A parsed robots.txt. Build one with :meth:`parse`, :meth:`allow_all` or
+    :meth:`disallow_all`; ask it with :meth:`allowed` or :meth:`decide`."""
+
+    __slots__ = ("_by_agent", "_fixed", "_groups", "_text", "sitemaps", "truncated")
+
+    def __init__(self) -> None:
+        self._text = ""
+        self._groups: list[_Group] = []
+        self._by_agent: dict[str, _AgentRules] = {}
+        self._fixed: _AgentRules | None = None  # allow_all / disallow_all
+        self.sitemaps: tuple[str, ...] = ()
+        self.truncated = False  # True when the body was longer than max_size
+
+    # -- building -------------------------------------------------------------
+
+    @classmethod
+    def allow_all(cls) -> RobotsTxt:
+        """Rules that allow everything (robots.txt unavailable, RFC 9309 §2.3.1.3)."""
+        robots = cls()
+        robots._fixed = _ALLOW_ALL
+        return robots
+
+    @classmethod
+    def disallow_all(cls) -> RobotsTxt:
+        """Rules that forbid everything but /robots.txt (unreachable, §2.3.1.4)."""
+        robots = cls()
+        robots._fixed = _DISALLOW_ALL
+        return robots
+
+    @classmethod
+    def parse(
+        cls,
+        body: bytes | str,
+        *,
+        url: str | None = None,
+        max_size: int = DEFAULT_MAX_SIZE,
+    ) -> RobotsTxt:
+        """Parse a robots.txt body; never raises for any content.
+
+        ``url`` is where the body came from (resolves relative Sitemap lines);
+        only the first ``max_size`` bytes are read, and a line cut there is
+        dropped.
+        """
+        if max_size < 0:
+            raise ValueError(f"max_size must be >= 0, got {max_size!r}")
+        data = _to_bytes(body)
+        robots = cls()
+        if len(data) > max_size:
+            robots.truncated = True
+            data = _cut(data, max_size)
+        text = _to_text(data)
+        robots.sitemaps = _sitemaps(text, url)
+        robots._find_groups(text)
+        return robots
+
+    def _find_groups(self, text: str) -> None:
+        groups: list[_Group] = []
+        rule_line = _lines.RULE_LINE
+        previous_end = -1
+        newlines_before = 0
+        counted_to = 0
+        for match in _lines.USER_AGENT_LINE.finditer(text):
+            parsed = _lines.parse_line(match.group()[1:])
+            if parsed is None or parsed[0] != _lines.USER_AGENT:
+                continue
+            start = match.start()
+            if not groups or _has_rule(rule_line, text, previous_end, start):
+                newlines_before += text.count("\n", counted_to, start)
+                counted_to = start
+                groups.append(_Group(start, newlines_before + 1))
+            token = _agent_token(parsed[1])
+            if token and token not in groups[-1].agents:
+                groups[-1].agents.append(token)
+            previous_end = match.end()
+        if not groups:
+            return
+        # Keep only the text from the first group on, offsets shifted to match.
+        base = groups[0].start
+        self._text = text[base:]
+        ends = [group.start for group in groups[1:]] + [len(text)]
+        for group, end in zip(groups, ends, strict=True):
+            group.start -= base
+            group.end = end - base
+        self._groups = groups
+
+    # -- asking ---------------------------------------------------------------
+
+    def allowed(self, url: str, *, user_agent: str) -> bool:
+        """Whether ``user_agent`` may fetch ``url`` (absolute or path-absolute)."""
+        rules = self._fixed or self._by_agent.get(user_agent) or self._rules_for(user_agent)
+        matcher = rules.matcher
+        if matcher is None:
+            return True
+        path = _rule_path(url)
+        if not path:
+            return True
+        rule = matcher.best(path)
+        return rule is None or rule[1]
+
+    def decide(self, url: str, *, user_agent: str) -> Decision:
+        """Like :meth:`allowed`, with the line and rule that decided."""
+        rules = self._fixed or self._by_agent.get(user_agent) or self._rules_for(user_agent)
+        return rules.decide(url)
+
+    def crawl_delay(self, *, user_agent: str) -> float | None:
+        """Seconds between requests asked by the agent's group, or None."""
+        rules = self._fixed or self._by_agent.get(user_agent) or self._rules_for(user_agent)
+        return rules.crawl_delay
+
+    def request_rate(self, *, user_agent: str) -> tuple[int, float] | None:
+        """``(requests, seconds)`` from the agent's Request-rate line, or None."""
+        rules = self._fixed or self._by_agent.get(user_agent) or self._rules_for(user_agent)
+        return rules.request_rate
+
+    def __repr__(self) -> str:
+        if self._fixed is _ALLOW_ALL:
+            return "<RobotsTxt allow_all>"
+        if self._fixed is _DISALLOW_ALL:
+            return "<RobotsTxt disallow_all>"
+        return f"<RobotsTxt groups={len(self._groups)} sitemaps={len(self.sitemaps)}>"
+
+    def _rules_for(self, user_agent: str) -> _AgentRules:
+        """Read and index the groups that apply to ``user_agent`` (once per agent)."""
+        token = user_agent.lower()
+        groups = [group for group in self._groups if token in group.agents]
+        if not groups:
+            groups = [group for group in self._groups if _GLOBAL in group.agents]
+        rules: list[tuple[bool, str, int]] = []
+        delays: list[float] = []
+        rate: tuple[int, float] | None = None
+        for group in groups:
+            lines = self._text[group.start + 1 : group.end].split("\n")
+            for number, line in enumerate(lines, group.line):
+                parsed = _lines.parse_line(line)
+                if parsed is None:
+                    continue
+                kind, value = parsed
+                if kind == _lines.ALLOW or kind == _lines.DISALLOW:
+                    if value:  # an empty value is no rule
+                        rules.append((kind == _lines.ALLOW, value, number))
+                elif kind == _lines.CRAWL_DELAY:
+                    delay = _parse_delay(value)
+                    if delay is not None:
+                        delays.append(delay)
+                elif kind == _lines.REQUEST_RATE and rate is None:
+                    rate = _parse_rate(value)
+        agents = tuple(dict.fromkeys(agent for group in groups for agent in group.agents))
+        result = _AgentRules(
+            agents,
+            Matcher(rules) if rules else None,
+            max(delays) if delays else None,  # the most cautious of merged groups
+            rate,
+        )
+        self._by_agent[user_agent] = result
+        return result
+
+
+def _has_rule(rule_line: re.Pattern[str], text: str, start: int, end: int) -> bool:
+    """Whether an Allow/Disallow line lies in ``text[start:end]``."""
+    for match in rule_line.finditer(text, start, end):
+        parsed = _lines.parse_line(match.group()[1:])
+        if parsed is not None and parsed[0] in (_lines.ALLOW, _lines.DISALLOW):
+            return True
+    return False
+
+
+def _to_bytes(body: bytes | str) -> bytes:
+    if isinstance(body, str):
+        try:
+            return body.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            return body.encode("utf-8", "surrogatepass")
+    return bytes(body)
+
+
+def _cut(data: bytes, max_size: int) -> bytes:
+    """The first ``max_size`` bytes, without a last line that was cut short."""
+    if data[max_size : max_size + 1] in (b"\n", b"\r"):
+        return data[:max_size]
+    head = data[:max_size]
+    return head[: max(head.rfind(b"\n"), head.rfind(b"\r")) + 1]
+
+
+def _to_text(data: bytes) -> str:
+    """Text with one "\\n" in front and every line end folded to "\\n"."""
+    if data.startswith(b"\xef"):  # Google skips a UTF-8 BOM, even a partial one
+        for size in (3, 2, 1):
+            if data.startswith(_BOM[:size]):
+                data = data[size:]
+                break
+    text = data.decode("utf-8", "surrogateescape")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return "\n" + text
+
+
+def _sitemaps(text: str, url: str | None) -> tuple[str, ...]:
+    found: dict[str, None] = {}
+    for match in _lines.SITEMAP_LINE.finditer(text):
+        parsed = _lines.parse_line(match.group()[1:])
+        if parsed is None or parsed[0] != _lines.SITEMAP or not parsed[1]:
+            continue
+        location = parsed[1]
+        if url is not None and "://" not in location:
+            location = urljoin(url, location)
+        found[location] = None
+    return tuple(found)
