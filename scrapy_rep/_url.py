@@ -2,7 +2,8 @@
 
 Both sides of a comparison are brought to one form before matching:
 percent-escapes of unreserved characters are decoded, other escapes get
-upper-case hex, and non-ASCII characters are UTF-8 percent-encoded. On the URL
+upper-case hex, and characters that may not stand raw in a URL (non-ASCII ones
+as UTF-8, controls, space and '"<>\\^`{|}') are percent-encoded. On the URL
 side a literal ``*`` or ``$`` becomes ``%2A`` / ``%24`` (RFC 9309 §2.2.3), so
 that a rule can name them without their special meaning. Lone surrogates from
 robots.txt bodies decoded with ``surrogateescape`` encode back to their
@@ -17,12 +18,18 @@ __all__ = ["normalize_path", "normalize_pattern", "path_of"]
 
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
-# What stands before the path: "scheme://authority", "//authority" or a bare host.
-_BEFORE_PATH = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.\-]*://|//)?[^/?;#]*")
+# The first character after the authority that ends it.
+_PATH_START = re.compile(r"[/?;#]")
 
-# %XX escapes, runs of non-ASCII characters, and (URL side only) '*' and '$'.
-_PATH_TOKENS = re.compile(r"%([0-9A-Fa-f]{2})|([^\x00-\x7f]+)|([*$])")
-_PATTERN_TOKENS = re.compile(r"%([0-9A-Fa-f]{2})|([^\x00-\x7f]+)|(\$)")
+# Characters compared as they are: unreserved and reserved ones (RFC 3986), and
+# '%'. '*' and '$' are reserved too but have a meaning in patterns (below).
+_AS_IS = r"A-Za-z0-9\-._~:/?#\[\]@!&'()+,;=%"
+# A path needs work when it holds anything else.
+_PATH_NEEDS_WORK = re.compile(f"[^{_AS_IS}]")
+# %XX escapes, runs of characters to percent-encode (non-ASCII, controls,
+# space, '"<>\\^`{|}'), and '*' and '$' (URL side) or a non-final '$' (patterns).
+_PATH_TOKENS = re.compile(f"%([0-9A-Fa-f]{{2}})|([^{_AS_IS}*$]+)|([*$])")
+_PATTERN_TOKENS = re.compile(f"%([0-9A-Fa-f]{{2}})|([^{_AS_IS}*$]+)|(\\$)")
 
 
 def path_of(url: str) -> str:
@@ -34,8 +41,12 @@ def path_of(url: str) -> str:
     if url[:1] == "/" and url[1:2] != "/":
         path = url
     else:
-        match = _BEFORE_PATH.match(url)
-        path = url[match.end() :] if match else url
+        start = url.find("://")
+        start = start + 3 if start >= 0 else (2 if url[:2] == "//" else 0)
+        found = _PATH_START.search(url, start)
+        if found is None:
+            return "/"
+        path = url[found.start() :]
     cut = path.find("#")
     if cut >= 0:
         path = path[:cut]
@@ -68,7 +79,7 @@ def _normalize_token(match: re.Match[str]) -> str:
 
 def normalize_path(path: str) -> str:
     """Normalise a URL path for comparison with rule patterns."""
-    if path.isascii() and "%" not in path and "*" not in path and "$" not in path:
+    if "%" not in path and _PATH_NEEDS_WORK.search(path) is None:
         return path
     return _PATH_TOKENS.sub(_normalize_token, path)
 
@@ -77,6 +88,6 @@ def normalize_pattern(pattern: str) -> str:
     """Normalise a rule pattern; ``*`` stays a wildcard and a final ``$`` an anchor."""
     anchored = pattern.endswith("$")
     body = pattern[:-1] if anchored else pattern
-    if not body.isascii() or "%" in body or "$" in body:
+    if "%" in body or "$" in body or _PATH_NEEDS_WORK.search(body.replace("*", "")):
         body = _PATTERN_TOKENS.sub(_normalize_token, body)
     return body + "$" if anchored else body
