@@ -24,12 +24,11 @@ _PATH_START = re.compile(r"[/?;#]")
 # Characters compared as they are: unreserved and reserved ones (RFC 3986), and
 # '%'. '*' and '$' are reserved too but have a meaning in patterns (below).
 _AS_IS = r"A-Za-z0-9\-._~:/?#\[\]@!&'()+,;=%"
-# A path needs work when it holds anything else.
-_PATH_NEEDS_WORK = re.compile(f"[^{_AS_IS}]")
-# %XX escapes, runs of characters to percent-encode (non-ASCII, controls,
-# space, '"<>\\^`{|}'), and '*' and '$' (URL side) or a non-final '$' (patterns).
-_PATH_TOKENS = re.compile(f"%([0-9A-Fa-f]{{2}})|([^{_AS_IS}*$]+)|([*$])")
-_PATTERN_TOKENS = re.compile(f"%([0-9A-Fa-f]{{2}})|([^{_AS_IS}*$]+)|(\\$)")
+# Anything else must be percent-encoded: non-ASCII (as UTF-8), controls, space
+# and '"<>\\^`{|}'. A '*' is left alone here: in patterns it is the wildcard,
+# and the URL side has already turned its own into "%2A".
+_TO_ENCODE = re.compile(f"[^{_AS_IS}*$]+")
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 
 
 def path_of(url: str) -> str:
@@ -56,38 +55,41 @@ def path_of(url: str) -> str:
 
 
 def _percent_encode(run: str) -> str:
-    out: list[str] = []
-    for char in run:
-        code = ord(char)
-        if 0xDC80 <= code <= 0xDCFF:  # a raw byte kept by surrogateescape
-            octets = bytes((code - 0xDC00,))
-        else:
-            octets = char.encode("utf-8", "surrogatepass")
-        out.extend(f"%{octet:02X}" for octet in octets)
-    return "".join(out)
+    try:
+        octets = run.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate that is no escaped byte
+        octets = run.encode("utf-8", "surrogatepass")
+    return "%" + octets.hex("%").upper()
 
 
-def _normalize_token(match: re.Match[str]) -> str:
-    hex_digits, non_ascii, special = match.groups()
-    if hex_digits is not None:
-        char = chr(int(hex_digits, 16))
-        return char if char in _UNRESERVED else "%" + hex_digits.upper()
-    if non_ascii is not None:
-        return _percent_encode(non_ascii)
-    return "%2A" if special == "*" else "%24"
+def _normalize_escape(match: re.Match[str]) -> str:
+    char = chr(int(match[1], 16))
+    return char if char in _UNRESERVED else "%" + match[1].upper()
+
+
+def _normalize(text: str) -> str:
+    """Escapes in one form, and percent-encoding where it is due ('$' excepted)."""
+    if "%" in text:
+        text = _ESCAPE.sub(_normalize_escape, text)
+    if _TO_ENCODE.search(text) is not None:
+        text = _TO_ENCODE.sub(lambda run: _percent_encode(run[0]), text)
+    return text
 
 
 def normalize_path(path: str) -> str:
     """Normalise a URL path for comparison with rule patterns."""
-    if "%" not in path and _PATH_NEEDS_WORK.search(path) is None:
-        return path
-    return _PATH_TOKENS.sub(_normalize_token, path)
+    if "*" in path:
+        path = path.replace("*", "%2A")
+    if "$" in path:
+        path = path.replace("$", "%24")
+    return _normalize(path)
 
 
 def normalize_pattern(pattern: str) -> str:
     """Normalise a rule pattern; ``*`` stays a wildcard and a final ``$`` an anchor."""
     anchored = pattern.endswith("$")
     body = pattern[:-1] if anchored else pattern
-    if "%" in body or "$" in body or _PATH_NEEDS_WORK.search(body.replace("*", "")):
-        body = _PATTERN_TOKENS.sub(_normalize_token, body)
+    if "$" in body:
+        body = body.replace("$", "%24")
+    body = _normalize(body)
     return body + "$" if anchored else body
