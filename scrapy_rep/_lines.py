@@ -31,7 +31,7 @@ __all__ = [
 
 USER_AGENT, ALLOW, DISALLOW, SITEMAP, CRAWL_DELAY, REQUEST_RATE, OTHER = range(7)
 
-MAX_LINE = 16_663  # Google's line buffer keeps this many bytes of a line
+MAX_LINE = 16_663  # Google's line buffer keeps this many bytes of a line (UTF-8)
 _SPACE = " \t\v\f"
 _WORD_GAP = re.compile(r"[ \t]+")
 
@@ -70,10 +70,20 @@ def key_kind(key: str) -> int:
     return OTHER
 
 
+def _cut_line(line: str) -> str:
+    """The line as Google reads it: its first MAX_LINE bytes in UTF-8."""
+    if line.isascii():
+        return line[:MAX_LINE]
+    octets = line.encode("utf-8", "surrogateescape")
+    if len(octets) <= MAX_LINE:
+        return line
+    return octets[:MAX_LINE].decode("utf-8", "surrogateescape")
+
+
 def parse_line(line: str) -> tuple[int, str] | None:
     """``(kind, value)`` for a line that holds a directive, else ``None``."""
-    if len(line) > MAX_LINE:
-        line = line[:MAX_LINE]
+    if len(line) > MAX_LINE // 4:
+        line = _cut_line(line)
     comment = line.find("#")
     if comment >= 0:
         line = line[:comment]

@@ -112,15 +112,6 @@ class Matcher:
                 old = table.get(body)
                 if old is None or rule > old:
                     table[body] = rule
-            if allow:
-                # Leniency of Google's reference: "Allow: /d/index.html" also allows "/d/".
-                slash = body.rfind("/")
-                if slash >= 0 and body.startswith("/index.htm", slash):
-                    directory = body[: slash + 1]
-                    old = exact.get(directory)
-                    candidate = (slash + 2, True, -line, value)
-                    if old is None or candidate > old:
-                        exact[directory] = candidate
         for group in heads.values():
             group.sort(key=lambda wildcard: wildcard.rule, reverse=True)
         self._prefixes = _PrefixIndex(prefixes) if prefixes else None
