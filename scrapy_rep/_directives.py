@@ -1,0 +1,297 @@
+"""Page-level robots directives: ``<meta name="robots">`` and ``X-Robots-Tag``.
+
+Scrapy-free. Follows Google's robots meta documentation: rules are
+comma-separated, case-insensitive and whitespace tolerant; every tag or header
+that applies to the crawler adds its rules (the most restrictive reading wins);
+``none`` means ``noindex, nofollow``; an ``X-Robots-Tag`` value may scope rules
+to one crawler with a ``botname:`` prefix. Bad input is ignored, never raised.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+
+from parsel import Selector
+
+__all__ = [
+    "NO_DIRECTIVES",
+    "Directives",
+    "addresses",
+    "header_directives",
+    "meta_directives",
+    "parse_date",
+    "parse_header",
+    "parse_rules",
+    "robots_meta_tags",
+]
+
+
+@dataclass(frozen=True)
+class Directives:
+    """The rules that apply to one crawler for one page (defaults: no restriction)."""
+
+    noindex: bool = False
+    nofollow: bool = False
+    noarchive: bool = False
+    nosnippet: bool = False
+    noimageindex: bool = False
+    notranslate: bool = False
+    unavailable_after: datetime | None = None  # timezone-aware, UTC
+
+    @property
+    def none(self) -> bool:
+        """True when the page says neither index nor follow (``none`` or both rules)."""
+        return self.noindex and self.nofollow
+
+    def merge(self, other: Directives) -> Directives:
+        """Both sets of rules at once: every restriction of either, the earliest expiry."""
+        expiry = self.unavailable_after
+        if other.unavailable_after is not None and (
+            expiry is None or other.unavailable_after < expiry
+        ):
+            expiry = other.unavailable_after
+        return Directives(
+            noindex=self.noindex or other.noindex,
+            nofollow=self.nofollow or other.nofollow,
+            noarchive=self.noarchive or other.noarchive,
+            nosnippet=self.nosnippet or other.nosnippet,
+            noimageindex=self.noimageindex or other.noimageindex,
+            notranslate=self.notranslate or other.notranslate,
+            unavailable_after=expiry,
+        )
+
+    def expired(self, now: datetime | None = None) -> bool:
+        """True once ``unavailable_after`` is past (``now`` defaults to the current UTC time)."""
+        if self.unavailable_after is None:
+            return False
+        return (now or datetime.now(timezone.utc)) >= self.unavailable_after
+
+    def noindex_at(self, now: datetime | None = None) -> bool:
+        """``noindex``, or ``unavailable_after`` already past."""
+        return self.noindex or self.expired(now)
+
+
+NO_DIRECTIVES = Directives()
+
+# rule name -> the Directives fields it sets (empty: a permission, restricts nothing)
+_FLAGS: dict[str, tuple[str, ...]] = {
+    "all": (),
+    "index": (),
+    "follow": (),
+    "noindex": ("noindex",),
+    "nofollow": ("nofollow",),
+    "none": ("noindex", "nofollow"),
+    "noarchive": ("noarchive",),
+    "nocache": ("noarchive",),  # Bing's spelling of noarchive
+    "nosnippet": ("nosnippet",),
+    "noimageindex": ("noimageindex",),
+    "notranslate": ("notranslate",),
+    "indexifembedded": (),
+}
+# rules written "name: value"; in a header, any other "key:" followed by a rule names a crawler
+_VALUED = frozenset({"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"})
+_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WEEKDAYS = frozenset((*_DAYS, *(day[:3] for day in _DAYS)))
+_BOT_TOKEN = re.compile(r"[a-z0-9_.-]+")
+_WORD_SPLIT = re.compile(r"[\s;]+")
+
+
+class _Builder:
+    """Collects rule names into flags; cheaper than rebuilding frozen objects."""
+
+    __slots__ = ("expiry", "flags")
+
+    def __init__(self) -> None:
+        self.flags: set[str] = set()
+        self.expiry: datetime | None = None
+
+    def rule(self, name: str, value: str | None) -> None:
+        if value is None:
+            # a lone word; also read "noindex nofollow" and "noindex;nofollow",
+            # a common mistake whose intent is plain
+            for word in _WORD_SPLIT.split(name.lower()):
+                self.flags.update(_FLAGS.get(word, ()))
+        elif name == "unavailable_after":
+            date = parse_date(value)
+            if date is not None and (self.expiry is None or date < self.expiry):
+                self.expiry = date
+
+    def build(self) -> Directives:
+        if not self.flags and self.expiry is None:
+            return NO_DIRECTIVES
+        flags = self.flags
+        return Directives(
+            noindex="noindex" in flags,
+            nofollow="nofollow" in flags,
+            noarchive="noarchive" in flags,
+            nosnippet="nosnippet" in flags,
+            noimageindex="noimageindex" in flags,
+            notranslate="notranslate" in flags,
+            unavailable_after=self.expiry,
+        )
+
+
+def _pieces(text: str) -> list[str]:
+    """Comma-separated parts, with the comma of an RFC 822/850 date glued back."""
+    raw = text.split(",")
+    pieces: list[str] = []
+    i = 0
+    while i < len(raw):
+        piece = raw[i].strip()
+        i += 1
+        key, _, value = piece.rpartition(":")
+        # "unavailable_after: Wednesday, 03-Nov-21 15:00:00 GMT" was cut after the weekday
+        if (
+            key.strip().lower().endswith("unavailable_after")
+            and value.strip().lower() in _WEEKDAYS
+            and i < len(raw)
+            and not _starts_with_rule(raw[i])
+        ):
+            piece = f"{piece}, {raw[i].strip()}"
+            i += 1
+        if piece:
+            pieces.append(piece)
+    return pieces
+
+
+def _starts_with_rule(text: str) -> bool:
+    first = _WORD_SPLIT.split(text.partition(":")[0].strip().lower(), maxsplit=1)[0]
+    return first in _FLAGS or first in _VALUED
+
+
+def _apply(text: str, user_agent: str | None, header: bool) -> Directives:
+    """Rules in ``text`` for ``user_agent``; ``header`` enables ``botname:`` scopes."""
+    agent = (user_agent or "").strip().lower()
+    builder = _Builder()
+    applies = True  # unscoped rules apply to every crawler
+    for piece in _pieces(text):
+        rest = piece
+        while rest:
+            key, colon, value = rest.partition(":")
+            name = key.strip().lower()
+            if not colon:
+                if applies:
+                    builder.rule(name, None)
+                break
+            if name in _VALUED:
+                if applies:
+                    builder.rule(name, value.strip())
+                break
+            rest = value.strip()
+            if header and _BOT_TOKEN.fullmatch(name) and _starts_with_rule(rest):
+                # "examplebot: noindex, nofollow": the scope lasts to the next bot prefix
+                applies = name == agent
+                continue
+            break  # an unknown "key: value" rule (max-snippet's future siblings): ignored
+    return builder.build()
+
+
+def parse_rules(content: str) -> Directives:
+    """The rules of one ``<meta>`` tag's ``content`` (whoever the tag names)."""
+    return _apply(content, None, header=False)
+
+
+def parse_header(value: str, *, user_agent: str | None) -> Directives:
+    """The rules of one ``X-Robots-Tag`` value that apply to ``user_agent``.
+
+    Rules before any ``botname:`` prefix apply to every crawler; rules after
+    ``examplebot:`` apply only to the crawler whose token is ``examplebot``
+    (compared case-insensitively), until the next prefix.
+    """
+    return _apply(value, user_agent, header=True)
+
+
+def header_directives(values: Iterable[str], *, user_agent: str | None) -> Directives:
+    """Every ``X-Robots-Tag`` value of a response, combined."""
+    result = NO_DIRECTIVES
+    for value in values:
+        result = result.merge(parse_header(value, user_agent=user_agent))
+    return result
+
+
+def meta_directives(tags: Iterable[tuple[str, str]], *, user_agent: str | None) -> Directives:
+    """Combined rules of the ``(name, content)`` meta tags that address the crawler.
+
+    ``robots`` addresses every crawler; a tag named after the crawler's token
+    (case-insensitively) addresses it alone; other names are other crawlers'.
+    """
+    result = NO_DIRECTIVES
+    for name, content in tags:
+        if addresses(name, user_agent):
+            result = result.merge(parse_rules(content))
+    return result
+
+
+def addresses(name: str, user_agent: str | None) -> bool:
+    """Whether a ``<meta name=...>`` speaks to the crawler whose token is ``user_agent``."""
+    name = name.strip().lower()
+    if name == "robots":
+        return True
+    return bool(user_agent) and name == (user_agent or "").strip().lower()
+
+
+def parse_date(value: str) -> datetime | None:
+    """``unavailable_after`` date in UTC, or None when unreadable.
+
+    Reads ISO 8601 (``2030-09-21``, ``2030-09-21T15:00:00Z``, with an offset)
+    and RFC 822 / RFC 850 / asctime dates. A date without a time means its
+    first instant; a time without a zone is taken as UTC.
+    """
+    text = value.strip()
+    if not text:
+        return None
+    date: datetime | None = None
+    iso = text[:-1] + "+00:00" if text[-1:] in "Zz" else text
+    try:
+        date = datetime.fromisoformat(iso)
+    except ValueError:
+        try:
+            date = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+    if date.tzinfo is None:
+        date = date.replace(tzinfo=timezone.utc)
+    try:
+        return date.astimezone(timezone.utc)
+    except (OverflowError, ValueError):  # an offset pushing year 1 or 9999 out of range
+        return None
+
+
+# The <head> ends at </head> or where <body> starts; without either, look this far.
+_HEAD_END = re.compile(r"</head[\s>]|<body[\s>]", re.IGNORECASE)
+_NO_HEAD_LIMIT = 512 * 1024
+
+
+def robots_meta_tags(html: str, *, names: Iterable[str] | None = None) -> list[tuple[str, str]]:
+    """``(name, content)`` of the ``<meta>`` tags in an HTML page's ``<head>``.
+
+    Names are lowercased; with ``names`` (lowercase), only tags of those names.
+    Only the head is read (where the tags belong), and it is parsed only if
+    it mentions ``<meta`` and one of ``names`` at all: most pages carry no
+    robots tag and cost a substring search. Broken markup is recovered from
+    as browsers do; nothing raises.
+    """
+    end = _HEAD_END.search(html)
+    head = html[: end.start()] if end else html[:_NO_HEAD_LIMIT]
+    lowered = head.lower()
+    if "<meta" not in lowered:
+        return []
+    wanted = None if names is None else frozenset(names)
+    if wanted is not None and not any(name in lowered for name in wanted):
+        return []
+    try:
+        # bytes, not str: lxml rejects str with an XML encoding declaration or lone surrogates
+        selector = Selector(body=head.encode("utf-8", "replace"), encoding="utf-8", type="html")
+        elements = selector.xpath("//meta[@name][@content]")
+    except Exception:  # whatever lxml cannot recover from must not stop a crawl
+        return []
+    tags: list[tuple[str, str]] = []
+    for element in elements:
+        name = element.attrib["name"].strip().lower()
+        if wanted is None or name in wanted:
+            tags.append((name, element.attrib["content"]))
+    return tags

@@ -1,0 +1,194 @@
+"""Spider middleware obeying page-level robots directives.
+
+``<meta name="robots">``, ``<meta name="EXAMPLEBOT">`` (the crawler's own token)
+and ``X-Robots-Tag`` headers: ``nofollow``/``none`` drop the requests a callback
+yields from that page; ``noindex`` (and a past ``unavailable_after``) is exposed
+as ``response.meta["rep_noindex"]`` and, with ``REP_META_NOINDEX = "drop"``,
+drops the page's items. Page directives are part of obeying robots, so the
+middleware is off when ``ROBOTSTXT_OBEY`` is.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
+
+from scrapy import Request
+from scrapy.exceptions import NotConfigured
+from scrapy.http import HtmlResponse, Response, TextResponse
+
+from scrapy_rep._directives import (
+    NO_DIRECTIVES,
+    Directives,
+    header_directives,
+    parse_rules,
+    robots_meta_tags,
+)
+from scrapy_rep.config import Config
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+
+__all__ = ["MetaRobotsMiddleware"]
+
+logger = logging.getLogger(__name__)
+
+NOFOLLOW_DROPPED = "rep/meta/nofollow_dropped"
+NOINDEX_DROPPED = "rep/meta/noindex_dropped"
+NOFOLLOW_PAGES = "rep/meta/nofollow_pages"
+NOINDEX_PAGES = "rep/meta/noindex_pages"
+
+
+@dataclass(frozen=True)
+class _Page:
+    """What one response's directives mean for its callback's output."""
+
+    directives: Directives
+    nofollow: str | None  # why its requests are dropped, None to keep them
+    noindex: str | None  # why it is noindex (now), None when indexable
+
+
+class MetaRobotsMiddleware:
+    """Obeys ``nofollow``, ``none``, ``noindex`` and ``unavailable_after`` of each page."""
+
+    def __init__(self, crawler: Crawler, config: Config) -> None:
+        self.crawler = crawler
+        self.user_agent: str = config.user_agent
+        self.drop_noindex: bool = config.meta_noindex == "drop"
+        # <meta name="robots"> speaks to every crawler, <meta name="examplebot"> to ours alone
+        self._meta_names = frozenset({"robots", self.user_agent.strip().lower()} - {""})
+        # one evaluation per response, shared by process_spider_input and _output
+        self._pages: WeakKeyDictionary[Response, _Page | None] = WeakKeyDictionary()
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> MetaRobotsMiddleware:
+        config = Config.from_settings(crawler.settings)
+        if not config.obey:
+            raise NotConfigured("ROBOTSTXT_OBEY is off: page directives are not obeyed either")
+        if not config.meta_robots:
+            raise NotConfigured("REP_META_ROBOTS is off")
+        return cls(crawler, config)
+
+    def process_spider_input(self, response: Response, spider: Spider | None = None) -> None:
+        # before the callback runs, so it can read response.meta["rep_noindex"]
+        self._page(response)
+
+    def process_spider_output(
+        self, response: Response, result: Iterable[Any], spider: Spider | None = None
+    ) -> Iterable[Any]:
+        page = self._page(response)
+        for output in result:
+            if page is None or self._admit(output, response, page):
+                yield output
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
+    ) -> AsyncIterator[Any]:
+        page = self._page(response)
+        async for output in result:
+            if page is None or self._admit(output, response, page):
+                yield output
+
+    def _page(self, response: Response) -> _Page | None:
+        """The response's evaluated directives; None when it opted out."""
+        try:
+            return self._pages[response]
+        except KeyError:
+            pass
+        page = self._evaluate(response)
+        self._pages[response] = page
+        return page
+
+    def _evaluate(self, response: Response) -> _Page | None:
+        meta = _request_meta(response)
+        if meta is None or meta.get("dont_obey_robotstxt"):
+            return None
+        sources: list[tuple[str, Directives]] = []
+        if _is_html(response):
+            assert isinstance(response, TextResponse)
+            for name, content in robots_meta_tags(response.text, names=self._meta_names):
+                sources.append((f'<meta name="{name}">', parse_rules(content)))
+        values = [v.decode("latin-1") for v in response.headers.getlist(b"X-Robots-Tag")]
+        if values:
+            sources.append(("X-Robots-Tag", header_directives(values, user_agent=self.user_agent)))
+
+        directives = NO_DIRECTIVES
+        for _, found in sources:
+            directives = directives.merge(found)
+        now = datetime.now(timezone.utc)
+        page = _Page(
+            directives=directives,
+            nofollow=_reason(sources, "nofollow", lambda d: d.nofollow),
+            noindex=(
+                _reason(sources, "noindex", lambda d: d.noindex)
+                or _reason(
+                    sources,
+                    f"unavailable_after {_iso(directives.unavailable_after)}, now past",
+                    lambda d: d.expired(now),
+                )
+            ),
+        )
+        meta["rep_noindex"] = page.noindex is not None
+        meta["rep_directives"] = directives
+        stats = self.crawler.stats
+        if page.nofollow:
+            stats.inc_value(NOFOLLOW_PAGES)
+        if page.noindex:
+            stats.inc_value(NOINDEX_PAGES)
+        return page
+
+    def _admit(self, output: Any, response: Response, page: _Page) -> bool:
+        """Whether one object of the callback's output may go on."""
+        if isinstance(output, Request):
+            if page.nofollow is None or output.meta.get("dont_obey_robotstxt"):
+                return True
+            self.crawler.stats.inc_value(NOFOLLOW_DROPPED)
+            logger.debug(
+                "Dropped %(request)s found on %(page)s: the page says %(reason)s",
+                {"request": output, "page": response, "reason": page.nofollow},
+                extra={"spider": self.crawler.spider},
+            )
+            return False
+        if page.noindex is None or not self.drop_noindex:
+            return True
+        self.crawler.stats.inc_value(NOINDEX_DROPPED)
+        logger.debug(
+            "Dropped an item from %(page)s: the page says %(reason)s (REP_META_NOINDEX = 'drop')",
+            {"page": response, "reason": page.noindex},
+            extra={"spider": self.crawler.spider},
+        )
+        return False
+
+
+def _request_meta(response: Response) -> dict[str, Any] | None:
+    try:
+        meta: dict[str, Any] = response.meta
+    except AttributeError:  # a response not tied to a request has nowhere to say so
+        return None
+    return meta
+
+
+def _iso(date: datetime | None) -> str:
+    return date.isoformat() if date else ""
+
+
+def _is_html(response: Response) -> bool:
+    if isinstance(response, HtmlResponse):
+        return True
+    if not isinstance(response, TextResponse):
+        return False
+    content_type = response.headers.get(b"Content-Type") or b""
+    return b"html" in content_type.lower()
+
+
+def _reason(
+    sources: list[tuple[str, Directives]], rule: str, says: Callable[[Directives], bool]
+) -> str | None:
+    """``"nofollow (X-Robots-Tag)"``: the rule and every source stating it; None if none."""
+    where = list(dict.fromkeys(source for source, directives in sources if says(directives)))
+    return f"{rule} ({', '.join(where)})" if where else None
