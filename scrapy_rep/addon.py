@@ -1,0 +1,50 @@
+"""``scrapy_rep.Addon``: ``ADDONS = {"scrapy_rep.Addon": 100}``.
+
+- enables ``scrapy_rep.RobotsTxtMiddleware`` at order 100 (where Scrapy's
+  own sits) unless DOWNLOADER_MIDDLEWARES already mentions it;
+- disables Scrapy's ``RobotsTxtMiddleware`` unless DOWNLOADER_MIDDLEWARES
+  mentions it (if the user enabled it by hand, both run and our middleware
+  logs an error at start);
+- enables ``scrapy_rep.MetaRobotsMiddleware`` (page-level robots directives)
+  at spider-middleware order 100 when ``REP_META_ROBOTS`` is on (default),
+  unless SPIDER_MIDDLEWARES mentions it. At 100 it sees what every spider
+  middleware above it (Depth, UrlLength, Referer, the user's own at 543...)
+  lets out of the spider, and after HttpErrorMiddleware (50) filtered errors.
+
+``ROBOTSTXT_OBEY`` stays the switch: with it off, the middlewares disable
+themselves at start.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyRobotsTxtMiddleware
+from scrapy.utils.misc import load_object
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+MIDDLEWARE_ORDER = 100
+META_MIDDLEWARE_ORDER = 100
+META_MIDDLEWARE = "scrapy_rep.meta.MetaRobotsMiddleware"
+
+
+class Addon:
+    def update_settings(self, settings: BaseSettings) -> None:
+        from scrapy_rep.middleware import RobotsTxtMiddleware
+
+        settings.setdefault_in_component_priority_dict(
+            "DOWNLOADER_MIDDLEWARES", RobotsTxtMiddleware, MIDDLEWARE_ORDER
+        )
+        settings.setdefault_in_component_priority_dict(
+            "DOWNLOADER_MIDDLEWARES", ScrapyRobotsTxtMiddleware, None
+        )
+        try:
+            meta_robots = settings.getbool("REP_META_ROBOTS", True)
+        except ValueError:
+            meta_robots = True  # the middlewares report the invalid value at start
+        if meta_robots:
+            settings.setdefault_in_component_priority_dict(
+                "SPIDER_MIDDLEWARES", load_object(META_MIDDLEWARE), META_MIDDLEWARE_ORDER
+            )

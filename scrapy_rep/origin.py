@@ -1,0 +1,95 @@
+"""Origins: the unit robots.txt applies to (RFC 9309 §2.3).
+
+An origin is ``(scheme, host, port)``: the host lowercased and IDNA-encoded
+(punycode), the port made explicit, so ``http://Example.com``,
+``http://example.com:80`` and ``http://EXAMPLE.com/`` share one robots.txt
+while ``https://example.com`` and ``http://example.com:8080`` do not.
+
+:class:`OriginKeys` memoises the key of each ``(scheme, netloc)`` pair so that
+the per-request cost is two dictionary lookups.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from urllib.parse import ParseResult
+
+Origin = tuple[str, str, int]
+"""``(scheme, host, port)``; for example ``("https", "example.com", 443)``."""
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _ascii_host(host: str) -> str:
+    host = host.lower().rstrip(".")
+    if host.isascii():
+        return host
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return host
+
+
+def origin_of(parsed: ParseResult) -> Origin | None:
+    """The origin of a parsed URL, or None if it has none robots.txt applies to
+    (not http/https, no host, invalid port)."""
+    scheme = parsed.scheme.lower()
+    default_port = DEFAULT_PORTS.get(scheme)
+    if default_port is None:
+        return None
+    host = parsed.hostname
+    if not host:
+        return None
+    try:
+        port = parsed.port
+    except ValueError:
+        return None
+    return (scheme, _ascii_host(host), port or default_port)
+
+
+def origin_text(origin: Origin) -> str:
+    """``scheme://host[:port]``, the port only when it is not the default one."""
+    scheme, host, port = origin
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    if DEFAULT_PORTS.get(scheme) == port:
+        return f"{scheme}://{host}"
+    return f"{scheme}://{host}:{port}"
+
+
+def robots_url(origin: Origin) -> str:
+    return origin_text(origin) + "/robots.txt"
+
+
+class OriginKeys:
+    """Memoised ``(scheme, netloc) -> Origin``: the hot path does no parsing.
+
+    Bounded: the memo is simply emptied when it grows past ``max_size``.
+    """
+
+    __slots__ = ("_by_scheme", "_max_size", "_size")
+
+    def __init__(self, max_size: int = 100_000) -> None:
+        self._by_scheme: dict[str, dict[str, Origin | None]] = {}
+        self._max_size = max_size
+        self._size = 0
+
+    def get(self, parsed: ParseResult) -> Origin | None:
+        by_netloc = self._by_scheme.get(parsed.scheme)
+        if by_netloc is not None:
+            try:
+                return by_netloc[parsed.netloc]
+            except KeyError:
+                pass
+        return self._add(parsed)
+
+    def _add(self, parsed: ParseResult) -> Origin | None:
+        if self._size >= self._max_size:
+            self._by_scheme.clear()
+            self._size = 0
+        origin = origin_of(parsed)
+        self._by_scheme.setdefault(parsed.scheme, {})[parsed.netloc] = origin
+        self._size += 1
+        return origin

@@ -1,0 +1,23 @@
+"""Signals sent by scrapy-rep (connect with ``crawler.signals.connect``).
+
+``request_forbidden(request, decision, origin)``
+    A request was found disallowed (also under ``REP_DRY_RUN``, where it is
+    then let through). ``decision`` is a ``scrapy_rep.Decision``.
+
+``robotstxt_parsed(robots, origin, response)``
+    A 2xx robots.txt was parsed. ``robots`` is a ``scrapy_rep.RobotsTxt``,
+    ``origin`` the origin text (``https://example.com``), ``response`` the
+    last response (after redirects).
+
+``sitemaps_found(urls, origin)``
+    Sent once per origin, the first time its robots.txt fetch completes,
+    with the absolute, deduplicated ``Sitemap:`` URLs (an empty tuple when
+    there are none or the robots.txt could not be parsed). Sent again only if
+    the origin fell out of the rules cache and was fetched anew.
+"""
+
+from __future__ import annotations
+
+request_forbidden = object()
+robotstxt_parsed = object()
+sitemaps_found = object()

@@ -1,0 +1,101 @@
+"""Run real Scrapy crawls in tests (import as ``from crawls import ...``).
+
+``await run_crawl(urls, settings)`` crawls ``urls`` (strings or Requests) with
+scrapy-rep enabled through its add-on and returns what happened to each
+request: responses by URL, failures (exceptions) by URL, and the stats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scrapy import Request, Spider
+from scrapy.crawler import Crawler
+from scrapy.http import Response
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.test import get_crawler
+from twisted.python.failure import Failure
+
+USER_AGENT = "ExampleBot/1.0 (+http://example.com/bot)"
+
+BASE_SETTINGS: dict[str, Any] = {
+    "ADDONS": {"scrapy_rep.Addon": 100},
+    "ROBOTSTXT_OBEY": True,
+    "USER_AGENT": USER_AGENT,
+    "LOG_LEVEL": "DEBUG",
+    "TELNETCONSOLE_ENABLED": False,
+    "REP_FETCH_TIMEOUT": 2.0,
+    "REP_FETCH_RETRIES": 0,
+    "RETRY_ENABLED": False,
+    "DOWNLOAD_TIMEOUT": 5,
+}
+
+
+@dataclass
+class CrawlResult:
+    crawler: Crawler
+    responses: dict[str, Response] = field(default_factory=dict)
+    failures: dict[str, Failure] = field(default_factory=dict)
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        assert self.crawler.stats is not None
+        return self.crawler.stats.get_stats()
+
+    def rep_stats(self) -> dict[str, Any]:
+        return {k: v for k, v in self.stats.items() if k.startswith("rep/")}
+
+    def failed_with(self, url: str) -> type[BaseException] | None:
+        failure = self.failures.get(url)
+        return None if failure is None else type(failure.value)
+
+
+class ListSpider(Spider):
+    """Requests every URL of ``urls``; ``follow(response)`` may yield more."""
+
+    name = "rep-test"
+
+    def __init__(
+        self,
+        urls: list[str | Request],
+        result: CrawlResult,
+        follow: Callable[[Response], list[Request]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.urls = urls
+        self.result = result
+        self.follow = follow
+
+    async def start(self) -> AsyncIterator[Request]:
+        for url in self.urls:
+            request = url if isinstance(url, Request) else Request(url, dont_filter=True)
+            yield request.replace(callback=self.parse, errback=self.failed)
+
+    def parse(self, response: Response) -> Any:
+        self.result.responses[response.request.url if response.request else response.url] = response
+        if self.follow is not None:
+            for request in self.follow(response):
+                yield request.replace(callback=self.parse, errback=self.failed)
+
+    def failed(self, failure: Failure) -> None:
+        request = getattr(failure, "request", None)
+        self.result.failures[request.url if request is not None else "?"] = failure
+
+
+async def run_crawl(
+    urls: list[str | Request],
+    settings: dict[str, Any] | None = None,
+    *,
+    follow: Callable[[Response], list[Request]] | None = None,
+    before: Callable[[Crawler], None] | None = None,
+) -> CrawlResult:
+    crawler = get_crawler(ListSpider, {**BASE_SETTINGS, **(settings or {})})
+    result = CrawlResult(crawler)
+    if before is not None:
+        before(crawler)
+    # a Deferred wrapping the coroutine: pytest-twisted runs test coroutines as Deferreds
+    await deferred_from_coro(crawler.crawl_async(urls=urls, result=result, follow=follow))
+    return result

@@ -1,0 +1,141 @@
+"""scrapy_rep.Addon: what ADDONS = {"scrapy_rep.Addon": 100} enables, in real crawls."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+import pytest_twisted
+from crawls import run_crawl
+from scrapy import signals
+from scrapy.crawler import Crawler
+from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyMiddleware
+from servers import Reply, ScriptedServer
+
+from scrapy_rep import MetaRobotsMiddleware, RobotsTxtMiddleware
+
+SCRAPY_PATH = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
+
+
+def record_components(found: dict[str, list[Any]]) -> Any:
+    def before(crawler: Crawler) -> None:
+        def opened(spider: Any) -> None:
+            assert crawler.engine is not None
+            found["downloader"] = list(crawler.engine.downloader.middleware.middlewares)
+            found["spider"] = list(crawler.engine.scraper.spidermw.middlewares)
+
+        crawler.signals.connect(opened, signal=signals.spider_opened, weak=False)
+
+    return before
+
+
+def kinds(components: list[Any]) -> list[type]:
+    return [type(component) for component in components]
+
+
+def both_enabled_errors(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [
+        r
+        for r in caplog.records
+        if r.levelno == logging.ERROR and "Scrapy's own RobotsTxtMiddleware" in r.getMessage()
+    ]
+
+
+@pytest_twisted.ensureDeferred
+async def test_addon_replaces_scrapys_middleware_at_its_place(
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    site.script("/robots.txt", Reply(status=404, body=b"User-agent: *\nDisallow: /\n"))
+    found: dict[str, list[Any]] = {}
+    await run_crawl([site.url("/page")], before=record_components(found))
+
+    downloader = kinds(found["downloader"])
+    assert RobotsTxtMiddleware in downloader
+    assert ScrapyMiddleware not in downloader
+    # where Scrapy's own was: after OffsiteMiddleware (50), before HttpAuthMiddleware (300)
+    names = [cls.__name__ for cls in downloader]
+    assert names.index("OffsiteMiddleware") < names.index("RobotsTxtMiddleware")
+    assert names.index("RobotsTxtMiddleware") < names.index("HttpAuthMiddleware")
+    assert MetaRobotsMiddleware in kinds(found["spider"])
+    assert site.hits("/page") == 1  # Scrapy's own would have parsed the 404 body
+    assert both_enabled_errors(caplog) == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_addon_respects_orders_set_by_hand(site: ScriptedServer) -> None:
+    found: dict[str, list[Any]] = {}
+    await run_crawl(
+        [site.url("/page")],
+        {
+            "DOWNLOADER_MIDDLEWARES": {"scrapy_rep.RobotsTxtMiddleware": 560},
+            "SPIDER_MIDDLEWARES": {"scrapy_rep.MetaRobotsMiddleware": None},
+        },
+        before=record_components(found),
+    )
+    names = [cls.__name__ for cls in kinds(found["downloader"])]
+    assert names.index("UserAgentMiddleware") < names.index("RobotsTxtMiddleware")  # 500 < 560
+    assert MetaRobotsMiddleware not in kinds(found["spider"])
+
+
+@pytest_twisted.ensureDeferred
+async def test_rep_meta_robots_false_leaves_the_spider_middleware_out(
+    site: ScriptedServer,
+) -> None:
+    found: dict[str, list[Any]] = {}
+    await run_crawl([site.url("/")], {"REP_META_ROBOTS": False}, before=record_components(found))
+    assert MetaRobotsMiddleware not in kinds(found["spider"])
+    assert RobotsTxtMiddleware in kinds(found["downloader"])
+
+
+@pytest_twisted.ensureDeferred
+async def test_scrapys_middleware_enabled_by_hand_next_to_ours_logs_one_error(
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    await run_crawl([site.url("/")], {"DOWNLOADER_MIDDLEWARES": {SCRAPY_PATH: 100}})
+    assert len(both_enabled_errors(caplog)) == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_enabling_ours_by_hand_without_disabling_scrapys_logs_one_error(
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    await run_crawl(
+        [site.url("/")],
+        {"ADDONS": {}, "DOWNLOADER_MIDDLEWARES": {"scrapy_rep.RobotsTxtMiddleware": 100}},
+    )
+    assert len(both_enabled_errors(caplog)) == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_enabling_by_hand_the_documented_way(
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    site.robots("User-agent: *\nDisallow: /private\n")
+    result = await run_crawl(
+        [site.url("/private"), site.url("/public")],
+        {
+            "ADDONS": {},
+            "DOWNLOADER_MIDDLEWARES": {
+                SCRAPY_PATH: None,
+                "scrapy_rep.RobotsTxtMiddleware": 100,
+            },
+        },
+    )
+    assert (site.hits("/private"), site.hits("/public")) == (0, 1)
+    assert result.stats["rep/forbidden"] == 1
+    assert both_enabled_errors(caplog) == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_robotstxt_obey_false_disables_it_with_one_info_line(
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    site.robots("User-agent: *\nDisallow: /\n")
+    caplog.set_level(logging.INFO)
+    result = await run_crawl([site.url("/page")], {"ROBOTSTXT_OBEY": False})
+    assert site.hits("/robots.txt") == 0
+    assert site.hits("/page") == 1
+    lines = [r for r in caplog.records if "ROBOTSTXT_OBEY is False" in r.getMessage()]
+    assert [r.levelno for r in lines] == [logging.INFO]
+    assert not [k for k in result.stats if k.startswith("rep/")]

@@ -1,0 +1,133 @@
+"""Settings: read once, validated; an invalid value stops the crawl at start."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+import pytest_twisted
+from crawls import run_crawl
+from servers import ScriptedServer
+
+from scrapy_rep._agent import product_token
+from scrapy_rep.config import Config
+from scrapy_rep.exceptions import InvalidSetting
+
+
+def test_defaults() -> None:
+    config = Config.from_settings({"ROBOTSTXT_OBEY": True, "USER_AGENT": "ExampleBot/1.0"})
+    assert config.obey is True
+    assert config.user_agent == "ExampleBot"
+    assert (config.max_size, config.fetch_timeout, config.fetch_retries) == (512_000, 10.0, 1)
+    assert (config.unreachable, config.cache_ttl, config.max_crawl_delay) == (
+        "disallow",
+        86_400,
+        60,
+    )
+    assert (config.dry_run, config.obey_crawl_delay) == (False, True)
+    assert (config.meta_robots, config.meta_noindex) == (True, "keep")
+
+
+def test_values_are_read_from_strings_too() -> None:
+    config = Config.from_settings(
+        {
+            "REP_DRY_RUN": "True",
+            "REP_MAX_SIZE": "1000",
+            "REP_CACHE_TTL": "60.5",
+            "REP_UNREACHABLE": " Defer ",
+        }
+    )
+    assert (config.dry_run, config.max_size, config.cache_ttl) == (True, 1000, 60.5)
+    assert config.unreachable == "defer"
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("REP_MAX_SIZE", 0),
+        ("REP_MAX_SIZE", "big"),
+        ("REP_MAX_SIZE", 1.5),
+        ("REP_FETCH_TIMEOUT", 0),
+        ("REP_FETCH_TIMEOUT", "nan"),
+        ("REP_FETCH_RETRIES", -1),
+        ("REP_UNREACHABLE", "ignore"),
+        ("REP_UNREACHABLE", True),
+        ("REP_CACHE_TTL", -5),
+        ("REP_CACHE_TTL", True),
+        ("REP_CACHE_MAX_ORIGINS", 0),
+        ("REP_DRY_RUN", "maybe"),
+        ("REP_OBEY_CRAWL_DELAY", "yes please"),
+        ("REP_MAX_CRAWL_DELAY", -1),
+        ("REP_META_NOINDEX", "delete"),
+        ("REP_RETRY_MIN", 0),
+        ("REP_MAX_WAITING", -1),
+        ("ROBOTSTXT_OBEY", "perhaps"),
+    ],
+)
+def test_invalid_values_name_the_setting(setting: str, value: Any) -> None:
+    with pytest.raises(InvalidSetting) as raised:
+        Config.from_settings({setting: value})
+    assert raised.value.setting == setting
+    assert str(raised.value).startswith(f"{setting}: ")
+    assert isinstance(raised.value, ValueError)
+
+
+def test_bounds_between_settings() -> None:
+    with pytest.raises(InvalidSetting, match="REP_CACHE_MIN_TTL"):
+        Config.from_settings({"REP_CACHE_TTL": 100, "REP_CACHE_MIN_TTL": 200})
+    with pytest.raises(InvalidSetting, match="REP_RETRY_MAX"):
+        Config.from_settings({"REP_RETRY_MIN": 100, "REP_RETRY_MAX": 10})
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_invalid_value_stops_the_crawl_at_start(site: ScriptedServer) -> None:
+    with pytest.raises(InvalidSetting, match="REP_UNREACHABLE"):
+        await run_crawl([site.url("/")], {"REP_UNREACHABLE": "sometimes"})
+    assert site.hits() == 0
+
+
+@pytest.mark.parametrize(
+    ("header", "token"),
+    [
+        ("ExampleBot/1.0 (+http://example.com/bot)", "ExampleBot"),
+        ("ExampleBot", "ExampleBot"),
+        ("Example-Bot_2/1.0", "Example-Bot_"),
+        ("Scrapy/2.19 (+https://scrapy.org)", "Scrapy"),
+        ("Mozilla/5.0 (compatible; ExampleBot/1.0; +http://example.com/bot)", "ExampleBot"),
+        ("Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", "Googlebot"),
+        (b"ExampleBot/1.0", "ExampleBot"),
+        ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/120.0 Safari/537.36", None),
+        ("Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1)", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_product_token(header: str | bytes | None, token: str | None) -> None:
+    assert product_token(header) == token
+
+
+def test_robotstxt_user_agent_wins_over_user_agent() -> None:
+    config = Config.from_settings(
+        {"ROBOTSTXT_USER_AGENT": "SpecialBot", "USER_AGENT": "ExampleBot/1.0"}
+    )
+    assert config.user_agent == "SpecialBot"
+
+
+def test_robotstxt_user_agent_without_a_token_is_invalid() -> None:
+    with pytest.raises(InvalidSetting, match="ROBOTSTXT_USER_AGENT"):
+        Config.from_settings({"ROBOTSTXT_USER_AGENT": "Mozilla/5.0 (X11; Linux x86_64)"})
+
+
+@pytest_twisted.ensureDeferred
+async def test_browser_like_user_agent_warns_how_to_set_the_token(
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    site.robots("User-agent: *\nDisallow: /star\n\nUser-agent: Mozilla\nDisallow: /moz\n")
+    await run_crawl(
+        [site.url("/star"), site.url("/moz")],
+        {"USER_AGENT": "Mozilla/5.0 (X11; Linux x86_64) Gecko/20100101 Firefox/120.0"},
+    )
+    warnings = [r for r in caplog.records if "ROBOTSTXT_USER_AGENT" in r.getMessage()]
+    assert [r.levelno for r in warnings] == [logging.WARNING]
+    assert (site.hits("/star"), site.hits("/moz")) == (0, 1)  # only the * group applies

@@ -1,0 +1,256 @@
+"""RobotsTxtMiddleware: waiting for robots.txt, freshness, REP_UNREACHABLE = defer.
+
+Real crawls against real local servers; the epoll-reactor case runs in a
+subprocess (one pytest process has one reactor).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_twisted
+from crawls import run_crawl
+from scrapy import Request, signals
+from scrapy.crawler import Crawler
+from scrapy.http import Response
+from servers import PAGE, Reply, ScriptedServer
+
+from scrapy_rep import RobotsTxtUnavailable
+from scrapy_rep._downloader import internals_problems
+
+ROBOTS = b"User-agent: *\nDisallow: /private\n"
+
+
+def private_pages(site: ScriptedServer, count: int) -> list[str]:
+    return [site.url(f"/private/{i}") for i in range(count)]
+
+
+# -- one fetch, every waiter gets the verdict ------------------------------------------------------
+
+
+@pytest.mark.parametrize("max_waiting", [256, 0])
+@pytest_twisted.ensureDeferred
+async def test_40_concurrent_waiters_all_get_the_verdict(
+    site: ScriptedServer, max_waiting: int
+) -> None:
+    """Scrapy 2.19's own middleware let 38 of these 40 through."""
+    site.script("/robots.txt", Reply(body=ROBOTS, delay=0.3))
+    result = await run_crawl(
+        [*private_pages(site, 40), site.url("/public")],
+        {"CONCURRENT_REQUESTS": 64, "REP_MAX_WAITING": max_waiting},
+    )
+    assert site.hits("/robots.txt") == 1
+    assert [p for p in site.paths() if p.startswith("/private")] == []
+    assert site.hits("/public") == 1
+    assert result.stats["rep/forbidden"] == 40
+    assert result.stats["rep/robotstxt/request_count"] == 1
+
+
+def test_40_concurrent_waiters_on_the_epoll_reactor(site: ScriptedServer) -> None:
+    site.script("/robots.txt", Reply(body=ROBOTS, delay=0.3))
+    script = Path(__file__).with_name("_epoll_crawl.py")
+    run = subprocess.run(
+        [sys.executable, str(script), site.origin, "40"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["reactor"] == "EPollReactor"
+    assert report["finish_reason"] == "finished"
+    assert site.hits("/robots.txt") == 1
+    assert [p for p in site.paths() if p.startswith("/private")] == []
+    assert site.hits("/public") == 1
+    assert report["stats"]["rep/forbidden"] == 40
+
+
+# -- waiting does not starve known origins ---------------------------------------------------------
+
+
+def starving_sites(
+    slow: ScriptedServer, fast: ScriptedServer, wait_timeout: float
+) -> tuple[list[str], threading.Event]:
+    """``slow``'s robots.txt answers once ``fast``'s last page was requested
+    (or after ``wait_timeout``)."""
+    fast_done = threading.Event()
+    slow.script("/robots.txt", Reply(body=ROBOTS, wait_for=fast_done, wait_timeout=wait_timeout))
+    fast.robots(ROBOTS)
+
+    def last_fast_page(hit: int) -> Reply:
+        fast_done.set()
+        return Reply(body=PAGE)
+
+    fast.script("/p/9", last_fast_page)
+    urls = [slow.url(f"/s/{i}") for i in range(10)] + [fast.url(f"/p/{i}") for i in range(10)]
+    return urls, fast_done
+
+
+def slow_pages_came_after_fast_pages(slow: ScriptedServer, fast: ScriptedServer) -> bool:
+    last_fast = max(hit.time for hit in fast.log() if hit.path.startswith("/p/"))
+    first_slow = min(hit.time for hit in slow.log() if hit.path.startswith("/s/"))
+    return last_fast < first_slow
+
+
+@pytest_twisted.ensureDeferred
+async def test_requests_to_known_origins_flow_while_others_wait(
+    site: ScriptedServer, site2: ScriptedServer
+) -> None:
+    urls, fast_done = starving_sites(site, site2, wait_timeout=10)
+    result = await run_crawl(urls, {"CONCURRENT_REQUESTS": 2})
+    assert fast_done.is_set()
+    assert all(site2.hits(f"/p/{i}") == 1 for i in range(10))
+    assert all(site.hits(f"/s/{i}") == 1 for i in range(10))
+    assert slow_pages_came_after_fast_pages(site, site2)
+    assert not result.failures
+
+
+@pytest_twisted.ensureDeferred
+async def test_without_rep_max_waiting_waiters_fill_concurrent_requests(
+    site: ScriptedServer, site2: ScriptedServer
+) -> None:
+    """The same crawl with REP_MAX_WAITING = 0 (Scrapy's way of waiting): the
+    slow origin's waiters hold both places, the fast origin waits for them."""
+    urls, _ = starving_sites(site, site2, wait_timeout=1.0)
+    await run_crawl(urls, {"CONCURRENT_REQUESTS": 2, "REP_MAX_WAITING": 0})
+    assert not slow_pages_came_after_fast_pages(site, site2)
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_waiting_internals_are_where_scrapy_kept_them(site: ScriptedServer) -> None:
+    problems: list[list[str]] = []
+
+    def listen(crawler: Crawler) -> None:
+        def opened(spider: Any) -> None:
+            problems.append(internals_problems(crawler.engine))
+
+        crawler.signals.connect(opened, signal=signals.spider_opened, weak=False)
+
+    await run_crawl([site.url("/")], before=listen)
+    assert problems == [[]], "Scrapy changed: see scrapy_rep/_downloader.py"
+
+
+# -- REP_UNREACHABLE = defer -----------------------------------------------------------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_defer_keeps_requests_until_robots_txt_answers(site: ScriptedServer) -> None:
+    site.script("/robots.txt", [Reply(status=503), Reply(status=503), Reply(body=ROBOTS)])
+    result = await run_crawl(
+        [*private_pages(site, 3), site.url("/a"), site.url("/b")],
+        {"REP_UNREACHABLE": "defer", "REP_RETRY_MIN": 0.2, "REP_MAX_WAITING": 2},
+    )
+    assert site.hits("/robots.txt") == 3
+    assert (site.hits("/a"), site.hits("/b")) == (1, 1)
+    assert [p for p in site.paths() if p.startswith("/private")] == []
+    assert result.stats["rep/deferred"] == 5
+    assert result.stats["rep/deferred/released"] == 5
+    assert result.stats["rep/forbidden"] == 3
+
+
+@pytest_twisted.ensureDeferred
+async def test_defer_drops_with_a_count_after_rep_defer_max(site: ScriptedServer) -> None:
+    site.script("/robots.txt", Reply(status=503))
+    urls = [site.url("/a"), site.url("/b")]
+    result = await run_crawl(
+        urls, {"REP_UNREACHABLE": "defer", "REP_RETRY_MIN": 0.2, "REP_DEFER_MAX": 0.7}
+    )
+    assert site.hits("/a") == site.hits("/b") == 0
+    assert site.hits("/robots.txt") >= 2  # retried while the requests were kept
+    assert result.stats["rep/deferred"] == 2
+    assert result.stats["rep/deferred/expired"] == 2
+    assert all(result.failed_with(url) is RobotsTxtUnavailable for url in urls)
+
+
+@pytest_twisted.ensureDeferred
+async def test_kept_requests_do_not_hold_up_closing_the_spider(site: ScriptedServer) -> None:
+    site.script("/robots.txt", Reply(status=503))
+    result = await run_crawl(
+        [site.url("/a")],
+        {"REP_UNREACHABLE": "defer", "REP_RETRY_MIN": 30, "CLOSESPIDER_TIMEOUT": 0.5},
+    )
+    assert result.stats["finish_reason"] == "closespider_timeout"
+    assert result.stats["rep/deferred/dropped_closing"] == 1
+    assert result.failed_with(site.url("/a")) is RobotsTxtUnavailable
+    assert site.hits("/a") == 0
+
+
+# -- freshness -------------------------------------------------------------------------------------
+
+
+def then(*steps: tuple[str, list[str]]) -> Any:
+    """A follow function: after the response of path P, request the URLs listed for P."""
+    plan = dict(steps)
+
+    def follow(response: Response) -> list[Request]:
+        path = response.url.split("/", 3)[-1]
+        return [Request(url, dont_filter=True) for url in plan.get("/" + path, [])]
+
+    return follow
+
+
+@pytest_twisted.ensureDeferred
+async def test_expired_rules_are_served_while_the_refresh_loads(site: ScriptedServer) -> None:
+    site.script(
+        "/robots.txt",
+        [
+            Reply(body=b"User-agent: *\nDisallow: /a\n"),
+            Reply(body=b"User-agent: *\nDisallow: /b\n"),
+        ],
+    )
+    site.script("/slow", Reply(body=PAGE, delay=0.8))  # outlives the 0.5 s freshness
+    site.script("/slow2", Reply(body=PAGE, delay=0.2))
+    result = await run_crawl(
+        [site.url("/slow")],
+        {"REP_CACHE_TTL": 0.5, "REP_CACHE_MIN_TTL": 0},
+        follow=then(
+            ("/slow", [site.url("/b1")]),  # expired: the old rules allow it, a refresh starts
+            ("/b1", [site.url("/slow2")]),
+            ("/slow2", [site.url("/b2")]),  # by now the new rules apply
+        ),
+    )
+    assert site.hits("/robots.txt") >= 2
+    assert (site.hits("/b1"), site.hits("/b2")) == (1, 0)
+    assert result.stats["rep/forbidden"] == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_last_good_rules_are_kept_when_robots_txt_becomes_unreachable(
+    site: ScriptedServer,
+) -> None:
+    site.script("/robots.txt", [Reply(body=ROBOTS), Reply(status=503)])
+    site.script("/slow", Reply(body=PAGE, delay=0.4))
+    result = await run_crawl(
+        [site.url("/slow")],
+        {"REP_CACHE_TTL": 0.2, "REP_CACHE_MIN_TTL": 0, "REP_RETRY_MIN": 30},
+        follow=then(
+            ("/slow", [site.url("/x1")]),
+            ("/x1", [site.url("/private/1"), site.url("/x2")]),
+        ),
+    )
+    assert site.hits("/robots.txt") == 2
+    assert (site.hits("/x1"), site.hits("/x2"), site.hits("/private/1")) == (1, 1, 0)
+    assert result.stats["rep/robotstxt/stale_served"] == 1
+    assert "rep/unreachable/dropped" not in result.stats
+
+
+@pytest_twisted.ensureDeferred
+async def test_cache_is_bounded_by_rep_cache_max_origins(
+    site: ScriptedServer, site2: ScriptedServer
+) -> None:
+    site.robots(ROBOTS)
+    site2.robots(ROBOTS)
+    await run_crawl(
+        [site.url("/1")],
+        {"REP_CACHE_MAX_ORIGINS": 1},
+        follow=then(("/1", [site2.url("/2")]), ("/2", [site.url("/3")])),
+    )
+    assert (site.hits("/1"), site2.hits("/2"), site.hits("/3")) == (1, 1, 1)
+    assert site.hits("/robots.txt") == 2  # evicted by site2, fetched again
