@@ -118,6 +118,28 @@ class RobotsTxtMiddleware:
         )
         return cls(crawler, config)
 
+    @classmethod
+    def of(cls, crawler: Crawler) -> RobotsTxtMiddleware | None:
+        """The crawler's running instance, for spiders and commands (None if off)."""
+        engine = crawler.engine
+        if engine is None:
+            return None
+        for middleware in engine.downloader.middleware.middlewares:
+            if isinstance(middleware, cls):
+                return middleware
+        return None
+
+    async def entry_for(self, url: str) -> Entry | None:
+        """What is known of ``url``'s origin robots.txt, fetching it if unknown
+        (joining any fetch in flight). None for URLs robots.txt does not cover."""
+        origin = self._keys.get(urlparse(url))
+        if origin is None:
+            return None
+        entry = self._cache.get(origin)
+        if entry is None or (entry.robots is None and entry.expires <= time.time()):
+            entry = await maybe_deferred_to_future(self._join(origin))
+        return entry
+
     # -- the check ------------------------------------------------------------
 
     def process_request(
@@ -387,7 +409,11 @@ class RobotsTxtMiddleware:
                     if hop == self.config.max_redirects:
                         self._stats.inc_value("rep/robotstxt/redirects_exceeded")
                         reason = f"more than {self.config.max_redirects} redirects"
-                        return policy.allow_all(reason, now=time.time()), response
+                        entry = policy.allow_all(reason, now=time.time())
+                        entry = dataclasses.replace(
+                            entry, status=status, url=response.url, redirects=hop + 1
+                        )
+                        return entry, response
                     url = target
                     continue
             headers = response.headers
@@ -400,8 +426,14 @@ class RobotsTxtMiddleware:
                 cache_control=_header(headers.get(b"Cache-Control")),
                 retry_after_header=_header(headers.get(b"Retry-After")),
             )
-            if "download_stopped" in response.flags and not entry.truncated:
-                entry = dataclasses.replace(entry, truncated=True)
+            entry = dataclasses.replace(
+                entry,
+                truncated=entry.truncated or "download_stopped" in response.flags,
+                status=status,
+                url=response.url,
+                redirects=hop,
+                size=len(response.body),
+            )
             return entry, response
         raise AssertionError("unreachable")  # the loop always returns
 

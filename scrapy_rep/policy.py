@@ -53,6 +53,14 @@ class Entry:
     delay: float = 0.0
     """Effective Crawl-delay for the crawler's own token (set by the middleware)."""
     truncated: bool = False
+    status: int | None = None
+    """HTTP status of the latest fetch's final response (None: no response)."""
+    url: str = ""
+    """The URL the latest fetch ended at (after redirects)."""
+    redirects: int = 0
+    """Redirects the latest fetch followed."""
+    size: int = 0
+    """Bytes of robots.txt body received by the latest fetch."""
 
     @property
     def stale(self) -> bool:
