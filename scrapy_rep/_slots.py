@@ -1,0 +1,209 @@
+"""Crawl-delay as a minimum delay of Scrapy's download slots.
+
+Scrapy has no public API for per-slot delays, so this is the only module of
+scrapy-rep that touches the downloader's internals: ``Downloader.slots``,
+``Downloader.per_slot_settings`` (the live copy of ``DOWNLOAD_SLOTS``),
+``Slot.delay`` and ``Slot.jitter``. ``internals_problems`` lists what is
+missing, and tests/test_slots.py fails loudly when any of it changes.
+
+How the minimum holds against what would otherwise undercut it:
+
+- jitter: a slot randomises its delay to ``delay * (1 +/- jitter)``. We keep
+  the slot's own jitter only as far as the low end stays at the minimum,
+  ``jitter <= 1 - minimum / delay``: a slot sitting at the minimum is not
+  randomised, a slot whose delay is above it (``DOWNLOAD_DELAY``,
+  AutoThrottle) keeps the randomisation that fits above the minimum.
+- AutoThrottle sets ``slot.delay`` in a ``response_downloaded`` handler,
+  before the downloader picks the slot's next request. Our handler is
+  connected when the first minimum is recorded, during the crawl, so after
+  AutoThrottle's (receivers run in connection order), and raises the delay
+  back to the minimum. AutoThrottle stays free to go above it.
+- garbage collection: a slot idle for about a minute is dropped and later
+  recreated from ``per_slot_settings``, so the minimum is written there too.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.core.downloader import Slot
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scrapy import Request
+    from scrapy.core.downloader import Downloader
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+# Scrapy 2.19 randomises a slot's delay by +/- Slot.jitter; earlier versions
+# only had a +/-50% switch, Slot.randomize_delay.
+_HAS_JITTER = hasattr(Slot, "jitter")
+_JITTER_KEY = "jitter" if _HAS_JITTER else "randomize_delay"
+
+
+def internals_problems(downloader: object) -> list[str]:
+    """What SlotDelays needs from Scrapy's downloader and does not find."""
+    problems = []
+    for name, kind in (("slots", dict), ("per_slot_settings", dict)):
+        value = getattr(downloader, name, None)
+        if not isinstance(value, kind):
+            problems.append(
+                f"Downloader.{name} is {type(value).__name__}, expected {kind.__name__}"
+            )
+    if not callable(getattr(downloader, "get_slot_key", None)):
+        problems.append("Downloader.get_slot_key(request) is missing")
+    # Where new slots take their default delay and jitter from.
+    for name in ("_delay", "_jitter") if _HAS_JITTER else ("randomize_delay",):
+        if not isinstance(getattr(downloader, name, None), (float, int)):
+            problems.append(f"Downloader.{name} (default of new slots) is missing")
+    return problems
+
+
+def _fitting_jitter(own_jitter: float, minimum: float, delay: float) -> float:
+    """The largest jitter up to the slot's own whose low end, delay * (1 -
+    jitter), stays at or above the minimum (delay >= minimum > 0)."""
+    return min(abs(own_jitter), 1.0 - minimum / delay)
+
+
+def _jitter_value(jitter: float) -> float | bool:
+    # Before 2.19, randomisation was all (+/-50%) or nothing.
+    return jitter if _HAS_JITTER else jitter >= 0.5
+
+
+class SlotDelays:
+    """Minimum delays between request starts, per download slot.
+
+    ``require(request, delay)`` makes the delay of the request's download
+    slot at least ``delay`` seconds for the rest of the crawl; when several
+    origins share a slot, the largest minimum wins.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        self._crawler = crawler
+        # Bound on first use: middlewares are built before the engine exists.
+        self._downloader: Downloader | None = None
+        self._unsupported = False
+        self._minimum: dict[str, float] = {}
+        # The slot's own DOWNLOAD_SLOTS entry and jitter, before we touched them.
+        self._own_settings: dict[str, dict[str, Any]] = {}
+        self._own_jitter: dict[str, float] = {}
+        self._listening = False
+
+    def require(self, request: Request, delay: float) -> None:
+        """Make the delay of ``request``'s download slot at least ``delay`` s.
+
+        Called for every request of an origin with a Crawl-delay, before the
+        slot of a new key exists: when nothing changes it costs the slot key
+        (Scrapy's get_slot_key), one dict lookup and one comparison (about
+        2 microseconds here, most of it get_slot_key).
+        """
+        downloader = self._downloader or self._bind()
+        if downloader is None:
+            return
+        key = downloader.get_slot_key(request)
+        if self._minimum.get(key, 0.0) >= delay:
+            return
+        self._raise_minimum(downloader, key, delay)
+
+    def _bind(self) -> Downloader | None:
+        if self._unsupported:
+            return None
+        engine = self._crawler.engine
+        if engine is None:
+            return None
+        downloader = getattr(engine, "downloader", None)
+        problems = internals_problems(downloader)
+        if problems:
+            self._unsupported = True
+            logger.error(
+                "scrapy-rep cannot apply Crawl-delay with this version of Scrapy (%s): "
+                "requests are sent without it.",
+                "; ".join(problems),
+            )
+            return None
+        self._downloader = downloader
+        return downloader
+
+    def _raise_minimum(self, downloader: Downloader, key: str, delay: float) -> None:
+        if not delay > 0:  # also refuses NaN
+            return
+        if key not in self._own_settings:
+            own = dict(downloader.per_slot_settings.get(key, {}))
+            self._own_settings[key] = own
+            self._own_jitter[key] = self._own_slot_jitter(downloader, own)
+        own = self._own_settings[key]
+        own_jitter = self._own_jitter[key]
+        self._minimum[key] = delay
+        if not self._listening:
+            self._crawler.signals.connect(
+                self._after_response_downloaded, signal=signals.response_downloaded
+            )
+            self._listening = True
+
+        # What a slot (re)created for this key starts with: its own delay, or
+        # the crawl's default, but never less than the minimum.
+        start = max(float(own.get("delay", self._default_delay(downloader))), delay)
+        downloader.per_slot_settings[key] = {
+            **own,
+            "delay": start,
+            _JITTER_KEY: _jitter_value(_fitting_jitter(own_jitter, delay, start)),
+        }
+        slot = downloader.slots.get(key)
+        if slot is not None:
+            _clamp(slot, delay, own_jitter)
+        logger.debug("Download slot %r: at least %.3f s between requests (Crawl-delay)", key, delay)
+
+    def _after_response_downloaded(self, request: Request) -> None:
+        # Runs after AutoThrottle's handler has set slot.delay, and before the
+        # downloader schedules the slot's next request.
+        key = request.meta.get("download_slot")
+        if key is None or self._downloader is None:
+            return
+        minimum = self._minimum.get(key)
+        if minimum is None:
+            return
+        slot = self._downloader.slots.get(key)
+        if slot is not None:
+            _clamp(slot, minimum, self._own_jitter[key])
+
+    def _default_delay(self, downloader: Downloader) -> float:
+        if _HAS_JITTER:
+            # DOWNLOAD_DELAY, or AUTOTHROTTLE_START_DELAY when AutoThrottle is on.
+            return float(downloader._delay)
+        spider = self._crawler.spider
+        fallback = self._crawler.settings.getfloat("DOWNLOAD_DELAY")
+        return float(getattr(spider, "download_delay", fallback))
+
+    @staticmethod
+    def _own_slot_jitter(downloader: Downloader, own: dict[str, Any]) -> float:
+        if _HAS_JITTER:
+            if "jitter" in own:
+                return float(own["jitter"])
+            if "randomize_delay" in own:  # deprecated DOWNLOAD_SLOTS key
+                return 0.5 if own["randomize_delay"] else 0.0
+            return float(downloader._jitter)
+        randomize = own.get("randomize_delay", getattr(downloader, "randomize_delay", False))
+        return 0.5 if randomize else 0.0
+
+
+def _set_jitter_2_19(slot: Slot, jitter: float) -> None:
+    slot.jitter = jitter
+
+
+def _set_randomize_delay(slot: Slot, jitter: float) -> None:
+    slot.randomize_delay = jitter >= 0.5
+
+
+_set_jitter: Callable[[Slot, float], None] = (
+    _set_jitter_2_19 if _HAS_JITTER else _set_randomize_delay
+)
+
+
+def _clamp(slot: Slot, minimum: float, own_jitter: float) -> None:
+    if slot.delay < minimum:
+        slot.delay = minimum
+    _set_jitter(slot, _fitting_jitter(own_jitter, minimum, slot.delay))
