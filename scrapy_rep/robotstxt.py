@@ -349,6 +349,9 @@ def _sitemaps(text: str, url: str | None) -> tuple[str, ...]:
             continue
         location = parsed[1]
         if url is not None and "://" not in location:
-            location = urljoin(url, location)
+            try:
+                location = urljoin(url, location)
+            except ValueError:  # e.g. broken IPv6 brackets: no URL to give
+                continue
         found[location] = None
     return tuple(found)

@@ -1,0 +1,160 @@
+"""Every real robots.txt of the shared corpus parses and answers.
+
+The corpus (2,166 files from public crawls, byte-exact) is found through
+``$REP_CORPUS_DIR`` or ``../shared/data/robots-corpus``; see tests/_corpus.py.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+import pytest
+from _corpus import CorpusFile, manifest, require_corpus, site_urls, site_urls_path
+
+from scrapy_rep import Decision, RobotsTxt
+
+AGENTS = ("examplebot", "Googlebot", "Mozilla")
+# Comparisons between two parses: one agent that usually has its own group, one that uses *.
+COMPARED_AGENTS = ("examplebot", "Googlebot")
+PROBE_URLS = (
+    "/",
+    "/robots.txt",
+    "/index.html?q=1&page=2",
+    "https://example.com/search?q=%E3%83%84#top",
+    "/wp-admin/admin-ajax.php",
+    "/ツ/%7Efoo/*/$",
+)
+SITE_URLS_PER_FILE = 20
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[CorpusFile]:
+    return manifest(require_corpus())
+
+
+@pytest.fixture(scope="module")
+def urls_by_site(corpus: list[CorpusFile]) -> dict[str, list[str]]:
+    path = site_urls_path()
+    if not path.is_file():
+        pytest.skip(f"benchmark URLs not found at {path}; set REP_CORPUS_DIR")
+    urls: dict[str, list[str]] = defaultdict(list)
+    for site, url in site_urls(path):
+        if len(urls[site]) < SITE_URLS_PER_FILE:
+            urls[site].append(url)
+    return urls
+
+
+def decisions(robots: RobotsTxt, urls: Iterable[str]) -> list[Decision]:
+    return [robots.decide(url, user_agent=agent) for url in urls for agent in COMPARED_AGENTS]
+
+
+def first_failures(failures: list[str], limit: int = 10) -> str:
+    return f"{len(failures)} file(s) failed, first {limit}:\n" + "\n".join(failures[:limit])
+
+
+def test_manifest_lists_every_corpus_file(corpus: list[CorpusFile]) -> None:
+    """MANIFEST.tsv lists 2,166 files; each is present with the size it lists."""
+    assert len(corpus) == 2166
+    wrong = [f"{f.filename}: {f.path.stat().st_size} != {f.size}" for f in corpus if not (
+        f.path.is_file() and f.path.stat().st_size == f.size
+    )]  # fmt: skip
+    assert not wrong, first_failures(wrong)
+
+
+def test_every_corpus_file_parses_and_answers(
+    corpus: list[CorpusFile], urls_by_site: dict[str, list[str]]
+) -> None:
+    """Each file parses without error and answers allowed()/decide() for a few URLs
+    (fixed probes and its site's own URLs), /robots.txt always allowed."""
+    failures = []
+    for entry in corpus:
+        try:
+            robots = RobotsTxt.parse(
+                entry.path.read_bytes(), url=f"https://{entry.site}/robots.txt"
+            )
+            for url in (*PROBE_URLS, *urls_by_site.get(entry.site, ())):
+                for agent in AGENTS:
+                    decision = robots.decide(url, user_agent=agent)
+                    assert decision.allowed is robots.allowed(url, user_agent=agent)
+                    assert (decision.line is None) == (decision.rule is None)
+            assert robots.allowed("/robots.txt", user_agent="examplebot")
+            for agent in AGENTS:
+                delay = robots.crawl_delay(user_agent=agent)
+                assert delay is None or (isinstance(delay, float) and delay >= 0)
+                rate = robots.request_rate(user_agent=agent)
+                assert rate is None or (rate[0] > 0 and rate[1] > 0)
+            assert all(isinstance(s, str) and s for s in robots.sitemaps)
+            assert len(set(robots.sitemaps)) == len(robots.sitemaps)
+        except Exception as error:  # collect them all, report the first few
+            failures.append(f"{entry.filename}: {type(error).__name__}: {error}")
+    assert not failures, first_failures(failures)
+
+
+def test_corpus_bytes_and_text_give_the_same_answers(
+    corpus: list[CorpusFile], urls_by_site: dict[str, list[str]]
+) -> None:
+    """For every valid UTF-8 file, parse(bytes) and parse(str) decide alike."""
+    different = []
+    for entry in corpus:
+        data = entry.path.read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        urls = (*PROBE_URLS, *urls_by_site.get(entry.site, ()))
+        if decisions(RobotsTxt.parse(data), urls) != decisions(RobotsTxt.parse(text), urls):
+            different.append(entry.filename)
+    assert not different, first_failures(different)
+
+
+@pytest.mark.parametrize("feature", ["crlf", "cr_only"])
+def test_corpus_line_end_style_changes_no_answer(
+    corpus: list[CorpusFile], urls_by_site: dict[str, list[str]], feature: str
+) -> None:
+    """Files written with CRLF or CR line ends decide exactly as their LF version,
+    line numbers included."""
+    files = [entry for entry in corpus if feature in entry.features]
+    assert files, f"no {feature} file in the corpus"
+    different = []
+    for entry in files:
+        data = entry.path.read_bytes()
+        unix = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        urls = (*PROBE_URLS, *urls_by_site.get(entry.site, ()))
+        if decisions(RobotsTxt.parse(data), urls) != decisions(RobotsTxt.parse(unix), urls):
+            different.append(entry.filename)
+    assert not different, first_failures(different)
+
+
+def test_corpus_bom_changes_no_answer(
+    corpus: list[CorpusFile], urls_by_site: dict[str, list[str]]
+) -> None:
+    """Files that start with a UTF-8 BOM decide exactly as without it."""
+    files = [entry for entry in corpus if "bom8" in entry.features]
+    assert files, "no BOM file in the corpus"
+    different = []
+    for entry in files:
+        data = entry.path.read_bytes()
+        assert data.startswith(b"\xef\xbb\xbf"), entry.filename
+        urls = (*PROBE_URLS, *urls_by_site.get(entry.site, ()))
+        if decisions(RobotsTxt.parse(data), urls) != decisions(RobotsTxt.parse(data[3:]), urls):
+            different.append(entry.filename)
+    assert not different, first_failures(different)
+
+
+def test_corpus_files_over_the_limit_read_only_the_first_500_kib(
+    corpus: list[CorpusFile], urls_by_site: dict[str, list[str]]
+) -> None:
+    """Files over 512,000 bytes decide as their first 512,000 bytes (cut line dropped)."""
+    files = [entry for entry in corpus if entry.size > 512_000]
+    assert files, "no file over 512,000 bytes in the corpus"
+    different = []
+    for entry in files:
+        data = entry.path.read_bytes()
+        head = data[:512_000]
+        if data[512_000:512_001] not in (b"\n", b"\r"):
+            head = head[: max(head.rfind(b"\n"), head.rfind(b"\r")) + 1]
+        urls = (*PROBE_URLS, *urls_by_site.get(entry.site, ()))
+        if decisions(RobotsTxt.parse(data), urls) != decisions(RobotsTxt.parse(head), urls):
+            different.append(entry.filename)
+    assert not different, first_failures(different)

@@ -1,0 +1,214 @@
+"""Readings beyond RFC 9309 that Google documents or its reference parser applies.
+
+Each test says which leniency it checks; the RFC alone would not require it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from scrapy_rep import RobotsTxt
+
+BOT = "ExampleBot"
+GOOGLE_MAX_LINE = 16_663  # bytes of a line Google's reference parser keeps
+
+
+def allowed(body: str | bytes, url: str, agent: str = BOT) -> bool:
+    return RobotsTxt.parse(body).allowed(url, user_agent=agent)
+
+
+@pytest.mark.parametrize("body", [b"\xef\xbb\xbf", "\ufeff"], ids=["bytes", "str"])
+def test_utf8_bom_is_ignored(body: bytes | str) -> None:
+    """Leniency beyond RFC 9309: a UTF-8 byte order mark before the first line is skipped.
+
+    BOM + "User-agent: examplebot" / Disallow: /x -> /x disallowed (the first
+    line is not spoilt by the BOM), and line numbers are unchanged.
+    """
+    text = "User-agent: examplebot\nDisallow: /x\n"
+    full = body + text.encode() if isinstance(body, bytes) else body + text
+    robots = RobotsTxt.parse(full)
+    decision = robots.decide("/x", user_agent=BOT)
+    assert (decision.allowed, decision.line) == (False, 2)
+
+
+@pytest.mark.parametrize("key", ["disalow", "dissallow", "dissalow", "diasllow", "disallaw"])
+def test_disallow_typos_are_read_as_disallow(key: str) -> None:
+    """Leniency beyond RFC 9309: Google's reference accepts common misspellings of disallow.
+
+    User-agent: examplebot / <typo>: /x -> /x disallowed; decide() names it "Disallow: /x".
+    """
+    body = f"User-agent: examplebot\n{key}: /x\n"
+    decision = RobotsTxt.parse(body).decide("/x", user_agent=BOT)
+    assert (decision.allowed, decision.rule) == (False, "Disallow: /x")
+    assert not allowed(f"User-agent: examplebot\n{key.upper()}: /x\n", "/x")
+
+
+@pytest.mark.parametrize("key", ["user agent", "useragent", "User Agent", "UserAgent"])
+def test_user_agent_typos_are_read_as_user_agent(key: str) -> None:
+    """Leniency beyond RFC 9309: "user agent" and "useragent" start a group like user-agent.
+
+    <typo>: examplebot / Disallow: /x -> /x disallowed for ExampleBot.
+    """
+    assert not allowed(f"{key}: examplebot\nDisallow: /x\n", "/x")
+
+
+@pytest.mark.parametrize("key", ["site-map", "Site-Map", "sitemap"])
+def test_site_map_typo_is_a_sitemap(key: str) -> None:
+    """Leniency beyond RFC 9309: "site-map" is read as Sitemap.
+
+    site-map: https://example.com/s.xml -> sitemaps == ("https://example.com/s.xml",).
+    """
+    robots = RobotsTxt.parse(f"{key}: https://example.com/s.xml\n")
+    assert robots.sitemaps == ("https://example.com/s.xml",)
+
+
+def test_missing_colon_with_exactly_two_words() -> None:
+    """Leniency beyond RFC 9309: a forgotten colon works when the line is exactly two words.
+
+    "User-agent examplebot" / "Disallow /x" -> /x disallowed, rule "Disallow: /x", line 2.
+    """
+    body = "User-agent examplebot\nDisallow /x\n"
+    decision = RobotsTxt.parse(body).decide("/x/y", user_agent=BOT)
+    assert (decision.allowed, decision.line, decision.rule) == (False, 2, "Disallow: /x")
+    assert not allowed("User-agent examplebot\nDisallow\t/x\n", "/x")
+
+
+def test_missing_colon_with_more_words_is_not_a_rule() -> None:
+    """Leniency beyond RFC 9309, and its limit: "Disallow /x /y" (three words) is ignored.
+
+    User-agent: * / Disallow /x /y -> /x and /x /y allowed.
+    """
+    body = "User-agent: *\nDisallow /x /y\n"
+    assert allowed(body, "/x")
+    assert allowed(body, "/x%20/y")
+
+
+@pytest.mark.parametrize(
+    "line_value",
+    ["examplebot/2.1", "ExampleBot/1.0 (+https://example.com/bot)", "examplebot*", "examplebot;"],
+)
+def test_user_agent_value_is_cut_to_its_product_token(line_value: str) -> None:
+    """Leniency beyond RFC 9309: a User-agent value counts up to its first non-[A-Za-z_-].
+
+    Google: "googlebot/1.2 and googlebot* are equivalent to googlebot".
+    User-agent: examplebot/2.1 / Disallow: /x -> /x disallowed for ExampleBot.
+    """
+    assert not allowed(f"User-agent: {line_value}\nDisallow: /x\n", "/x")
+
+
+def test_user_agent_token_cut_never_widens_to_other_bots() -> None:
+    """Leniency beyond RFC 9309, and its limit: the cut keeps the whole leading name.
+
+    User-agent: examplebot-news/1.0 -> a group for examplebot-news, not examplebot.
+    """
+    body = "User-agent: examplebot-news/1.0\nDisallow: /x\n"
+    assert allowed(body, "/x")
+    assert not allowed(body, "/x", "examplebot-news")
+
+
+def test_star_followed_by_words_is_still_the_global_group() -> None:
+    """Leniency beyond RFC 9309: "User-agent: * everyone else" is the * group.
+
+    User-agent: * everyone else / Disallow: /x -> /x disallowed for ExampleBot.
+    """
+    assert not allowed("User-agent: * everyone else\nDisallow: /x\n", "/x")
+
+
+def test_dollar_before_the_end_is_an_ordinary_character() -> None:
+    """Leniency beyond RFC 9309: only a final $ anchors; elsewhere it is a literal $.
+
+    Disallow: /a$b -> /a$b and /a$bc disallowed, /a and /ab allowed.
+    """
+    body = "User-agent: *\nDisallow: /a$b\n"
+    assert not allowed(body, "/a$b")
+    assert not allowed(body, "/a$bc")
+    assert allowed(body, "/a")
+    assert allowed(body, "/ab")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "url"),
+    [
+        ("/sitecore modules/", "/sitecore%20modules/x"),
+        ("/b/*?*|", "/b/x?y%7C"),
+        ('/a"b', "/a%22b"),
+        ("/a%20b", "/a b"),
+        ("/*intagid[]=", "/deals?intagid%5B%5D=1"),
+    ],
+)
+def test_characters_not_allowed_raw_in_urls_match_their_escapes(pattern: str, url: str) -> None:
+    """Leniency beyond RFC 9309: a rule written with a raw space (or " < > \\ ^ ` { | } [ ]),
+    which RFC 3986 does not allow raw in a path or query, matches the URL's
+    percent-encoded form, as in Google's reference.
+
+    Real files say "Disallow: /sitecore modules/" or "Disallow: /*intagid[]="; the
+    URLs a crawler requests (Scrapy: w3lib's safe_url_string) are
+    /sitecore%20modules/x and /deals?intagid%5B%5D=1 -> disallowed.
+    """
+    assert not allowed(f"User-agent: *\nDisallow: {pattern}\n", url)
+
+
+def test_long_line_keeps_its_first_16663_bytes() -> None:
+    """Leniency beyond RFC 9309: of a very long line Google keeps the first 16,663 bytes.
+
+    "Disallow: /" + 20,000 x "a" is read as "Disallow: /" + 16,652 x "a": a URL
+    with 16,652 a's then "b" is disallowed, one with 16,651 a's then "b" is not.
+    """
+    body = "User-agent: *\nDisallow: /" + "a" * 20_000 + "X\n"
+    kept = GOOGLE_MAX_LINE - len("Disallow: /")
+    assert not allowed(body, "/" + "a" * kept + "b")
+    assert allowed(body, "/" + "a" * (kept - 1) + "b")
+
+
+def test_long_line_limit_counts_bytes_not_characters() -> None:
+    """Leniency beyond RFC 9309: the 16,663-byte cut counts UTF-8 bytes, as Google's does.
+
+    "Disallow: /" + 9,000 x "é" (2 bytes each) keeps 8,326 "é": a URL with
+    8,326 "é" then "x" is disallowed.
+    """
+    body = "User-agent: *\nDisallow: /" + "é" * 9_000 + "\n"
+    kept = (GOOGLE_MAX_LINE - len("Disallow: /")) // 2
+    assert not allowed(body, "/" + "é" * kept + "x")
+    assert allowed(body, "/" + "é" * (kept - 1) + "x")
+
+
+def test_lines_after_an_absurdly_long_line_still_work() -> None:
+    """Leniency beyond RFC 9309: an absurdly long line spoils only itself.
+
+    A 1 MB comment line in the middle -> the user-agent line and rule after it
+    apply (max_size raised so the limit of §2.5 does not hide them).
+    """
+    body = "User-agent: otherbot\n#" + "x" * 1_000_000 + "\nUser-agent: examplebot\nDisallow: /x\n"
+    robots = RobotsTxt.parse(body, max_size=2_000_000)
+    decision = robots.decide("/x", user_agent=BOT)
+    assert (decision.allowed, decision.line) == (False, 4)
+
+
+def test_invalid_utf8_spoils_only_what_it_touches() -> None:
+    """Leniency beyond RFC 9309 (the file MUST be UTF-8): invalid octets affect only their line.
+
+    A user-agent line of junk octets and a rule with a Latin-1 "é" -> the group
+    after still applies, /private is disallowed, and the Latin-1 rule compares
+    as its octet %E9 (RFC 9309 §2.2.2: non-ASCII octets are percent-encoded).
+    """
+    body = (
+        b"User-agent: \xff\xfe\xfd\nDisallow: /a\n\n"
+        b"User-agent: examplebot\nDisallow: /caf\xe9\nDisallow: /private\n"
+    )
+    robots = RobotsTxt.parse(body)
+    assert not robots.allowed("/private", user_agent=BOT)
+    assert robots.allowed("/a", user_agent=BOT)
+    assert not robots.allowed("/caf%E9", user_agent=BOT)
+    assert robots.allowed("/caf%C3%A9", user_agent=BOT)
+    assert robots.allowed("/cafe", user_agent=BOT)
+    assert robots.decide("/private", user_agent=BOT).line == 6
+
+
+def test_nul_bytes_do_not_stop_parsing() -> None:
+    """Leniency beyond RFC 9309: a binary file (NUL bytes) parses; its text lines still count.
+
+    NULs and control bytes, then User-agent: * / Disallow: /x -> /x disallowed.
+    """
+    body = b"\x00\x01\x02\xff\x00\nUser-agent: *\nDisallow: /x\n\x00\x00"
+    assert not allowed(body, "/x")
+    assert allowed(body, "/y")
