@@ -3,7 +3,7 @@
 Both sides of a comparison are brought to one form before matching:
 percent-escapes of unreserved characters are decoded, other escapes get
 upper-case hex, and characters that may not stand raw in a URL (non-ASCII ones
-as UTF-8, controls, space and '"<>\\^`{|}') are percent-encoded. On the URL
+as UTF-8, controls, space and '"<>[\\]^`{|}') are percent-encoded. On the URL
 side a literal ``*`` or ``$`` becomes ``%2A`` / ``%24`` (RFC 9309 §2.2.3), so
 that a rule can name them without their special meaning. Lone surrogates from
 robots.txt bodies decoded with ``surrogateescape`` encode back to their
@@ -22,10 +22,12 @@ _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 _PATH_START = re.compile(r"[/?;#]")
 
 # Characters compared as they are: unreserved and reserved ones (RFC 3986), and
-# '%'. '*' and '$' are reserved too but have a meaning in patterns (below).
-_AS_IS = r"A-Za-z0-9\-._~:/?#\[\]@!&'()+,;=%"
+# '%'. '*' and '$' are reserved too but have a meaning in patterns (below);
+# '[' and ']' are reserved for hosts only and never stand raw in a path or query
+# that Scrapy sends, so they are compared in their escaped form.
+_AS_IS = r"A-Za-z0-9\-._~:/?#@!&'()+,;=%"
 # Anything else must be percent-encoded: non-ASCII (as UTF-8), controls, space
-# and '"<>\\^`{|}'. A '*' is left alone here: in patterns it is the wildcard,
+# and '"<>[\\]^`{|}'. A '*' is left alone here: in patterns it is the wildcard,
 # and the URL side has already turned its own into "%2A".
 _TO_ENCODE = re.compile(f"[^{_AS_IS}*$]+")
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
