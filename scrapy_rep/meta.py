@@ -106,7 +106,9 @@ class MetaRobotsMiddleware:
 
     def _evaluate(self, response: Response) -> _Page | None:
         meta = _request_meta(response)
-        if meta is None or meta.get("dont_obey_robotstxt"):
+        # rep_sitemap: sitemaps often send X-Robots-Tag: noindex, nofollow to stay out of
+        # search results, which says nothing about crawling the pages they list
+        if meta is None or meta.get("dont_obey_robotstxt") or meta.get("rep_sitemap"):
             return None
         sources: list[tuple[str, Directives]] = []
         if _is_html(response):

@@ -1,0 +1,404 @@
+"""Sitemaps from robots.txt for spiders: ``RobotsSitemapSpider`` and its mixin.
+
+A spider names sites (``sitemap_sites``), or lets every origin it reaches
+count as one (``sitemap_discover``). The ``Sitemap:`` lines come from
+:class:`~scrapy_rep.middleware.RobotsTxtMiddleware`'s robots.txt of each
+site (``entry_for``: one fetch per origin for the whole crawl, shared with the
+rules), and each sitemap is parsed by Scrapy's own ``SitemapSpider`` helpers,
+so ``sitemap_rules``, ``sitemap_follow``, ``sitemap_alternate_links`` and
+``sitemap_filter`` keep their meaning and also apply to robots.txt sitemaps.
+
+On top of ``SitemapSpider``: plain-text sitemaps, a depth limit for nested
+indexes, every sitemap URL fetched once (loops, sitemaps listed by several
+sites), failures and skips counted under ``rep/sitemaps/``, and sitemap
+responses exempt from ``X-Robots-Tag: nofollow`` (meta ``rep_sitemap``).
+Without the middleware (``ROBOTSTXT_OBEY = False``), the spider downloads
+robots.txt itself, through an ordinary request, for its Sitemap lines only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from scrapy import Request, signals
+from scrapy.spiders import SitemapSpider
+from scrapy.spiders.sitemap import iterloc
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from scrapy.utils.sitemap import Sitemap
+from twisted.python.failure import Failure
+
+from scrapy_rep import signals as rep_signals
+from scrapy_rep.exceptions import ForbiddenByRobots
+from scrapy_rep.middleware import RobotsTxtMiddleware
+from scrapy_rep.origin import origin_of, origin_text, robots_url
+from scrapy_rep.robotstxt import RobotsTxt
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from twisted.internet.defer import Deferred
+    from typing_extensions import Self
+
+    from scrapy_rep.policy import Entry
+
+    _Base = SitemapSpider
+else:
+    _Base = object
+
+__all__ = ["RobotsSitemapMixin", "RobotsSitemapSpider"]
+
+logger = logging.getLogger(__name__)
+
+SITEMAP_META = "rep_sitemap"
+"""Meta flag of sitemap (and fallback robots.txt) requests: not pages, so
+MetaRobotsMiddleware leaves their X-Robots-Tag alone."""
+DEPTH_META = "rep_sitemap_depth"
+"""Index hops from robots.txt (or ``sitemap_urls``) to this sitemap."""
+
+_STAT = "rep/sitemaps/"
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+class RobotsSitemapMixin(_Base):
+    """Sitemaps of robots.txt for a ``SitemapSpider``; list it before
+    ``SitemapSpider`` (or your subclass of it) in the bases."""
+
+    sitemap_sites: Sequence[str] = ()
+    """Sites (``https://example.com``) whose robots.txt Sitemap lines are crawled."""
+    sitemap_discover: bool = False
+    """Also crawl the robots.txt sitemaps of every origin the crawl reaches."""
+    sitemap_max_depth: int = 5
+    """Index levels followed below a listed sitemap (0: the listed sitemaps only)."""
+    sitemap_obey_robotstxt: bool = True
+    """False: sitemap and page requests carry ``dont_obey_robotstxt``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not isinstance(self, SitemapSpider):
+            raise TypeError(
+                f"{type(self).__name__}: RobotsSitemapMixin needs scrapy.spiders.SitemapSpider "
+                "among the bases, after the mixin"
+            )
+        # attributes may come as strings from `scrapy crawl -a name=value`
+        self.sitemap_sites = _sites(self.sitemap_sites)
+        self.sitemap_discover = _flag(self.sitemap_discover)
+        self.sitemap_obey_robotstxt = _flag(self.sitemap_obey_robotstxt)
+        self.sitemap_max_depth = int(self.sitemap_max_depth)
+        self._rep_origins: set[str] = set()  # origins whose Sitemap lines were taken
+        self._rep_seen: set[str] = set()  # sitemap URLs requested
+        self._rep_robots_requested: set[str] = set()  # fallback: origins asked for robots.txt
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        if spider.sitemap_discover:
+            crawler.signals.connect(spider._rep_sitemaps_found, signal=rep_signals.sitemaps_found)
+        return spider
+
+    # -- start ----------------------------------------------------------------
+
+    async def start(self) -> AsyncIterator[Any]:
+        for url in self.start_urls:
+            yield Request(url, dont_filter=True)
+        sites = list(self.sitemap_sites)
+        for url in self.sitemap_urls:
+            if urlparse(url).path == "/robots.txt":  # read once, as a site's
+                sites.append(url)
+            else:
+                for request in self._rep_sitemap_requests([url], 0):
+                    yield request
+        middleware = RobotsTxtMiddleware.of(self.crawler)
+        if middleware is None:
+            if sites or self.sitemap_discover:
+                logger.info(
+                    "scrapy-rep: scrapy_rep.RobotsTxtMiddleware is not enabled "
+                    "(ROBOTSTXT_OBEY = False?): the spider downloads robots.txt itself, "
+                    "for its Sitemap lines only, and does not obey its rules",
+                    extra={"spider": self},
+                )
+            if self.sitemap_discover:  # no sitemaps_found signal without the middleware
+                self.crawler.signals.connect(
+                    self._rep_response_received, signal=signals.response_received
+                )
+            for site in sites:
+                robots = self._rep_robots_request(site)
+                if robots is not None:
+                    yield robots
+            return
+        async for origin, entry in self._rep_entries(middleware, sites):
+            sitemaps = entry.robots.sitemaps if entry is not None and entry.robots else ()
+            if entry is not None and entry.robots is None:
+                logger.info(
+                    "robots.txt of %s unavailable (%s): its sitemaps are unknown",
+                    origin,
+                    entry.reason,
+                    extra={"spider": self},
+                )
+            for request in self._rep_from_robots(origin, sitemaps):
+                yield request
+
+    async def _rep_entries(
+        self, middleware: RobotsTxtMiddleware, sites: Iterable[str]
+    ) -> AsyncIterator[tuple[str, Entry | None]]:
+        """(origin, robots.txt entry) of each site, a bounded number fetched at once."""
+        window = max(self.crawler.settings.getint("CONCURRENT_REQUESTS", 16), 1)
+        origins = iter(dict.fromkeys(o for o in map(self._rep_origin, sites) if o is not None))
+        pending: deque[tuple[str, Deferred[Entry | None]]] = deque()
+        while True:
+            while len(pending) < window:
+                origin = next(origins, None)
+                if origin is None:
+                    break
+                pending.append((origin, deferred_from_coro(middleware.entry_for(origin + "/"))))
+            if not pending:
+                return
+            origin, waiting = pending.popleft()
+            try:
+                entry = await maybe_deferred_to_future(waiting)
+            except Exception:
+                logger.exception("scrapy-rep: could not read the robots.txt of %s", origin)
+                continue
+            yield origin, entry
+
+    def _rep_origin(self, site: str) -> str | None:
+        origin = origin_of(urlparse(site if "://" in site else "https://" + site))
+        if origin is None:
+            self.crawler.stats.inc_value(_STAT + "invalid_site")
+            logger.warning("sitemap_sites: %r is not an http(s) site, ignored", site)
+            return None
+        return origin_text(origin)
+
+    # -- robots.txt -> sitemap requests ----------------------------------------
+
+    def _rep_from_robots(self, origin: str, urls: Sequence[str]) -> list[Request]:
+        """Requests for the Sitemap lines of ``origin`` (once per origin)."""
+        if origin in self._rep_origins:
+            return []
+        self._rep_origins.add(origin)
+        stats = self.crawler.stats
+        stats.inc_value(_STAT + "sites")
+        if not urls:
+            logger.debug("robots.txt of %s lists no sitemaps", origin, extra={"spider": self})
+            return []
+        stats.inc_value(_STAT + "found", len(urls))
+        try:  # robots.txt gives a location only: a filter reading e.g. "lastmod" may fail
+            entries = list(self.sitemap_filter([{"loc": url} for url in urls]))
+        except Exception:
+            stats.inc_value(_STAT + "filter_error")
+            logger.exception(
+                "sitemap_filter failed on the robots.txt sitemaps of %s (entries hold only "
+                "'loc'): they are skipped",
+                origin,
+                extra={"spider": self},
+            )
+            return []
+        listed = list(iterloc(entries, self.sitemap_alternate_links))
+        followed = list(self._get_urls_from_sitemapindex(entries))
+        self._rep_count_skipped(len(listed) - len(followed), f"robots.txt of {origin}")
+        return list(self._rep_sitemap_requests(followed, 0))
+
+    def _rep_sitemaps_found(self, urls: Sequence[str], origin: str) -> None:
+        """sitemap_discover: an origin's robots.txt was just read by the middleware."""
+        engine = self.crawler.engine
+        if engine is None:
+            return
+        for request in self._rep_from_robots(origin, urls):
+            engine.crawl(request)
+
+    def _rep_response_received(self, response: Response, request: Request) -> None:
+        """sitemap_discover without the middleware: a response from a new origin."""
+        engine = self.crawler.engine
+        if engine is None:
+            return
+        robots = self._rep_robots_request(response.url, quiet=True)
+        if robots is not None:
+            engine.crawl(robots)
+
+    def _rep_robots_request(self, site: str, *, quiet: bool = False) -> Request | None:
+        """Fallback: an ordinary request for the site's robots.txt (once per origin)."""
+        origin = origin_of(urlparse(site if "://" in site else "https://" + site))
+        if origin is None:
+            if not quiet:
+                self._rep_origin(site)  # counts and logs it
+            return None
+        text = origin_text(origin)
+        if text in self._rep_robots_requested:
+            return None
+        self._rep_robots_requested.add(text)
+        self.crawler.stats.inc_value(_STAT + "robotstxt_requested")
+        return Request(
+            robots_url(origin),
+            callback=self._rep_parse_robots,
+            errback=self._rep_robots_failed,
+            cb_kwargs={"origin": text},
+            meta={"dont_obey_robotstxt": True, SITEMAP_META: True},
+            dont_filter=True,
+        )
+
+    def _rep_parse_robots(self, response: Response, origin: str) -> Iterator[Request]:
+        sitemaps = RobotsTxt.parse(response.body, url=response.url).sitemaps
+        yield from self._rep_from_robots(origin, sitemaps)
+
+    def _rep_robots_failed(self, failure: Failure) -> None:
+        self.crawler.stats.inc_value(_STAT + "robotstxt_failed")
+        logger.info(
+            "robots.txt not read for its sitemaps: %s",
+            _why(failure),
+            extra={"spider": self},
+        )
+
+    # -- sitemaps --------------------------------------------------------------
+
+    def _rep_sitemap_requests(self, urls: Iterable[str], depth: int) -> Iterator[Request]:
+        """Requests for sitemaps not requested yet, within the depth limit."""
+        stats = self.crawler.stats
+        meta: dict[str, Any] = {SITEMAP_META: True, DEPTH_META: depth}
+        if not self.sitemap_obey_robotstxt:
+            meta["dont_obey_robotstxt"] = True
+        for url in urls:
+            try:
+                request = Request(
+                    url,
+                    callback=self._parse_sitemap,
+                    errback=self._rep_sitemap_failed,
+                    meta=dict(meta),
+                )
+            except ValueError as exc:  # relative or otherwise unusable URL
+                stats.inc_value(_STAT + "invalid_url")
+                logger.debug("Ignored sitemap URL %r: %s", url, exc, extra={"spider": self})
+                continue
+            if request.url in self._rep_seen:
+                stats.inc_value(_STAT + "duplicates")
+                continue
+            if depth > self.sitemap_max_depth:
+                stats.inc_value(_STAT + "depth_exceeded")
+                logger.info(
+                    "Sitemap not fetched: %s is %d index levels deep (sitemap_max_depth = %d)",
+                    request.url,
+                    depth,
+                    self.sitemap_max_depth,
+                    extra={"spider": self},
+                )
+                continue
+            self._rep_seen.add(request.url)
+            stats.inc_value(_STAT + "requested")
+            yield request
+
+    def _parse_sitemap(self, response: Response) -> Iterator[Request]:
+        stats = self.crawler.stats
+        stats.inc_value(_STAT + "fetched")
+        depth = int(response.meta.get(DEPTH_META, 0))
+        body = self._get_sitemap_body(response)
+        if body is None and _is_plain_text(response):
+            body = response.body
+        if body is not None and body.strip() and not _looks_like_xml(body):
+            yield from self._rep_pages(response, _text_entries(body), "text")
+            return
+        try:
+            sitemap = Sitemap(body) if body is not None else None
+            kind = sitemap.type if sitemap is not None else ""
+        except Exception:  # unparsable: lxml errors, empty documents
+            sitemap, kind = None, ""
+        if sitemap is not None and kind == "sitemapindex":
+            try:
+                entries = list(self.sitemap_filter(sitemap))
+            except Exception:
+                logger.warning("Broken sitemap index: %s", response, extra={"spider": self})
+                stats.inc_value(_STAT + "invalid")
+                return
+            listed = list(iterloc(entries, self.sitemap_alternate_links))
+            followed = list(self._get_urls_from_sitemapindex(entries))
+            self._rep_count_skipped(len(listed) - len(followed), response.url)
+            yield from self._rep_sitemap_requests(followed, depth + 1)
+        elif sitemap is not None and kind == "urlset":
+            yield from self._rep_pages(response, sitemap, "xml")
+        else:
+            stats.inc_value(_STAT + "invalid")
+            logger.warning("Ignoring invalid sitemap: %s", response, extra={"spider": self})
+
+    def _rep_pages(
+        self, response: Response, entries: Iterable[dict[str, Any]], kind: str
+    ) -> Iterator[Request]:
+        """Page requests of a urlset (or text sitemap), by ``sitemap_rules``."""
+        stats = self.crawler.stats
+        meta = {} if self.sitemap_obey_robotstxt else {"dont_obey_robotstxt": True}
+        try:
+            pairs = list(self._get_urls_and_callbacks_from_urlset(self.sitemap_filter(entries)))
+        except Exception:
+            logger.warning("Broken sitemap: %s", response, extra={"spider": self})
+            stats.inc_value(_STAT + "invalid")
+            return
+        if kind == "text":
+            stats.inc_value(_STAT + "text")
+        for url, callback in pairs:
+            try:
+                request = Request(url, callback=callback, meta=dict(meta))
+            except ValueError:
+                stats.inc_value(_STAT + "invalid_url")
+                continue
+            stats.inc_value(_STAT + "pages")
+            yield request
+
+    def _rep_count_skipped(self, skipped: int, where: str) -> None:
+        if skipped > 0:
+            self.crawler.stats.inc_value(_STAT + "follow_skipped", skipped)
+            logger.debug(
+                "%d sitemap(s) listed by %s skipped by sitemap_follow",
+                skipped,
+                where,
+                extra={"spider": self},
+            )
+
+    def _rep_sitemap_failed(self, failure: Failure) -> None:
+        stats = self.crawler.stats
+        if isinstance(failure.value, ForbiddenByRobots):
+            stats.inc_value(_STAT + "forbidden")
+        else:
+            stats.inc_value(_STAT + "failed")
+        logger.info("Sitemap not fetched: %s", _why(failure), extra={"spider": self})
+
+
+class RobotsSitemapSpider(RobotsSitemapMixin, SitemapSpider):
+    """``SitemapSpider`` reading sitemaps from the robots.txt of ``sitemap_sites``."""
+
+
+def _why(failure: Failure) -> str:
+    request = getattr(failure, "request", None)
+    response = getattr(failure.value, "response", None)
+    reason = f"HTTP {response.status}" if response is not None else str(failure.value)
+    reason = reason or type(failure.value).__name__
+    return f"{request.url if request is not None else '?'} ({reason})"
+
+
+def _is_plain_text(response: Response) -> bool:
+    content_type = (response.headers.get(b"Content-Type") or b"").lower()
+    return content_type.startswith(b"text/plain") or urlparse(response.url).path.endswith(".txt")
+
+
+def _looks_like_xml(body: bytes) -> bool:
+    return body.removeprefix(_UTF8_BOM).lstrip().startswith(b"<")
+
+
+def _text_entries(body: bytes) -> Iterator[dict[str, Any]]:
+    """A text sitemap: one absolute http(s) URL a line (sitemaps.org); other lines skipped."""
+    text = body.removeprefix(_UTF8_BOM).decode("utf-8", "replace")
+    for line in text.splitlines():
+        url = line.strip()
+        if url.startswith(("http://", "https://")):
+            yield {"loc": url}
+
+
+def _flag(value: object) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() not in ("", "0", "false", "no", "off")
+    return bool(value)
+
+
+def _sites(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):  # "-a sitemap_sites=https://a.example,https://b.example"
+        return tuple(part for part in value.replace(",", " ").split() if part)
+    return tuple(str(site) for site in value) if isinstance(value, Iterable) else ()
