@@ -1,0 +1,293 @@
+"""What ``scrapy robots`` reports: verdicts and robots.txt facts, as text or JSON.
+
+Scrapy-free: the command hands over an :class:`~scrapy_rep.policy.Entry` (fetched
+through a crawl, or built from a local file) and the URLs of its origin; this
+module decides what a crawl with the same settings would do with each URL and
+says why, in the words of the settings a user can change.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from scrapy_rep.config import Config
+from scrapy_rep.policy import ALLOW_ALL, DISALLOW_ALL, PARSED, Entry
+from scrapy_rep.robotstxt import RobotsTxt
+
+ALLOWED = "allowed"
+FORBIDDEN = "forbidden"
+DEFERRED = "deferred"
+
+_CACHED_AFTER = 5.0
+"""An entry older than this (seconds) came from a cache, not from this run."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a crawl would do with one URL, and why."""
+
+    url: str
+    verdict: str
+    line: int | None = None
+    rule: str | None = None
+    reason: str = ""
+    """Why, when no rule of robots.txt decided."""
+
+    @property
+    def allowed(self) -> bool:
+        return self.verdict == ALLOWED
+
+
+@dataclass(frozen=True, slots=True)
+class Delay:
+    crawl_delay: float | None
+    request_rate: tuple[int, float] | None
+    asked: float
+    """Seconds between requests the group asks for (the larger of the two lines)."""
+    applied: float
+    """``asked`` capped at REP_MAX_CRAWL_DELAY; 0 with REP_OBEY_CRAWL_DELAY off."""
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """One robots.txt (an origin's, or a local file) and the URLs checked against it."""
+
+    source: str
+    """The robots.txt URL, or the local file's path."""
+    from_file: bool
+    entry: Entry
+    group: tuple[str, ...] | None
+    """User-agent tokens of the group(s) that apply; None without rules."""
+    delay: Delay | None
+    verdicts: tuple[Verdict, ...]
+
+
+def delay_of(robots: RobotsTxt, agent: str, config: Config) -> Delay:
+    """The slot delay the middleware would set (its ``_delay`` rule)."""
+    crawl_delay = robots.crawl_delay(user_agent=agent)
+    rate = robots.request_rate(user_agent=agent)
+    asked = crawl_delay or 0.0
+    if rate is not None and rate[0] > 0:
+        asked = max(asked, rate[1] / rate[0])
+    applied = min(asked, config.max_crawl_delay) if config.obey_crawl_delay else 0.0
+    return Delay(crawl_delay, rate, asked, applied)
+
+
+def explain(
+    source: str, entry: Entry, urls: Sequence[str], config: Config, *, from_file: bool = False
+) -> Report:
+    agent = config.user_agent
+    robots = entry.robots
+    if robots is None:
+        verdicts = tuple(_unreachable_verdict(url, entry, config) for url in urls)
+        return Report(source, from_file, entry, None, None, verdicts)
+    decisions = [(url, robots.decide(url, user_agent=agent)) for url in urls]
+    no_rule = "no robots.txt rules apply" if entry.outcome == ALLOW_ALL else "no rule matched"
+    verdicts = tuple(
+        Verdict(
+            url,
+            ALLOWED if decision.allowed else FORBIDDEN,
+            decision.line,
+            decision.rule,
+            "" if decision.line else no_rule,
+        )
+        for url, decision in decisions
+    )
+    group = robots.decide("/", user_agent=agent).agents
+    return Report(source, from_file, entry, group, delay_of(robots, agent, config), verdicts)
+
+
+def _unreachable_verdict(url: str, entry: Entry, config: Config) -> Verdict:
+    # the robots.txt block's "effect" line says more; this says what happens to the URL
+    what = {
+        "allow": (ALLOWED, "let through"),
+        "defer": (DEFERRED, "kept until it answers"),
+        "disallow": (FORBIDDEN, "dropped"),
+    }
+    verdict, action = what[config.unreachable]
+    return Verdict(url, verdict, reason=f"robots.txt unreachable: {action} (REP_UNREACHABLE)")
+
+
+# -- text -----------------------------------------------------------------------
+
+
+def _when(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f} s" if value >= 10 else f"{value:g} s"
+
+
+def _fetch_lines(report: Report, config: Config, now: float) -> list[tuple[str, str]]:
+    entry = report.entry
+    cut = f" (only the first {config.max_size} read: REP_MAX_SIZE)" if entry.truncated else ""
+    if report.from_file:
+        return [("file", f"{entry.size} bytes{cut}, nothing fetched")]
+    lines: list[tuple[str, str]] = []
+    if entry.outcome == PARSED:
+        what = f"HTTP {entry.status}, {entry.size} bytes{cut}"
+    else:
+        what = entry.reason or "no response"
+        if entry.status is not None and not what.startswith("HTTP "):
+            what = f"HTTP {entry.status}, {what}"
+        if entry.outcome == ALLOW_ALL:
+            what += ": no usable robots.txt, everything allowed"
+        else:
+            what = f"unreachable ({what})"
+    left = entry.expires - now
+    if entry.robots is not None and entry.outcome != DISALLOW_ALL:
+        if left > 0:
+            what += f"; fresh until {_when(entry.expires)} (expires in {_seconds(left)})"
+        else:  # from a shared cache: the next request of a crawl refetches it
+            what += f"; expired at {_when(entry.expires)}, refetched by the next request"
+    else:
+        what += f"; retried after {_when(entry.expires)} (in {_seconds(max(left, 0))})"
+    lines.append(("fetched", what))
+    if entry.redirects:
+        hops = "redirect" if entry.redirects == 1 else "redirects"
+        lines.append(("redirect", f"{entry.redirects} {hops} -> {entry.url}"))
+    age = now - entry.fetched
+    if entry.stale:
+        lines.append(
+            (
+                "rules",
+                f"the last good copy, fetched {_when(entry.fetched)} ({_seconds(age)} ago), "
+                f"kept up to REP_STALE_MAX = {_seconds(config.stale_max)}",
+            )
+        )
+    elif entry.robots is None:
+        effect = {
+            "disallow": "every request to this origin is dropped until robots.txt answers",
+            "allow": "requests to this origin go ahead as if there were no robots.txt",
+            "defer": "requests to this origin wait until robots.txt answers "
+            f"(at most REP_DEFER_MAX = {_seconds(config.defer_max)})",
+        }[config.unreachable]
+        lines.append(("effect", f"REP_UNREACHABLE = {config.unreachable!r}: {effect}"))
+    elif age > _CACHED_AFTER:
+        lines.append(("cached", f"fetched {_when(entry.fetched)} ({_seconds(age)} ago)"))
+    return lines
+
+
+def _group_text(report: Report, agent: str) -> str | None:
+    group = report.group
+    if group is None or report.entry.outcome == ALLOW_ALL:
+        return None
+    if not group:
+        return f"none: no group names {agent!r} and there is no 'User-agent: *' group"
+    text = "User-agent: " + ", ".join(group)
+    if group == ("*",) and agent != "*":
+        text += f" (no group names {agent!r})"
+    return text
+
+
+def _delay_text(delay: Delay, config: Config) -> str:
+    asked: list[str] = []
+    if delay.crawl_delay is not None:
+        asked.append(f"Crawl-delay: {delay.crawl_delay:g}")
+    if delay.request_rate is not None:
+        requests, seconds = delay.request_rate
+        asked.append(f"Request-rate: {requests}/{seconds:g}s")
+    if not asked:
+        return "none asked (no Crawl-delay or Request-rate for this group)"
+    lines = "; ".join(asked)
+    if not config.obey_crawl_delay:
+        return f"not applied (REP_OBEY_CRAWL_DELAY = False); robots.txt asks {lines}"
+    text = f"{delay.applied:g} s between requests ({lines}"
+    if delay.asked > delay.applied:
+        text += f", capped at REP_MAX_CRAWL_DELAY = {config.max_crawl_delay:g}"
+    return text + ")"
+
+
+def _verdict_lines(verdicts: Sequence[Verdict]) -> list[str]:
+    width = max(len(v.url) for v in verdicts)
+    lines = []
+    for verdict in verdicts:
+        why = f"line {verdict.line}: {verdict.rule}" if verdict.line else verdict.reason
+        lines.append(f"  {verdict.verdict.upper():<9}  {verdict.url:<{width}}  {why}")
+    return lines
+
+
+def render_text(reports: Sequence[Report], config: Config, *, now: float | None = None) -> str:
+    """One block per robots.txt: its facts once, then a line per URL."""
+    now = time.time() if now is None else now
+    out: list[str] = []
+    for report in reports:
+        facts = _fetch_lines(report, config, now)
+        group = _group_text(report, config.user_agent)
+        if group is not None:
+            facts.append(("group", group))
+        if report.delay is not None and report.entry.outcome != ALLOW_ALL:
+            facts.append(("delay", _delay_text(report.delay, config)))
+        robots = report.entry.robots
+        if robots is not None and report.entry.outcome != ALLOW_ALL:
+            sitemaps = robots.sitemaps or ("none",)
+            facts.extend(("sitemaps" if i == 0 else "", url) for i, url in enumerate(sitemaps))
+        if out:
+            out.append("")
+        out.append(report.source if not report.from_file else f"robots.txt file {report.source}")
+        out.extend(f"  {label:<9} {value}".rstrip() for label, value in facts)
+        out.extend(_verdict_lines(report.verdicts))
+    return "\n".join(out)
+
+
+# -- JSON -----------------------------------------------------------------------
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _report_json(report: Report, config: Config, now: float) -> dict[str, Any]:
+    entry = report.entry
+    robots = entry.robots
+    data: dict[str, Any] = {"robots_txt": report.source, "from_file": report.from_file}
+    if not report.from_file:
+        data["fetch"] = {
+            "outcome": entry.outcome,
+            "status": entry.status,
+            "reason": entry.reason or None,
+            "redirects": entry.redirects,
+            "final_url": entry.url or None,
+            "fetched": entry.fetched,
+            "expires": _finite(entry.expires),
+            "expires_in": _finite(entry.expires - now),
+            "stale": entry.stale,
+            "unreachable": config.unreachable if robots is None else None,
+        }
+    data["size"] = entry.size
+    data["truncated"] = entry.truncated
+    data["group"] = list(report.group) if report.group is not None else None
+    delay = report.delay
+    data["crawl_delay"] = delay.crawl_delay if delay else None
+    data["request_rate"] = list(delay.request_rate) if delay and delay.request_rate else None
+    data["delay"] = delay.applied if delay else 0.0
+    data["sitemaps"] = list(robots.sitemaps) if robots is not None else []
+    data["urls"] = [
+        {
+            "url": v.url,
+            "verdict": v.verdict,
+            "allowed": v.allowed,
+            "line": v.line,
+            "rule": v.rule,
+            "reason": v.reason or None,
+        }
+        for v in report.verdicts
+    ]
+    return data
+
+
+def render_json(reports: Sequence[Report], config: Config, *, now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    data = {
+        "agent": config.user_agent,
+        "allowed": all(v.allowed for r in reports for v in r.verdicts),
+        "robots": [_report_json(report, config, now) for report in reports],
+    }
+    return json.dumps(data, indent=2)

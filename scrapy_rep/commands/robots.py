@@ -1,0 +1,317 @@
+"""``scrapy robots URL [URL ...]``: would a crawl fetch these URLs, and why.
+
+Each URL's robots.txt is fetched the way a crawl fetches it: a real crawl with
+the project's settings (proxies, headers, user agent, retries, caches), in which
+an internal spider asks ``scrapy_rep.RobotsTxtMiddleware`` for each origin's
+entry, so the command and a crawl cannot disagree. ``--file`` checks against a
+local robots.txt instead, with no crawl. Exit status: 0 when every URL would be
+fetched, 1 when one would not (forbidden, or held back because robots.txt is
+unreachable), 2 on usage errors or when the check could not run.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import urlparse
+
+from scrapy import Spider
+from scrapy.commands import ScrapyCommand
+from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyRobotsTxtMiddleware
+from scrapy.exceptions import UsageError
+from scrapy.settings import SETTINGS_PRIORITIES
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from scrapy.utils.misc import load_object
+from scrapy.utils.project import inside_project
+from twisted.internet.defer import DeferredList
+from twisted.python.failure import Failure
+
+from scrapy_rep.commands._explain import Report, explain, render_json, render_text
+from scrapy_rep.config import Config
+from scrapy_rep.exceptions import InvalidSetting
+from scrapy_rep.middleware import RobotsTxtMiddleware
+from scrapy_rep.origin import Origin, origin_of, robots_url
+from scrapy_rep.policy import PARSED, Entry
+from scrapy_rep.robotstxt import RobotsTxt
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import AsyncIterator
+
+    from scrapy.settings import BaseSettings
+
+MIDDLEWARE_ORDER = 100
+_DEFAULT = SETTINGS_PRIORITIES["default"]
+
+
+class Command(ScrapyCommand):
+    default_settings: ClassVar[dict[str, Any]] = {
+        # a one-shot check: no remote shell, telnet console or periodic stats
+        "REMOTE_CONTROL_ENABLED": False,
+        "TELNETCONSOLE_ENABLED": False,
+        "LOGSTATS_INTERVAL": 0,
+        "LOG_LEVEL": "WARNING",  # the report is on stdout; see also _quiet_logging
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._config = Config()
+        self._agent_source = ""
+        self._notes: list[str] = []
+        self._urls: list[str] = []
+        self._file_body: bytes | None = None
+
+    def syntax(self) -> str:
+        return "[options] URL [URL ...]"
+
+    def short_desc(self) -> str:
+        return "Tell whether robots.txt lets the crawler fetch URLs, and why"
+
+    def long_desc(self) -> str:
+        return (
+            "Fetch the robots.txt of each URL's origin through Scrapy, with the "
+            "project's settings, and print for each URL whether scrapy-rep would "
+            "let a crawl fetch it, the robots.txt group and line that decided, the "
+            "delay between requests, the sitemaps and how robots.txt was fetched. "
+            "Exit status: 0 when all URLs are allowed, 1 when one is not, 2 on "
+            "usage errors."
+        )
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument(
+            "--agent",
+            metavar="TOKEN",
+            help="check as this user-agent token instead of the one taken from "
+            "ROBOTSTXT_USER_AGENT or USER_AGENT",
+        )
+        parser.add_argument(
+            "--file",
+            metavar="PATH",
+            help="check against this local robots.txt instead of fetching it; "
+            "URLs may then be paths (/a/b?c)",
+        )
+        parser.add_argument("--json", action="store_true", help="print JSON")
+
+    # -- options --------------------------------------------------------------
+
+    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        super().process_options(args, opts)
+        settings = self.settings
+        assert settings is not None
+        if not opts.loglevel:
+            _quiet_logging(settings)
+        self._notes = _notes(settings)
+        settings.set("ROBOTSTXT_OBEY", True, priority="cmdline")
+        if opts.agent is not None:
+            settings.set("ROBOTSTXT_USER_AGENT", opts.agent, priority="cmdline")
+        try:
+            self._config = Config.from_settings(settings)
+        except InvalidSetting as exc:
+            if opts.agent is not None and exc.setting == "ROBOTSTXT_USER_AGENT":
+                raise UsageError(
+                    f"--agent {opts.agent!r} names no crawler; give the token robots.txt "
+                    "groups use for it, e.g. --agent ExampleBot",
+                    print_help=False,
+                ) from None
+            raise UsageError(f"invalid setting {exc}", print_help=False) from None
+        self._agent_source = _agent_source(settings, self._config, opts.agent)
+        self._urls = _check_arguments(args, local=opts.file is not None)
+        if opts.file is not None:
+            try:
+                self._file_body = Path(opts.file).read_bytes()
+            except OSError as exc:
+                raise UsageError(
+                    f"--file: cannot read {opts.file!r}: {exc.strerror or exc}",
+                    print_help=False,
+                ) from None
+        else:
+            _use_scrapy_rep_middleware(settings)
+
+    # -- running --------------------------------------------------------------
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if self._file_body is not None:
+            reports = [self._check_file(opts.file, self._file_body)]
+        else:
+            fetched = self._check_fetched()
+            if fetched is None:
+                self.exitcode = 2
+                return
+            reports = fetched
+        config = self._config
+        if opts.json:
+            print(render_json(reports, config))
+        else:
+            print(self._header())
+            print()
+            print(render_text(reports, config))
+        allowed = all(verdict.allowed for report in reports for verdict in report.verdicts)
+        self.exitcode = 0 if allowed else 1
+
+    def _header(self) -> str:
+        lines = [f"agent {self._config.user_agent!r} ({self._agent_source})"]
+        lines.extend(f"note: {note}" for note in self._notes)
+        return "\n".join(lines)
+
+    def _check_file(self, path: str, body: bytes) -> Report:
+        config = self._config
+        origins = {_origin(url) for url in self._urls}
+        origin = origins.pop() if len(origins) == 1 else None
+        base = robots_url(origin) if origin is not None else None  # for relative Sitemap lines
+        robots = RobotsTxt.parse(body, url=base, max_size=config.max_size)
+        now = time.time()
+        entry = Entry(
+            robots, PARSED, float("inf"), now, truncated=robots.truncated, size=len(body), url=path
+        )
+        return explain(path, entry, self._urls, config, from_file=True)
+
+    def _check_fetched(self) -> list[Report] | None:
+        by_origin: dict[Origin, list[str]] = {}
+        for url in self._urls:
+            origin = _origin(url)
+            assert origin is not None  # checked in process_options
+            by_origin.setdefault(origin, []).append(url)
+        firsts = [urls[0] for urls in by_origin.values()]
+        entries: dict[str, Entry | None] = {}
+        problems: list[str] = []
+        process = self.crawler_process
+        assert process is not None
+        process.crawl(_RobotsSpider, urls=firsts, entries=entries, problems=problems)
+        process.start()
+        missing = [url for url in firsts if entries.get(url) is None]
+        if process.bootstrap_failed or problems or missing:
+            for problem in problems or ["the crawl did not run (see the log above)"]:
+                print(f"scrapy robots: {problem}", file=sys.stderr)
+            return None
+        reports = []
+        for origin, urls in by_origin.items():
+            entry = entries[urls[0]]
+            assert entry is not None
+            reports.append(explain(robots_url(origin), entry, urls, self._config))
+        return reports
+
+
+class _RobotsSpider(Spider):
+    """Asks the running middleware for each origin's robots.txt; yields nothing."""
+
+    name = "scrapy_rep_robots"
+
+    def __init__(
+        self,
+        urls: list[str],
+        entries: dict[str, Entry | None],
+        problems: list[str],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.urls = urls
+        self.entries = entries
+        self.problems = problems
+
+    async def start(self) -> AsyncIterator[Any]:
+        await self._ask_all()
+        return
+        yield  # an async generator that yields no request
+
+    async def _ask_all(self) -> None:
+        middleware = RobotsTxtMiddleware.of(self.crawler)
+        if middleware is None:
+            self.problems.append("scrapy_rep.RobotsTxtMiddleware did not start (see the log)")
+            return
+
+        async def ask(url: str) -> None:
+            self.entries[url] = await middleware.entry_for(url)
+
+        # all origins at once, on any reactor
+        outcomes = await maybe_deferred_to_future(
+            DeferredList([deferred_from_coro(ask(url)) for url in self.urls], consumeErrors=True)
+        )
+        for url, (_ok, result) in zip(self.urls, outcomes, strict=True):
+            if isinstance(result, Failure):
+                self.problems.append(f"checking {url} failed: {result.getErrorMessage()}")
+
+
+# -- helpers --------------------------------------------------------------------
+
+
+def _quiet_logging(settings: BaseSettings) -> None:
+    """At most WARNING: the report is on stdout, the log only says what went wrong."""
+    level = logging.getLevelName(str(settings.get("LOG_LEVEL", "")).upper())
+    if not isinstance(level, int) or level < logging.WARNING:
+        settings.set("LOG_LEVEL", "WARNING", priority="cmdline")
+
+
+def _notes(settings: BaseSettings) -> list[str]:
+    """What the user's own settings change about these verdicts in a real crawl."""
+    notes: list[str] = []
+    try:
+        obey = settings.getbool("ROBOTSTXT_OBEY")
+        dry_run = settings.getbool("REP_DRY_RUN")
+    except ValueError:
+        return notes  # Config.from_settings reports the invalid value
+    if not obey and (inside_project() or settings.getpriority("ROBOTSTXT_OBEY") != _DEFAULT):
+        notes.append("ROBOTSTXT_OBEY is False here: a crawl with these settings ignores robots.txt")
+    if dry_run:
+        notes.append("REP_DRY_RUN is on: a crawl only counts forbidden requests, it sends them")
+    return notes
+
+
+def _agent_source(settings: BaseSettings, config: Config, agent: str | None) -> str:
+    if agent is not None:
+        return "from --agent"
+    if settings.get("ROBOTSTXT_USER_AGENT"):
+        return "from ROBOTSTXT_USER_AGENT"
+    if config.user_agent_problem:
+        return config.user_agent_problem + ", or use --agent"
+    return "from USER_AGENT"
+
+
+def _origin(url: str) -> Origin | None:
+    try:
+        parsed = urlparse(url)
+    except ValueError:
+        return None
+    return origin_of(parsed)
+
+
+def _check_arguments(args: list[str], *, local: bool) -> list[str]:
+    """The URLs to check; UsageError for anything else."""
+    for arg in args:
+        if arg.startswith("-"):
+            raise UsageError(f"unknown option {arg}", print_help=False)
+    if not args:
+        raise UsageError("give at least one URL", print_help=False)
+    for url in args:
+        if _origin(url) is not None or (local and url.startswith("/")):
+            continue
+        expected = "an absolute http(s) URL"
+        if local:
+            expected = "a path (/...) or " + expected
+        hint = f" (did you mean 'https://{url}'?)" if "://" not in url and "." in url else ""
+        raise UsageError(f"{url!r} is not {expected}{hint}", print_help=False)
+    return list(args)
+
+
+def _use_scrapy_rep_middleware(settings: BaseSettings) -> None:
+    """scrapy-rep's middleware on (the project's own, if it enables it or a
+    subclass), Scrapy's off, whatever the project says, for this crawl only."""
+    components = settings.get_component_priority_dict_with_base("DOWNLOADER_MIDDLEWARES")
+    enabled = False
+    for component, order in components.items():
+        try:
+            cls = load_object(component) if isinstance(component, str) else component
+        except (ImportError, NameError, ValueError, AttributeError):
+            continue
+        if order is not None and isinstance(cls, type) and issubclass(cls, RobotsTxtMiddleware):
+            enabled = True
+    if not enabled:
+        settings.set_in_component_priority_dict(
+            "DOWNLOADER_MIDDLEWARES", RobotsTxtMiddleware, MIDDLEWARE_ORDER
+        )
+    settings.set_in_component_priority_dict(
+        "DOWNLOADER_MIDDLEWARES", ScrapyRobotsTxtMiddleware, None
+    )
