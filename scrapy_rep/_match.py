@@ -1,10 +1,13 @@
 """Longest-match rule lookup for one user agent (RFC 9309 §2.2.2).
 
-A rule is a plain tuple ``(length, allow, -line, value)``: tuples compare in
-that order, so the larger one wins (the longest pattern, then Allow on a tie,
-then the earlier line), and they are cheap to build for files with thousands
-of rules. Rules are sorted into three kinds, each found without trying every
-rule:
+A rule is ranked by one integer, so that the larger rank wins: the pattern's
+length first, then Allow over Disallow (a tie goes to Allow), then the
+earlier line. The rank also carries where the rule's line starts in the text
+(an offset, which orders like the line number and finds the line again), so a
+rule costs one 64-bit slot and the pattern string, even in files with
+thousands of rules.
+
+Rules are sorted into three kinds, each found without trying every rule:
 
 - plain prefixes (``/private``): the longest one that starts the path is found
   with one binary search over the sorted patterns plus a walk up their
@@ -22,33 +25,56 @@ it backtrack.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from operator import attrgetter
 from typing import Generic, TypeVar
 
-from scrapy_rep._url import normalize_pattern
+from scrapy_rep._url import PLAIN_IN_PATH, is_normal_pattern, normalize_pattern
 
-__all__ = ["Matcher", "Rule"]
+__all__ = ["Matcher", "allows", "offset_of", "rank"]
 
-Rule = tuple[int, bool, int, str]  # (pattern length, allow, -line, value as written)
+_OFFSET_MASK = (1 << 31) - 1
+_ALLOW_BIT = 1 << 31
 
 _V = TypeVar("_V")
+_by_rank = attrgetter("rank")
+
+
+def rank(length: int, allow: bool, offset: int) -> int:
+    """The rank of a rule: longer pattern, then Allow, then earlier line wins."""
+    return (length << 32) | (_ALLOW_BIT if allow else 0) | (_OFFSET_MASK - offset)
+
+
+def allows(rule_rank: int) -> bool:
+    """Whether the rule of this rank is an Allow rule."""
+    return bool(rule_rank & _ALLOW_BIT)
+
+
+def offset_of(rule_rank: int) -> int:
+    """Where the line of the rule of this rank starts in the text."""
+    return _OFFSET_MASK - (rule_rank & _OFFSET_MASK)
 
 
 class _Wildcard:
     """A rule with ``*`` in it, split at its wildcards."""
 
-    __slots__ = ("anchored", "head_size", "last", "middle", "needle", "rule")
+    __slots__ = ("anchored", "head_size", "last", "middle", "needle", "rank")
 
-    def __init__(self, rule: Rule, body: str, anchored: bool) -> None:
-        self.rule = rule
+    def __init__(self, rule_rank: int, body: str, anchored: bool) -> None:
+        self.rank = rule_rank
         self.anchored = anchored
-        head, *rest = body.split("*")
-        self.head_size = len(head)
-        self.middle = tuple(part for part in rest[:-1] if part)
-        self.last = rest[-1]
-        # The longest literal part after the head must be in any path it matches.
-        self.needle = max((*self.middle, self.last), key=len)
+        parts = body.split("*")
+        self.head_size = len(parts[0])
+        self.middle = middle = tuple(filter(None, parts[1:-1]))
+        self.last = needle = parts[-1]
+        # A literal part that any matching path holds: the longest, the last on
+        # a tie (the end of a pattern, such as ".pdf", tells paths apart best).
+        for part in middle:
+            if len(part) > len(needle):
+                needle = part
+        self.needle = needle
 
     def matches(self, path: str) -> bool:
         """Whether the rule matches ``path``, which already starts with its head."""
@@ -68,15 +94,16 @@ class _PrefixIndex(Generic[_V]):
 
     __slots__ = ("keys", "parents", "values")
 
-    def __init__(self, items: dict[str, _V]) -> None:
-        self.keys = sorted(items)
-        self.values = [items[key] for key in self.keys]
-        self.parents: list[int] = []
+    def __init__(self, keys: list[str], values: Sequence[_V]) -> None:
+        """``keys`` sorted and distinct; ``values[i]`` belongs to ``keys[i]``."""
+        self.keys = keys
+        self.values = values
+        parents = self.parents = array("i", bytes(4 * len(keys)))
         chain: list[int] = []
-        for index, key in enumerate(self.keys):
-            while chain and not key.startswith(self.keys[chain[-1]]):
+        for index, key in enumerate(keys):
+            while chain and not key.startswith(keys[chain[-1]]):
                 chain.pop()
-            self.parents.append(chain[-1] if chain else -1)
+            parents[index] = chain[-1] if chain else -1
             chain.append(index)
 
     def longest(self, path: str) -> int:
@@ -91,57 +118,67 @@ class _PrefixIndex(Generic[_V]):
 class Matcher:
     """All Allow/Disallow rules of one agent, ready to find the deciding one."""
 
-    __slots__ = ("_exact", "_prefixes", "_wildcards")
+    __slots__ = ("_exact", "_parents", "_prefixes", "_ranks", "_wildcards")
 
     def __init__(self, lines: Iterable[tuple[bool, str, int]]) -> None:
-        """``lines`` are ``(allow, value, line number)`` with non-empty values."""
-        prefixes: dict[str, Rule] = {}
-        exact: dict[str, Rule] = {}
+        """``lines`` are ``(allow, value, offset of the line)`` with non-empty values."""
+        prefixes: dict[str, int] = {}
+        exact: dict[str, int] = {}
         heads: dict[str, list[_Wildcard]] = {}
-        for allow, value, line in lines:
-            pattern = normalize_pattern(value)
-            rule = (len(pattern), allow, -line, value)
+        plain = PLAIN_IN_PATH
+        for allow, value, offset in lines:
+            rule_rank = (_ALLOW_BIT if allow else 0) | (_OFFSET_MASK - offset)
+            if value.isascii() and not value.encode().translate(None, plain):
+                # Most rules: a plain prefix that normalising leaves as it is.
+                rule_rank |= len(value) << 32
+                if prefixes.get(value, 0) < rule_rank:
+                    prefixes[value] = rule_rank
+                continue
+            pattern = value if is_normal_pattern(value) else normalize_pattern(value)
+            rule_rank |= len(pattern) << 32
             anchored = pattern[-1] == "$"
             body = pattern[:-1] if anchored else pattern
             if "*" in body:
-                heads.setdefault(body[: body.index("*")], []).append(
-                    _Wildcard(rule, body, anchored)
-                )
+                if "**" in body:  # runs of '*' match like one
+                    while "**" in body:
+                        body = body.replace("**", "*")
+                wildcard = _Wildcard(rule_rank, body, anchored)
+                heads.setdefault(body[: wildcard.head_size], []).append(wildcard)
             else:
                 table = exact if anchored else prefixes
-                old = table.get(body)
-                if old is None or rule > old:
-                    table[body] = rule
-        for group in heads.values():
-            group.sort(key=lambda wildcard: wildcard.rule, reverse=True)
-        self._prefixes = _PrefixIndex(prefixes) if prefixes else None
-        self._exact = exact
-        self._wildcards = _PrefixIndex(heads) if heads else None
+                if table.get(body, 0) < rule_rank:
+                    table[body] = rule_rank
+        # Plain prefixes, flattened here: they decide most paths.
+        index: _PrefixIndex[int] = _PrefixIndex(sorted(prefixes), ())
+        self._prefixes, self._parents = index.keys, index.parents
+        self._ranks = array("q", [prefixes[key] for key in index.keys])
+        self._exact = exact or None
+        self._wildcards: _PrefixIndex[list[_Wildcard]] | None = None
+        if heads:
+            for group in heads.values():
+                group.sort(key=_by_rank, reverse=True)
+            heads_sorted = sorted(heads)
+            self._wildcards = _PrefixIndex(heads_sorted, [heads[head] for head in heads_sorted])
 
-    def best(self, path: str) -> Rule | None:
-        """The deciding rule for a normalised ``path``, or ``None`` when none matches."""
-        best: Rule | None = None
-        prefixes = self._prefixes
-        if prefixes is not None:
-            keys, parents = prefixes.keys, prefixes.parents
-            at = bisect_right(keys, path) - 1
-            while at >= 0 and not path.startswith(keys[at]):
-                at = parents[at]
-            if at >= 0:
-                best = prefixes.values[at]
-        if self._exact:
-            anchored = self._exact.get(path)
-            if anchored is not None and (best is None or anchored > best):
-                best = anchored
+    def best(self, path: str) -> int:
+        """The rank of the deciding rule for a normalised ``path``; 0 when none matches."""
+        keys, parents = self._prefixes, self._parents
+        at = bisect_right(keys, path) - 1
+        while at >= 0 and not path.startswith(keys[at]):
+            at = parents[at]
+        best = self._ranks[at] if at >= 0 else 0
+        exact = self._exact
+        if exact is not None:
+            best = max(best, exact.get(path, 0))
         wildcards = self._wildcards
         if wildcards is not None:
             at = wildcards.longest(path)
             while at >= 0:
                 for wildcard in wildcards.values[at]:
-                    if best is not None and wildcard.rule <= best:
+                    if wildcard.rank <= best:
                         break  # sorted: no later rule of this head can win
                     if wildcard.needle in path and wildcard.matches(path):
-                        best = wildcard.rule
+                        best = wildcard.rank
                         break
                 at = wildcards.parents[at]
         return best

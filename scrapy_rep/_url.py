@@ -18,19 +18,25 @@ __all__ = ["normalize_path", "normalize_pattern", "path_of"]
 
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
-# The first character after the authority that ends it.
-_PATH_START = re.compile(r"[/?;#]")
+# "scheme://authority" or "//authority", then the path, params and query.
+_PATH = re.compile(r"(?:[^:/?#;]*://[^/?#;]*|//[^/?#;]*)?([^#]*)")
 
 # Characters compared as they are: unreserved and reserved ones (RFC 3986), and
 # '%'. '*' and '$' are reserved too but have a meaning in patterns (below);
 # '[' and ']' are reserved for hosts only and never stand raw in a path or query
 # that Scrapy sends, so they are compared in their escaped form.
-_AS_IS = r"A-Za-z0-9\-._~:/?#@!&'()+,;=%"
+_AS_IS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:/?#@!&'()+,;=%"
 # Anything else must be percent-encoded: non-ASCII (as UTF-8), controls, space
 # and '"<>[\\]^`{|}'. A '*' is left alone here: in patterns it is the wildcard,
 # and the URL side has already turned its own into "%2A".
-_TO_ENCODE = re.compile(f"[^{_AS_IS}*$]+")
-_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+_TO_ENCODE = re.compile(f"[^{re.escape(_AS_IS)}*$]+")
+# Escapes that normalising changes: lower-case hex, or an unreserved character.
+_ESCAPE_TO_CHANGE = re.compile(
+    r"%(?:[0-9A-Fa-f][a-f]|[a-f][0-9A-F]|2[DE]|3[0-9]|4[1-9A-F]|5[0-9A]|5F|6[1-9A-F]|7[0-9A]|7E)"
+)
+# For the quick test that most paths and patterns pass: bytes that need no look.
+PLAIN_IN_PATH = _AS_IS.replace("%", "").encode()
+_PLAIN_IN_PATTERN = PLAIN_IN_PATH + b"*"
 
 
 def path_of(url: str) -> str:
@@ -39,21 +45,8 @@ def path_of(url: str) -> str:
     Accepts absolute URLs ("https://h/a?b") and path-absolute ones ("/a?b"),
     and extracts the path the way Google's reference matcher does.
     """
-    if url[:1] == "/" and url[1:2] != "/":
-        path = url
-    else:
-        start = url.find("://")
-        start = start + 3 if start >= 0 else (2 if url[:2] == "//" else 0)
-        found = _PATH_START.search(url, start)
-        if found is None:
-            return "/"
-        path = url[found.start() :]
-    cut = path.find("#")
-    if cut >= 0:
-        path = path[:cut]
-    if path[:1] != "/":
-        path = "/" + path
-    return path
+    path = _PATH.match(url)[1]  # type: ignore[index]  # the pattern matches any text
+    return path if path[:1] == "/" else "/" + path
 
 
 def _percent_encode(run: str) -> str:
@@ -65,14 +58,33 @@ def _percent_encode(run: str) -> str:
 
 
 def _normalize_escape(match: re.Match[str]) -> str:
-    char = chr(int(match[1], 16))
-    return char if char in _UNRESERVED else "%" + match[1].upper()
+    hex_digits = match[0][1:].upper()
+    char = chr(int(hex_digits, 16))
+    return char if char in _UNRESERVED else "%" + hex_digits
+
+
+def _needs_work(text: str, plain: bytes) -> bool:
+    """Whether normalising may change ``text`` (a few C-level passes)."""
+    if not text.isascii():
+        return True
+    odd = text.encode().translate(None, plain)  # the characters that are not plain
+    if not odd:
+        return False
+    return bool(odd.strip(b"%")) or _ESCAPE_TO_CHANGE.search(text) is not None
+
+
+def is_normal_pattern(pattern: str) -> bool:
+    """Whether ``normalize_pattern`` would leave ``pattern`` as it is (mostly)."""
+    if not pattern.isascii():
+        return False
+    odd = pattern.encode().translate(None, _PLAIN_IN_PATTERN)
+    return not odd or (odd == b"$" and pattern[-1] == "$")
 
 
 def _normalize(text: str) -> str:
     """Escapes in one form, and percent-encoding where it is due ('$' excepted)."""
     if "%" in text:
-        text = _ESCAPE.sub(_normalize_escape, text)
+        text = _ESCAPE_TO_CHANGE.sub(_normalize_escape, text)
     if _TO_ENCODE.search(text) is not None:
         text = _TO_ENCODE.sub(lambda run: _percent_encode(run[0]), text)
     return text
@@ -80,6 +92,8 @@ def _normalize(text: str) -> str:
 
 def normalize_path(path: str) -> str:
     """Normalise a URL path for comparison with rule patterns."""
+    if not _needs_work(path, PLAIN_IN_PATH):
+        return path
     if "*" in path:
         path = path.replace("*", "%2A")
     if "$" in path:
@@ -91,6 +105,8 @@ def normalize_pattern(pattern: str) -> str:
     """Normalise a rule pattern; ``*`` stays a wildcard and a final ``$`` an anchor."""
     anchored = pattern.endswith("$")
     body = pattern[:-1] if anchored else pattern
+    if not _needs_work(body, _PLAIN_IN_PATTERN):
+        return pattern
     if "$" in body:
         body = body.replace("$", "%24")
     body = _normalize(body)

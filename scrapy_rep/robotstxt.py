@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import math
 import re
+import sys
+from array import array
+from bisect import bisect_right
 from typing import Final
 from urllib.parse import urljoin
 
 from scrapy_rep import _lines
-from scrapy_rep._match import Matcher
-from scrapy_rep._url import normalize_path, path_of
+from scrapy_rep._match import Matcher, allows, offset_of
+from scrapy_rep._url import PLAIN_IN_PATH, normalize_path, path_of
 
 __all__ = ["Decision", "RobotsTxt"]
 
@@ -29,6 +32,17 @@ _RATE = re.compile(r"(\d+)\s*/\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)(?![A-Za-z])",
 _RATE_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _BOM = b"\xef\xbb\xbf"
 _ROBOTS_TXT = "/robots.txt"
+_SPACE = " \t\v\f"
+# The lines of a group that matter once an agent asks, in one pass: the key
+# (by its start, typos included), whether a colon follows it, and the value.
+_DIRECTIVE = re.compile(
+    r"^[ \t\v\f]*(?:(allow)|(disallow|dissallow|dissalow|disalow|diasllow|disallaw)"
+    r"|(crawl-delay|crawl delay|crawldelay)|request-rate|request rate|requestrate)"
+    r"[^:#\n]*(:?)[ \t\v\f]*([^#\n]*)",
+    re.IGNORECASE | re.MULTILINE,
+)
+# Lines longer than this may be cut (Google's 16,663 bytes): read them slowly.
+_LONG_LINE = _lines.MAX_LINE // 4
 
 
 class Decision:
@@ -68,18 +82,6 @@ class Decision:
         )
 
 
-class _Group:
-    """User-agent lines that share rules, and where their lines are in the text."""
-
-    __slots__ = ("agents", "end", "line", "start")
-
-    def __init__(self, start: int, line: int) -> None:
-        self.agents: list[str] = []  # lower-cased tokens; "*" for the global group
-        self.start = start  # offset of the "\n" before the group's first line
-        self.end = start
-        self.line = line  # 1-based number of the group's first line
-
-
 class _AgentRules:
     """What applies to one user agent: its rules, delays and the groups used."""
 
@@ -97,16 +99,8 @@ class _AgentRules:
         self.crawl_delay = crawl_delay
         self.request_rate = request_rate
 
-    def decide(self, url: str) -> Decision:
-        path = _rule_path(url)
-        rule = self.matcher.best(path) if self.matcher is not None and path else None
-        if rule is None:
-            return Decision(True, None, None, self.agents)
-        _length, allow, negative_line, value = rule
-        text = f"{'Allow' if allow else 'Disallow'}: {value}"
-        return Decision(allow, -negative_line or None, text, self.agents)
 
-
+_NO_OFFSETS: Final = array("q")
 _ALLOW_ALL = _AgentRules((), None)
 _DISALLOW_ALL = _AgentRules((), Matcher([(False, "/", 0)]))
 
@@ -116,6 +110,8 @@ def _rule_path(url: str) -> str:
     path = path_of(url)
     if path.startswith(_ROBOTS_TXT) and path[11:12] in ("", "?"):
         return ""
+    if path.isascii() and not path.encode().translate(None, PLAIN_IN_PATH):
+        return path  # the common case, at C speed
     return normalize_path(path)
 
 
@@ -148,12 +144,27 @@ class RobotsTxt:
     """A parsed robots.txt. Build one with :meth:`parse`, :meth:`allow_all` or
     :meth:`disallow_all`; ask it with :meth:`allowed` or :meth:`decide`."""
 
-    __slots__ = ("_by_agent", "_fixed", "_groups", "_text", "sitemaps", "truncated")
+    __slots__ = (
+        "_agents",
+        "_by_agent",
+        "_ends",
+        "_explained",
+        "_fixed",
+        "_lines",
+        "_starts",
+        "_text",
+        "sitemaps",
+        "truncated",
+    )
 
     def __init__(self) -> None:
         self._text = ""
-        self._groups: list[_Group] = []
+        # The groups: where each starts (the "\n" before its first line) and
+        # ends in the text, its first line's number, its user-agent tokens.
+        self._starts = self._ends = self._lines = _NO_OFFSETS
+        self._agents: list[tuple[str, ...]] = []
         self._by_agent: dict[str, _AgentRules] = {}
+        self._explained: dict[int, tuple[int | None, str]] = {}  # offset -> (line, rule)
         self._fixed: _AgentRules | None = None  # allow_all / disallow_all
         self.sitemaps: tuple[str, ...] = ()
         self.truncated = False  # True when the body was longer than max_size
@@ -201,34 +212,35 @@ class RobotsTxt:
         return robots
 
     def _find_groups(self, text: str) -> None:
-        groups: list[_Group] = []
+        starts: list[int] = []
+        lines: list[int] = []
+        agents: list[list[str]] = []
         rule_line = _lines.RULE_LINE
         previous_end = -1
         newlines_before = 0
-        counted_to = 0
         for match in _lines.USER_AGENT_LINE.finditer(text):
             parsed = _lines.parse_line(match.group()[1:])
             if parsed is None or parsed[0] != _lines.USER_AGENT:
                 continue
             start = match.start()
-            if not groups or _has_rule(rule_line, text, previous_end, start):
-                newlines_before += text.count("\n", counted_to, start)
-                counted_to = start
-                groups.append(_Group(start, newlines_before + 1))
+            if not starts or _has_rule(rule_line, text, previous_end, start):
+                newlines_before += text.count("\n", starts[-1] if starts else 0, start)
+                starts.append(start)
+                lines.append(newlines_before + 1)
+                agents.append([])
             token = _agent_token(parsed[1])
-            if token and token not in groups[-1].agents:
-                groups[-1].agents.append(token)
+            if token and token not in agents[-1]:
+                agents[-1].append(sys.intern(token))
             previous_end = match.end()
-        if not groups:
+        if not starts:
             return
         # Keep only the text from the first group on, offsets shifted to match.
-        base = groups[0].start
+        base = starts[0]
         self._text = text[base:]
-        ends = [group.start for group in groups[1:]] + [len(text)]
-        for group, end in zip(groups, ends, strict=True):
-            group.start -= base
-            group.end = end - base
-        self._groups = groups
+        self._starts = array("q", [start - base for start in starts])
+        self._ends = array("q", [*self._starts[1:], len(self._text)])
+        self._lines = array("q", lines)
+        self._agents = [tuple(tokens) for tokens in agents]
 
     # -- asking ---------------------------------------------------------------
 
@@ -241,13 +253,18 @@ class RobotsTxt:
         path = _rule_path(url)
         if not path:
             return True
-        rule = matcher.best(path)
-        return rule is None or rule[1]
+        rank = matcher.best(path)
+        return not rank or allows(rank)
 
     def decide(self, url: str, *, user_agent: str) -> Decision:
         """Like :meth:`allowed`, with the line and rule that decided."""
         rules = self._fixed or self._by_agent.get(user_agent) or self._rules_for(user_agent)
-        return rules.decide(url)
+        path = _rule_path(url) if rules.matcher is not None else ""
+        rank = rules.matcher.best(path) if rules.matcher is not None and path else 0
+        if not rank:
+            return Decision(True, None, None, rules.agents)
+        line, rule = self._explain(offset_of(rank))
+        return Decision(allows(rank), line, rule, rules.agents)
 
     def crawl_delay(self, *, user_agent: str) -> float | None:
         """Seconds between requests asked by the agent's group, or None."""
@@ -264,42 +281,89 @@ class RobotsTxt:
             return "<RobotsTxt allow_all>"
         if self._fixed is _DISALLOW_ALL:
             return "<RobotsTxt disallow_all>"
-        return f"<RobotsTxt groups={len(self._groups)} sitemaps={len(self.sitemaps)}>"
+        return f"<RobotsTxt groups={len(self._agents)} sitemaps={len(self.sitemaps)}>"
 
     def _rules_for(self, user_agent: str) -> _AgentRules:
         """Read and index the groups that apply to ``user_agent`` (once per agent)."""
         token = user_agent.lower()
-        groups = [group for group in self._groups if token in group.agents]
-        if not groups:
-            groups = [group for group in self._groups if _GLOBAL in group.agents]
+        chosen = [index for index, tokens in enumerate(self._agents) if token in tokens]
+        if not chosen:
+            chosen = [index for index, tokens in enumerate(self._agents) if _GLOBAL in tokens]
         rules: list[tuple[bool, str, int]] = []
         delays: list[float] = []
-        rate: tuple[int, float] | None = None
-        for group in groups:
-            lines = self._text[group.start + 1 : group.end].split("\n")
-            for number, line in enumerate(lines, group.line):
-                parsed = _lines.parse_line(line)
-                if parsed is None:
-                    continue
-                kind, value = parsed
-                if kind == _lines.ALLOW or kind == _lines.DISALLOW:
-                    if value:  # an empty value is no rule
-                        rules.append((kind == _lines.ALLOW, value, number))
-                elif kind == _lines.CRAWL_DELAY:
-                    delay = _parse_delay(value)
-                    if delay is not None:
-                        delays.append(delay)
-                elif kind == _lines.REQUEST_RATE and rate is None:
-                    rate = _parse_rate(value)
-        agents = tuple(dict.fromkeys(agent for group in groups for agent in group.agents))
+        rates: list[tuple[int, float]] = []
+        for index in chosen:
+            self._read_group(index, rules, delays, rates)
+        agents = tuple(dict.fromkeys(agent for index in chosen for agent in self._agents[index]))
         result = _AgentRules(
             agents,
             Matcher(rules) if rules else None,
             max(delays) if delays else None,  # the most cautious of merged groups
-            rate,
+            rates[0] if rates else None,
         )
         self._by_agent[user_agent] = result
         return result
+
+    def _read_group(
+        self,
+        index: int,
+        rules: list[tuple[bool, str, int]],
+        delays: list[float],
+        rates: list[tuple[int, float]],
+    ) -> None:
+        """Add the rules, delays and rates of group ``index`` to the lists."""
+        text = self._text
+        end = self._ends[index]
+        for match in _DIRECTIVE.finditer(text, self._starts[index] + 1, end):
+            here = match.start()
+            allow, disallow, delay, colon, value = match.groups()
+            if not colon or match.end() - here > _LONG_LINE:
+                # No colon (maybe a two-word line) or a line Google would cut.
+                line_end = text.find("\n", here, end)
+                parsed = _lines.parse_line(text[here : end if line_end < 0 else line_end])
+                if parsed is None:
+                    continue
+                kind, value = parsed
+            else:
+                value = value.rstrip(_SPACE)
+                kind = (
+                    _lines.ALLOW
+                    if allow
+                    else _lines.DISALLOW
+                    if disallow
+                    else _lines.CRAWL_DELAY
+                    if delay
+                    else _lines.REQUEST_RATE
+                )
+            if kind == _lines.ALLOW or kind == _lines.DISALLOW:
+                if value:  # an empty value is no rule
+                    rules.append((kind == _lines.ALLOW, value, here))
+            elif kind == _lines.CRAWL_DELAY:
+                seconds = _parse_delay(value)
+                if seconds is not None:
+                    delays.append(seconds)
+            elif kind == _lines.REQUEST_RATE:
+                rate = _parse_rate(value)
+                if rate is not None:
+                    rates.append(rate)
+
+    def _explain(self, offset: int) -> tuple[int | None, str]:
+        """Line number and text ("Disallow: /x") of the rule whose line starts at
+        ``offset`` (for decisions; cached)."""
+        known = self._explained.get(offset)
+        if known is not None:
+            return known
+        explained: tuple[int | None, str] = (None, "Disallow: /")  # disallow_all's
+        if self._fixed is None:
+            text = self._text
+            index = bisect_right(self._starts, offset) - 1
+            line = self._lines[index] + text.count("\n", self._starts[index] + 1, offset)
+            line_end = text.find("\n", offset)
+            parsed = _lines.parse_line(text[offset : None if line_end < 0 else line_end])
+            kind, value = parsed if parsed is not None else (_lines.DISALLOW, "")
+            explained = (line, f"{'Allow' if kind == _lines.ALLOW else 'Disallow'}: {value}")
+        self._explained[offset] = explained
+        return explained
 
 
 def _has_rule(rule_line: re.Pattern[str], text: str, start: int, end: int) -> bool:
