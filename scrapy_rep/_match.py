@@ -28,10 +28,9 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
-from operator import attrgetter
 from typing import Generic, TypeVar
 
-from scrapy_rep._url import PLAIN_IN_PATH, is_normal_pattern, normalize_pattern
+from scrapy_rep._url import PLAIN_IN_PATH, normalize_pattern
 
 __all__ = ["Matcher", "allows", "offset_of", "rank"]
 
@@ -39,7 +38,6 @@ _OFFSET_MASK = (1 << 31) - 1
 _ALLOW_BIT = 1 << 31
 
 _V = TypeVar("_V")
-_by_rank = attrgetter("rank")
 
 
 def rank(length: int, allow: bool, offset: int) -> int:
@@ -57,36 +55,35 @@ def offset_of(rule_rank: int) -> int:
     return _OFFSET_MASK - (rule_rank & _OFFSET_MASK)
 
 
-class _Wildcard:
-    """A rule with ``*`` in it, split at its wildcards."""
+# A rule with '*' in it, split at its wildcards: (rank, needle, head size,
+# middle parts, last part, anchored). The needle is a literal part that any
+# matching path holds: the longest, the last on a tie (the end of a pattern,
+# such as ".pdf", tells paths apart best). Tuples sort by rank.
+_Wildcard = tuple[int, str, int, tuple[str, ...], str, bool]
 
-    __slots__ = ("anchored", "head_size", "last", "middle", "needle", "rank")
 
-    def __init__(self, rule_rank: int, body: str, anchored: bool) -> None:
-        self.rank = rule_rank
-        self.anchored = anchored
-        parts = body.split("*")
-        self.head_size = len(parts[0])
-        self.middle = middle = tuple(filter(None, parts[1:-1]))
-        self.last = needle = parts[-1]
-        # A literal part that any matching path holds: the longest, the last on
-        # a tie (the end of a pattern, such as ".pdf", tells paths apart best).
-        for part in middle:
-            if len(part) > len(needle):
-                needle = part
-        self.needle = needle
+def _wildcard(rule_rank: int, body: str, anchored: bool) -> _Wildcard:
+    parts = body.split("*")
+    return (
+        rule_rank,
+        max(reversed(parts[1:]), key=len),
+        len(parts[0]),
+        tuple(filter(None, parts[1:-1])),
+        parts[-1],
+        anchored,
+    )
 
-    def matches(self, path: str) -> bool:
-        """Whether the rule matches ``path``, which already starts with its head."""
-        pos = self.head_size
-        for part in self.middle:
-            pos = path.find(part, pos)
-            if pos < 0:
-                return False
-            pos += len(part)
-        if self.anchored:
-            return len(path) - len(self.last) >= pos and path.endswith(self.last)
-        return path.find(self.last, pos) >= 0
+
+def _glob_matches(path: str, pos: int, middle: tuple[str, ...], last: str, anchored: bool) -> bool:
+    """Whether the parts after a wildcard rule's head match ``path`` from ``pos``."""
+    for part in middle:
+        pos = path.find(part, pos)
+        if pos < 0:
+            return False
+        pos += len(part)
+    if anchored:
+        return len(path) - len(last) >= pos and path.endswith(last)
+    return path.find(last, pos) >= 0
 
 
 class _PrefixIndex(Generic[_V]):
@@ -134,7 +131,7 @@ class Matcher:
                 if prefixes.get(value, 0) < rule_rank:
                     prefixes[value] = rule_rank
                 continue
-            pattern = value if is_normal_pattern(value) else normalize_pattern(value)
+            pattern = normalize_pattern(value)
             rule_rank |= len(pattern) << 32
             anchored = pattern[-1] == "$"
             body = pattern[:-1] if anchored else pattern
@@ -142,8 +139,9 @@ class Matcher:
                 if "**" in body:  # runs of '*' match like one
                     while "**" in body:
                         body = body.replace("**", "*")
-                wildcard = _Wildcard(rule_rank, body, anchored)
-                heads.setdefault(body[: wildcard.head_size], []).append(wildcard)
+                heads.setdefault(body[: body.index("*")], []).append(
+                    _wildcard(rule_rank, body, anchored)
+                )
             else:
                 table = exact if anchored else prefixes
                 if table.get(body, 0) < rule_rank:
@@ -156,7 +154,7 @@ class Matcher:
         self._wildcards: _PrefixIndex[list[_Wildcard]] | None = None
         if heads:
             for group in heads.values():
-                group.sort(key=_by_rank, reverse=True)
+                group.sort(reverse=True)
             heads_sorted = sorted(heads)
             self._wildcards = _PrefixIndex(heads_sorted, [heads[head] for head in heads_sorted])
 
@@ -174,11 +172,11 @@ class Matcher:
         if wildcards is not None:
             at = wildcards.longest(path)
             while at >= 0:
-                for wildcard in wildcards.values[at]:
-                    if wildcard.rank <= best:
+                for rule_rank, needle, head_size, middle, last, anchored in wildcards.values[at]:
+                    if rule_rank <= best:
                         break  # sorted: no later rule of this head can win
-                    if wildcard.needle in path and wildcard.matches(path):
-                        best = wildcard.rank
+                    if needle in path and _glob_matches(path, head_size, middle, last, anchored):
+                        best = rule_rank
                         break
                 at = wildcards.parents[at]
         return best

@@ -20,6 +20,12 @@ How the minimum holds against what would otherwise undercut it:
   back to the minimum. AutoThrottle stays free to go above it.
 - garbage collection: a slot idle for about a minute is dropped and later
   recreated from ``per_slot_settings``, so the minimum is written there too.
+
+When many workers share the pacing of a slot through Redis
+(:mod:`scrapy_rep.redis`), :meth:`SlotDelays.pace_elsewhere` does the
+opposite: the slot's local delay is held at 0 (no jitter, AutoThrottle and GC
+cannot raise it), because a request released at its cluster-wide reserved
+time must leave at once. :meth:`SlotDelays.require` takes the slot back.
 """
 
 from __future__ import annotations
@@ -91,6 +97,7 @@ class SlotDelays:
         # The slot's own DOWNLOAD_SLOTS entry and jitter, before we touched them.
         self._own_settings: dict[str, dict[str, Any]] = {}
         self._own_jitter: dict[str, float] = {}
+        self._elsewhere: set[str] = set()  # slots paced cluster-wide: local delay 0
         self._listening = False
 
     def require(self, request: Request, delay: float) -> None:
@@ -107,7 +114,51 @@ class SlotDelays:
         key = downloader.get_slot_key(request)
         if self._minimum.get(key, 0.0) >= delay:
             return
+        self._elsewhere.discard(key)
         self._raise_minimum(downloader, key, delay)
+
+    def pace_elsewhere(self, request: Request) -> float:
+        """Hold the local delay of ``request``'s slot at 0: the cluster paces it.
+
+        Returns the delay the slot would have of its own (its DOWNLOAD_SLOTS
+        entry, else DOWNLOAD_DELAY), which the cluster-wide spacing must
+        include. Until :meth:`require` is called for the slot again, jitter,
+        AutoThrottle and slot garbage collection leave the delay at 0. Called
+        for every paced request: when nothing changes it costs the slot key and
+        one set lookup.
+        """
+        downloader = self._downloader or self._bind()
+        if downloader is None:
+            return 0.0
+        key = downloader.get_slot_key(request)
+        if key not in self._own_settings:
+            own = dict(downloader.per_slot_settings.get(key, {}))
+            self._own_settings[key] = own
+            self._own_jitter[key] = self._own_slot_jitter(downloader, own)
+        own = self._own_settings[key]
+        # DOWNLOAD_DELAY, not the downloader's default: AutoThrottle sets that
+        # to its start delay, which it would lower later, and here cannot.
+        own_delay = float(own.get("delay", self._crawler.settings.getfloat("DOWNLOAD_DELAY")))
+        if key in self._elsewhere:
+            return own_delay
+        self._elsewhere.add(key)
+        self._minimum.pop(key, None)
+        self._listen()
+        downloader.per_slot_settings[key] = {**own, "delay": 0.0, _JITTER_KEY: _jitter_value(0.0)}
+        slot = downloader.slots.get(key)
+        if slot is not None:
+            slot.delay = 0.0
+            _set_jitter(slot, 0.0)
+            _end_pending_delay(downloader, slot)
+        logger.debug("Download slot %r: paced cluster-wide, no local delay", key)
+        return own_delay
+
+    def _listen(self) -> None:
+        if not self._listening:
+            self._crawler.signals.connect(
+                self._after_response_downloaded, signal=signals.response_downloaded
+            )
+            self._listening = True
 
     def _bind(self) -> Downloader | None:
         if self._unsupported:
@@ -138,11 +189,7 @@ class SlotDelays:
         own = self._own_settings[key]
         own_jitter = self._own_jitter[key]
         self._minimum[key] = delay
-        if not self._listening:
-            self._crawler.signals.connect(
-                self._after_response_downloaded, signal=signals.response_downloaded
-            )
-            self._listening = True
+        self._listen()
 
         # What a slot (re)created for this key starts with: its own delay, or
         # the crawl's default, but never less than the minimum.
@@ -165,6 +212,10 @@ class SlotDelays:
             return
         minimum = self._minimum.get(key)
         if minimum is None:
+            if key in self._elsewhere:
+                slot = self._downloader.slots.get(key)
+                if slot is not None:
+                    slot.delay = 0.0
             return
         slot = self._downloader.slots.get(key)
         if slot is not None:
@@ -201,6 +252,19 @@ def _set_randomize_delay(slot: Slot, jitter: float) -> None:
 _set_jitter: Callable[[Slot, float], None] = (
     _set_jitter_2_19 if _HAS_JITTER else _set_randomize_delay
 )
+
+
+def _end_pending_delay(downloader: Downloader, slot: Slot) -> None:
+    """Cancel the wait the slot scheduled under its former delay: until it
+    fires, the slot sends nothing, and a request released at its reserved
+    time would leave late."""
+    latercall = getattr(slot, "latercall", None)
+    process_queue = getattr(downloader, "_process_queue", None)
+    if latercall is None or not callable(process_queue):
+        return
+    latercall.cancel()
+    slot.latercall = None
+    process_queue(slot)
 
 
 def _clamp(slot: Slot, minimum: float, own_jitter: float) -> None:

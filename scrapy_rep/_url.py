@@ -73,14 +73,6 @@ def _needs_work(text: str, plain: bytes) -> bool:
     return bool(odd.strip(b"%")) or _ESCAPE_TO_CHANGE.search(text) is not None
 
 
-def is_normal_pattern(pattern: str) -> bool:
-    """Whether ``normalize_pattern`` would leave ``pattern`` as it is (mostly)."""
-    if not pattern.isascii():
-        return False
-    odd = pattern.encode().translate(None, _PLAIN_IN_PATTERN)
-    return not odd or (odd == b"$" and pattern[-1] == "$")
-
-
 def _normalize(text: str) -> str:
     """Escapes in one form, and percent-encoding where it is due ('$' excepted)."""
     if "%" in text:
@@ -103,6 +95,10 @@ def normalize_path(path: str) -> str:
 
 def normalize_pattern(pattern: str) -> str:
     """Normalise a rule pattern; ``*`` stays a wildcard and a final ``$`` an anchor."""
+    if pattern.isascii():
+        odd = pattern.encode().translate(None, _PLAIN_IN_PATTERN)
+        if not odd or (odd == b"$" and pattern[-1] == "$"):
+            return pattern  # the common case, tested at C speed
     anchored = pattern.endswith("$")
     body = pattern[:-1] if anchored else pattern
     if not _needs_work(body, _PLAIN_IN_PATTERN):

@@ -20,6 +20,7 @@ from scrapy_rep.policy import Policy
 
 UNREACHABLE_MODES = ("disallow", "allow", "defer")
 NOINDEX_MODES = ("keep", "drop")
+REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,14 @@ class Config:
     max_waiting: int = 256
     meta_robots: bool = True
     meta_noindex: str = "keep"
+    redis_url: str | None = None
+    """Shared state for many workers (scrapy_rep.redis); None: each worker alone."""
+    redis_robots: bool = True
+    redis_delay: bool = True
+    redis_prefix: str = "rep:"
+    redis_timeout: float = 1.0
+    redis_retry: float = 30.0
+    redis_keep: float = 86_400.0
 
     @property
     def policy(self) -> Policy:
@@ -89,7 +98,28 @@ class Config:
             max_waiting=read.integer("REP_MAX_WAITING", 256, minimum=0),
             meta_robots=read.boolean("REP_META_ROBOTS", True),
             meta_noindex=read.choice("REP_META_NOINDEX", "keep", NOINDEX_MODES),
+            redis_url=_redis_url(read),
+            redis_robots=read.boolean("REP_REDIS_ROBOTS", True),
+            redis_delay=read.boolean("REP_REDIS_DELAY", True),
+            redis_prefix=read.text("REP_REDIS_PREFIX", "rep:"),
+            redis_timeout=read.number("REP_REDIS_TIMEOUT", 1.0, minimum=0.0, exclusive=True),
+            redis_retry=read.number("REP_REDIS_RETRY", 30.0, minimum=0.0),
+            redis_keep=read.number("REP_REDIS_KEEP", 86_400.0, minimum=0.0),
         )
+
+
+def _redis_url(read: _Reader) -> str | None:
+    """REP_REDIS_URL, else scrapy-redis's REDIS_URL; None when neither is set."""
+    for name in ("REP_REDIS_URL", "REDIS_URL"):
+        raw = read.settings.get(name)
+        if raw is None or raw == "":
+            continue
+        if not isinstance(raw, str) or not raw.startswith(REDIS_URL_SCHEMES):
+            raise InvalidSetting(
+                name, f"expected a URL such as 'redis://localhost:6379/0', got {raw!r}"
+            )
+        return raw
+    return None
 
 
 def _user_agent(settings: BaseSettings) -> tuple[str, str]:
@@ -169,6 +199,14 @@ class _Reader:
             raise InvalidSetting(name, f"expected an integer, got {raw!r}")
         _check_bounds(name, value, minimum, None, False)
         return value
+
+    def text(self, name: str, default: str) -> str:
+        raw = self._raw(name)
+        if raw is None:
+            return default
+        if not isinstance(raw, str) or not raw:
+            raise InvalidSetting(name, f"expected a non-empty string, got {raw!r}")
+        return raw
 
     def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
         raw = self._raw(name)

@@ -21,10 +21,18 @@ redirects are followed here, hop by hop, so that more than
 ``REP_MAX_SIZE`` with ``StopDownload(fail=False)`` from a ``bytes_received``
 handler connected only while robots.txt downloads are in flight. What the
 result means (RFC 9309 §2.3.1) is :mod:`scrapy_rep.policy`'s job.
+
+With ``REP_REDIS_URL`` (or scrapy-redis's ``REDIS_URL``), processes share
+their state through :mod:`scrapy_rep.redis`. The cached check above stays
+in-process, with no Redis round trip; a fetch first asks Redis for another
+worker's result or for the origin's fetch lock (``_fetch_shared``); requests
+to origins with a Crawl-delay wait, detached like robots.txt waiters, for a
+turn reserved cluster-wide (``_paced``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -32,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlparse
 
 from scrapy import Request, signals
-from scrapy.exceptions import DontCloseSpider, NotConfigured, StopDownload
+from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured, StopDownload
 from scrapy.http.request import NO_CALLBACK
 from scrapy.robotstxt import RobotParser
 from scrapy.utils.asyncio import call_later, create_looping_call
@@ -48,9 +56,18 @@ from scrapy_rep._downloader import Waiting
 from scrapy_rep._slots import SlotDelays
 from scrapy_rep.cache import MemoryRulesCache, RulesCache
 from scrapy_rep.config import Config
-from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtUnavailable
+from scrapy_rep.exceptions import ForbiddenByRobots, InvalidSetting, RobotsTxtUnavailable
 from scrapy_rep.origin import Origin, OriginKeys, origin_text, robots_url
 from scrapy_rep.policy import ALLOW_ALL, DISALLOW_ALL, PARSED, Entry
+from scrapy_rep.redis import (
+    CLOSING,
+    LOCAL,
+    ClusterDelay,
+    RedisLink,
+    RedisRulesCache,
+    RedisUnavailable,
+    reactor_problem,
+)
 from scrapy_rep.robotstxt import RobotsTxt
 
 if TYPE_CHECKING:
@@ -98,8 +115,56 @@ class RobotsTxtMiddleware:
         self._sizes: dict[Request, int] = {}
         self._sleepers: dict[Deferred[bool], CallLaterResult] = {}
         self._closing_watch: Any = None
+        self._redis: RedisLink | None = None
+        self._shared_rules: RedisRulesCache | None = None
+        self._cluster_delay: ClusterDelay | None = None
+        if config.redis_url and cache is None:
+            self._share_through_redis(config)
         crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(self._engine_stopped, signal=signals.engine_stopped)
+
+    def _share_through_redis(self, config: Config) -> None:
+        """Shared robots.txt state and cluster-wide Crawl-delay (scrapy_rep.redis)."""
+        robots = config.redis_robots
+        delay = config.redis_delay and self._slots is not None
+        if not (robots or delay):
+            return
+        problem = reactor_problem()
+        if problem is not None:
+            logger.warning(
+                "scrapy-rep: REP_REDIS_URL is set but %s: robots.txt and Crawl-delay stay "
+                "local to this worker. Shared state needs TWISTED_REACTOR = "
+                "'twisted.internet.asyncioreactor.AsyncioSelectorReactor'.",
+                problem,
+            )
+            return
+        try:
+            link = RedisLink(config, self._stats)
+        except ImportError:
+            raise InvalidSetting(
+                "REP_REDIS_URL",
+                "shared state needs the Redis client: pip install 'scrapy-rep[redis]'",
+            ) from None
+        self._redis = link
+        if robots:
+            self._shared_rules = RedisRulesCache(link, config, self._stats)
+            self._cache = self._shared_rules
+        if delay:
+            self._cluster_delay = ClusterDelay(link, config, self._stats)
+        shared = " and ".join(
+            name for name, on in (("robots.txt", robots), ("Crawl-delay", delay)) if on
+        )
+        logger.info(
+            "scrapy-rep: sharing %s with other workers through Redis at %s (keys %s*)",
+            shared,
+            link.url,
+            config.redis_prefix,
+        )
+        self.crawler.signals.connect(self._close_redis, signal=signals.engine_stopped)
+
+    async def _close_redis(self) -> None:
+        if self._redis is not None:
+            await self._redis.close()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RobotsTxtMiddleware:
@@ -164,33 +229,36 @@ class RobotsTxtMiddleware:
             return self._unreachable(request, origin, entry)
         user_agent = meta.get("rep_user_agent")
         if user_agent:
-            self._check_as(request, origin, robots, str(user_agent))
-            return None
+            return self._check_as(request, origin, robots, str(user_agent))
         if robots.allowed(request.url, user_agent=self._ua):
             if entry.delay and self._slots is not None:
-                self._slots.require(request, entry.delay)
+                return self._pace(request, entry.delay)
             return None
         self._forbid(request, origin, robots, self._ua)
         if entry.delay and self._slots is not None:  # dry run: it goes ahead
-            self._slots.require(request, entry.delay)
+            return self._pace(request, entry.delay)
         return None
 
-    def _check(self, request: Request, origin: Origin, entry: Entry) -> None:
+    def _check(
+        self, request: Request, origin: Origin, entry: Entry
+    ) -> Coroutine[Any, Any, None] | None:
         """The verdict once the origin's entry is known (slow path)."""
         robots = entry.robots
         if robots is None:
             self._unreachable(request, origin, entry, waited=True)
-            return
+            return None
         user_agent = request.meta.get("rep_user_agent")
         if user_agent:
-            self._check_as(request, origin, robots, str(user_agent))
-            return
+            return self._check_as(request, origin, robots, str(user_agent))
         if not robots.allowed(request.url, user_agent=self._ua):
             self._forbid(request, origin, robots, self._ua)
         if entry.delay and self._slots is not None:
-            self._slots.require(request, entry.delay)
+            return self._pace(request, entry.delay)
+        return None
 
-    def _check_as(self, request: Request, origin: Origin, robots: RobotsTxt, agent: str) -> None:
+    def _check_as(
+        self, request: Request, origin: Origin, robots: RobotsTxt, agent: str
+    ) -> Coroutine[Any, Any, None] | None:
         """Check with the token of meta ``rep_user_agent``."""
         token = product_token(agent) or agent
         if not robots.allowed(request.url, user_agent=token):
@@ -198,7 +266,39 @@ class RobotsTxtMiddleware:
         if self._slots is not None:
             delay = self._delay(robots, token)[0]
             if delay:
-                self._slots.require(request, delay)
+                return self._pace(request, delay)
+        return None
+
+    # -- Crawl-delay ----------------------------------------------------------
+
+    def _pace(self, request: Request, delay: float) -> Coroutine[Any, Any, None] | None:
+        """Apply the origin's delay: the slot's local minimum, or a turn
+        reserved cluster-wide when Redis paces it (scrapy_rep.redis)."""
+        assert self._slots is not None
+        cluster = self._cluster_delay
+        if cluster is None or not cluster.up:
+            self._slots.require(request, delay)
+            return None
+        return self._paced(request, delay, cluster)
+
+    async def _paced(self, request: Request, delay: float, cluster: ClusterDelay) -> None:
+        slots = self._slots
+        engine = self.crawler.engine
+        assert slots is not None and engine is not None
+        key = engine.downloader.get_slot_key(request)
+        spacing = max(delay, slots.pace_elsewhere(request))
+        detached = self._waiting.detach(request)
+        try:
+            outcome = await cluster.pace(key, spacing, self._sleep)
+        finally:
+            if detached:
+                self._waiting.reattach(request)
+        if outcome == LOCAL:
+            slots.require(request, delay)
+        elif outcome == CLOSING:
+            raise IgnoreRequest(
+                f"the spider closed while the request waited for its Crawl-delay turn: {request}"
+            )
 
     def _forbid(self, request: Request, origin: Origin, robots: RobotsTxt, agent: str) -> None:
         decision = robots.decide(request.url, user_agent=agent)
@@ -260,7 +360,9 @@ class RobotsTxtMiddleware:
             if detached:
                 self._waiting.reattach(request)
         if entry is not None:
-            self._check(request, origin, entry)
+            paced = self._check(request, origin, entry)
+            if paced is not None:
+                await paced
 
     async def _await_rules(
         self, request: Request, origin: Origin, entry: Entry | None
@@ -348,8 +450,11 @@ class RobotsTxtMiddleware:
         previous = self._cache.get(origin)
         response: Response | None = None
         try:
-            entry, response = await self._download(origin, previous)
-            entry = self._store(origin, entry, previous)
+            if self._shared_rules is not None:
+                entry, response = await self._fetch_shared(origin, previous, self._shared_rules)
+            else:
+                entry, response = await self._download(origin, previous)
+                entry = self._store(origin, entry, previous)
             await self._announce(origin, entry, previous, response)
         except Exception:  # a bug here must not leave waiters hanging
             logger.exception("scrapy-rep: error while fetching %s", robots_url(origin))
@@ -360,6 +465,36 @@ class RobotsTxtMiddleware:
         for waiter in fetch.waiters:
             if not waiter.called:  # a waiter cancelled with its task is already called
                 waiter.callback(entry)
+
+    async def _fetch_shared(
+        self, origin: Origin, previous: Entry | None, shared: RedisRulesCache
+    ) -> tuple[Entry, Response | None]:
+        """The origin's rules from Redis, or downloaded here (by the worker
+        holding the origin's lock, or by any when Redis cannot help) and shared."""
+        claim = await shared.claim(origin, self._sleep)
+        found = claim.entry
+        if found is not None and found.robots is not None and self.config.obey_crawl_delay:
+            found = dataclasses.replace(found, delay=self._delay(found.robots, self._ua)[0])
+        if claim.fresh and found is not None:
+            return self._store(origin, found, previous), None
+        base = found or previous  # Redis's state is the cluster's latest
+        entry, response = await self._download(origin, base)
+        entry = self._store(origin, entry, base)
+        body = response.body if response is not None and entry.outcome == PARSED else None
+        await shared.publish(origin, entry, body)
+        if entry.delay and response is not None and self._cluster_delay is not None:
+            await self._count_robots_turn(origin, entry.delay, self._cluster_delay)
+        return entry, response
+
+    async def _count_robots_turn(self, origin: Origin, delay: float, cluster: ClusterDelay) -> None:
+        """The robots.txt request was one of the origin's requests: the next
+        page request, from any worker, comes at least ``delay`` after it."""
+        engine = self.crawler.engine
+        if engine is None:
+            return
+        key = engine.downloader.get_slot_key(Request(robots_url(origin)))
+        with contextlib.suppress(RedisUnavailable):
+            await cluster.reserve(key, delay)
 
     def _robots_request(self, url: str, origin: Origin) -> Request:
         return Request(
