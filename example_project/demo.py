@@ -1,15 +1,18 @@
 """``make demo``: crawl a local multi-origin site with scrapy-rep and report.
 
 1. starts the demo site (demosite.py) in its own process on 127.0.0.1;
-2. runs ``scrapy crawl links`` in this project, as a user would, from each
-   origin's home page;
+2. runs two crawls in this project, as a user would: ``scrapy crawl links``
+   from the home page of most sites, following links; then ``scrapy crawl
+   sitemaps`` on the ``maps`` site, reading the sitemaps its robots.txt lists;
 3. stops the site and prints what happened per origin: pages fetched, requests
    forbidden by robots.txt (with the deciding line), the Crawl-delay applied
-   (with the gaps the site measured between requests), unreachable origins.
+   (with the gaps the site measured between requests), unreachable origins,
+   pages that said nofollow or noindex and what the crawler did, and the pages
+   crawled from robots.txt sitemaps.
 
-Options: ``--builtin`` runs the same crawl with Scrapy's own
-RobotsTxtMiddleware instead, for comparison; ``--stats`` adds the crawl's
-``rep/`` stats; ``--keep DIR`` keeps the crawl's log, feed, report and the
+Options: ``--builtin`` runs the same crawls with Scrapy's own
+RobotsTxtMiddleware instead, for comparison; ``--stats`` adds the crawls'
+``rep/`` stats; ``--keep DIR`` keeps the crawls' logs, feeds, reports and the
 site's access log in DIR.
 """
 
@@ -22,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -30,32 +33,65 @@ from typing import Any
 
 PROJECT = Path(__file__).resolve().parent
 REPO = PROJECT.parent
-CRAWL_TIMEOUT = 120  # seconds; the demo itself takes well under 30
+CRAWL_TIMEOUT = 120  # seconds per crawl; the whole demo takes well under 30
+# spider -> the argument that gives it its sites, and how a site's base URL is passed
+SPIDERS = {"links": ("urls", "{}/"), "sitemaps": ("sitemap_sites", "{}")}
 
 
 @dataclass
-class DemoRun:
-    origins: dict[str, str]  # origin name -> base URL (http://127.0.0.1:PORT)
-    start_urls: list[str]
+class Crawl:
+    """One ``scrapy crawl`` of the demo and what it left behind."""
+
+    spider: str
+    sites: list[str]  # names of the origins it was given
     returncode: int
     seconds: float
     items: list[dict[str, Any]]  # the spider's feed: pages and dropped requests
-    report: dict[str, Any]  # RobotsReport extension: robots per origin, stats
-    hits: list[dict[str, Any]]  # the site's access log, in arrival order
+    report: dict[str, Any]  # RobotsReport extension: robots per origin, forbidden, stats
     log_path: Path
     stderr: str  # what `scrapy crawl` printed besides its log file
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and bool(self.report)
 
     def failure(self) -> str:
         """Why the crawl failed, in its own words (end of its stderr and log)."""
         log = self.log_path.read_text("utf-8", "replace") if self.log_path.exists() else ""
         tail = (self.stderr + log).strip().splitlines()[-30:]
-        return f"scrapy crawl exited with {self.returncode}:\n" + "\n".join(tail)
+        return f"scrapy crawl {self.spider} exited with {self.returncode}:\n" + "\n".join(tail)
+
+
+@dataclass
+class DemoRun:
+    origins: dict[str, str]  # origin name -> base URL (http://127.0.0.1:PORT)
+    crawls: dict[str, Crawl]  # spider name -> its crawl, in the order they ran
+    hits: list[dict[str, Any]]  # the site's access log, in arrival order
+
+    @property
+    def ok(self) -> bool:
+        return all(crawl.ok for crawl in self.crawls.values())
+
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        return [item for crawl in self.crawls.values() for item in crawl.items]
+
+    @property
+    def sites(self) -> list[str]:
+        """The crawled origins, in crawl order."""
+        return [name for crawl in self.crawls.values() for name in crawl.sites]
+
+    def failure(self) -> str:
+        return "\n\n".join(crawl.failure() for crawl in self.crawls.values() if not crawl.ok)
 
     def name_of(self, url: str) -> str:
         for name, base in self.origins.items():
             if url == base or url.startswith(base + "/"):
                 return name
         return "?"
+
+    def path_of(self, url: str) -> str:
+        return url.removeprefix(self.origins.get(self.name_of(url), "")) or "/"
 
     def hits_of(self, name: str) -> list[dict[str, Any]]:
         return [hit for hit in self.hits if hit["origin"] == name]
@@ -79,7 +115,7 @@ class SiteProcess:
             raise RuntimeError("the demo site did not start")
         started = json.loads(line)
         self.origins: dict[str, str] = started["origins"]
-        self.start_urls: list[str] = started["start_urls"]
+        self.crawls: dict[str, list[str]] = started["crawls"]
 
     def stop(self) -> None:
         if self.proc.stdin is not None:
@@ -99,21 +135,22 @@ class SiteProcess:
         self.stop()
 
 
-def crawl_command(start_urls: list[str], workdir: Path, *, builtin: bool) -> list[str]:
+def crawl_command(spider: str, urls: list[str], workdir: Path, *, builtin: bool) -> list[str]:
+    argument = SPIDERS[spider][0]
     command = [
         sys.executable,
         "-m",
         "scrapy",
         "crawl",
-        "links",
+        spider,
         "-a",
-        "urls=" + ",".join(start_urls),
+        f"{argument}=" + ",".join(urls),
         "-O",
-        str(workdir / "items.jsonl"),
+        str(workdir / f"{spider}-items.jsonl"),
         "-s",
-        f"ROBOTS_REPORT_FILE={workdir / 'report.json'}",
+        f"ROBOTS_REPORT_FILE={workdir / f'{spider}-report.json'}",
         "-s",
-        f"LOG_FILE={workdir / 'crawl.log'}",
+        f"LOG_FILE={workdir / f'{spider}-crawl.log'}",
         "-s",
         "LOG_LEVEL=DEBUG",
         # no listening consoles or job files in the user's profile for a demo
@@ -127,39 +164,48 @@ def crawl_command(start_urls: list[str], workdir: Path, *, builtin: bool) -> lis
     return command
 
 
+def run_crawl(
+    spider: str, site: SiteProcess, workdir: Path, env: dict[str, str], *, builtin: bool
+) -> Crawl:
+    names = site.crawls.get(spider, [])
+    urls = [SPIDERS[spider][1].format(site.origins[name]) for name in names]
+    started = time.monotonic()
+    try:
+        crawl = subprocess.run(
+            crawl_command(spider, urls, workdir, builtin=builtin),
+            cwd=PROJECT,
+            env=env,
+            timeout=CRAWL_TIMEOUT,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+        returncode, stderr = crawl.returncode, crawl.stderr
+    except subprocess.TimeoutExpired:
+        returncode, stderr = -1, f"timed out after {CRAWL_TIMEOUT} s\n"
+    return Crawl(
+        spider=spider,
+        sites=names,
+        returncode=returncode,
+        seconds=time.monotonic() - started,
+        items=_read_jsonl(workdir / f"{spider}-items.jsonl"),
+        report=_read_json(workdir / f"{spider}-report.json"),
+        log_path=workdir / f"{spider}-crawl.log",
+        stderr=stderr,
+    )
+
+
 def run_demo(workdir: Path, *, builtin: bool = False) -> DemoRun:
-    """Start the site, crawl it with ``scrapy crawl`` in this project, stop the site."""
+    """Start the site, run each crawl with ``scrapy crawl`` in this project, stop the site."""
     access_log = workdir / "access.jsonl"
     env = dict(os.environ)
     # scrapy_rep importable even when the package is not installed in the venv
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     with SiteProcess(access_log) as site:
-        started = time.monotonic()
-        try:
-            crawl = subprocess.run(
-                crawl_command(site.start_urls, workdir, builtin=builtin),
-                cwd=PROJECT,
-                env=env,
-                timeout=CRAWL_TIMEOUT,
-                stderr=subprocess.PIPE,
-                text=True,
-                check=False,
-            )
-            returncode, stderr = crawl.returncode, crawl.stderr
-        except subprocess.TimeoutExpired:
-            returncode, stderr = -1, f"timed out after {CRAWL_TIMEOUT} s\n"
-        seconds = time.monotonic() - started
-    return DemoRun(
-        origins=site.origins,
-        start_urls=site.start_urls,
-        returncode=returncode,
-        seconds=seconds,
-        items=_read_jsonl(workdir / "items.jsonl"),
-        report=_read_json(workdir / "report.json"),
-        hits=_read_jsonl(access_log),
-        log_path=workdir / "crawl.log",
-        stderr=stderr,
-    )
+        crawls = {
+            spider: run_crawl(spider, site, workdir, env, builtin=builtin) for spider in SPIDERS
+        }
+    return DemoRun(origins=site.origins, crawls=crawls, hits=_read_jsonl(access_log))
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -175,26 +221,34 @@ def _read_json(path: Path) -> dict[str, Any]:
 # ---------------------------------------------------------------- the report
 
 
+def drops(run: DemoRun) -> list[dict[str, Any]]:
+    """Requests that never reached the site, with why. The links spider's errback
+    reports its own; the sitemap spider's page requests have no errback, so the
+    ones robots.txt forbade come from the request_forbidden signal (RobotsReport)."""
+    found = [item for item in run.items if item["kind"] == "dropped"]
+    urls = {item["url"] for item in found}
+    for crawl in run.crawls.values():
+        for said in crawl.report.get("forbidden", []):
+            if said["url"] not in urls:
+                urls.add(said["url"])
+                exception = "scrapy_rep.signals.request_forbidden"
+                found.append({"kind": "dropped", "exception": exception, "message": "", **said})
+    return found
+
+
 def forbidden(run: DemoRun) -> list[dict[str, Any]]:
-    """Requests robots.txt forbade (scrapy-rep's ForbiddenByRobots, or Scrapy's
-    own IgnoreRequest("Forbidden by robots.txt"))."""
+    """Requests robots.txt forbade (scrapy-rep's ForbiddenByRobots or request_forbidden
+    signal, or Scrapy's own IgnoreRequest("Forbidden by robots.txt"))."""
     return [
         item
-        for item in run.items
-        if item["kind"] == "dropped"
-        and (
-            item["exception"].endswith(".ForbiddenByRobots")
-            or item["message"] == "Forbidden by robots.txt"
-        )
+        for item in drops(run)
+        if item["exception"].endswith((".ForbiddenByRobots", ".request_forbidden"))
+        or item["message"] == "Forbidden by robots.txt"
     ]
 
 
 def unreachable(run: DemoRun) -> list[dict[str, Any]]:
-    return [
-        item
-        for item in run.items
-        if item["kind"] == "dropped" and item["exception"].endswith(".RobotsTxtUnavailable")
-    ]
+    return [item for item in drops(run) if item["exception"].endswith(".RobotsTxtUnavailable")]
 
 
 def robots_fetches(run: DemoRun, name: str) -> list[str]:
@@ -221,33 +275,73 @@ def request_gaps(run: DemoRun, name: str) -> list[float]:
     return [later - earlier for earlier, later in pairwise(times)]
 
 
+def page_directives(run: DemoRun) -> list[dict[str, Any]]:
+    """Each page the site served with robots directives (the access log says which),
+    and what the crawler made of it: its rep_noindex, and which of its links the
+    site then saw a request for. Sorted by site and path."""
+    pages = {item["url"]: item for item in run.items if item["kind"] == "page"}
+    out = []
+    for hit in sorted(run.hits, key=lambda hit: (hit["origin"], hit["path"])):
+        if not hit.get("says"):
+            continue
+        requested = {other["path"] for other in run.hits_of(hit["origin"])}
+        item = pages.get(run.origins[hit["origin"]] + hit["path"], {})
+        links = [run.path_of(url) for url in item.get("links", [])]
+        out.append(
+            {
+                "site": hit["origin"],
+                "path": hit["path"],
+                "says": hit["says"],
+                "noindex": item.get("noindex"),
+                "followed": [link for link in links if link in requested],
+                "not_followed": [link for link in links if link not in requested],
+            }
+        )
+    return out
+
+
+def sitemap_paths(run: DemoRun, name: str) -> Counter[str]:
+    """Sitemaps the site served to one origin (the demo site keeps them in /sitemaps/)."""
+    return Counter(hit["path"] for hit in run.hits_of(name) if hit["path"].startswith("/sitemaps/"))
+
+
+def _stats_line(stats: dict[str, Any], prefix: str) -> str:
+    found = [
+        (key.removeprefix(prefix), value) for key, value in stats.items() if key.startswith(prefix)
+    ]
+    return ", ".join(f"{key} {value}" for key, value in found) or "(none)"
+
+
 def format_report(run: DemoRun, *, builtin: bool = False, with_stats: bool = False) -> str:
-    stats = run.report.get("stats", {})
-    robots = run.report.get("robots", {})
+    robots = {
+        origin: said
+        for crawl in run.crawls.values()
+        for origin, said in crawl.report.get("robots", {}).items()
+    }
     middleware = "Scrapy's built-in RobotsTxtMiddleware" if builtin else "scrapy-rep"
     pages: Counter[str] = Counter(
         run.name_of(item["url"]) for item in run.items if item["kind"] == "page"
     )
-    dropped: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for item in run.items:
-        if item["kind"] == "dropped":
-            dropped[run.name_of(item["url"])].append(item)
+    # requests that never reached the site: robots.txt's, and links of nofollow pages
+    dropped: Counter[str] = Counter(run.name_of(item["url"]) for item in drops(run))
+    for page in page_directives(run):
+        dropped[page["site"]] += len(page["not_followed"])
 
-    out = [
-        f"scrapy-rep demo: {len(run.start_urls)} sites on 127.0.0.1, spider 'links', "
-        f"robots.txt by {middleware}",
-        f"crawl: {run.seconds:.1f} s, finish reason: {run.report.get('reason', '?')}, "
-        f"exit code {run.returncode}",
+    out = [f"scrapy-rep demo: {len(run.sites)} sites on 127.0.0.1, robots.txt by {middleware}"]
+    for number, crawl in enumerate(run.crawls.values(), 1):
+        out.append(
+            f"crawl {number}: scrapy crawl {crawl.spider} ({', '.join(crawl.sites)}): "
+            f"{crawl.seconds:.1f} s, {crawl.report.get('reason', '?')}, "
+            f"exit code {crawl.returncode}"
+        )
+    out += [
         "",
         f"{'site':<6} {'address':<16} {'robots.txt answers':<34} {'fetched':>7} {'dropped':>7}",
     ]
-    for url in run.start_urls:
-        name = run.name_of(url)
+    for name in run.sites:
         answers = " ".join(robots_fetches(run, name)) or "-"
         address = run.origins[name].removeprefix("http://")
-        out.append(
-            f"{name:<6} {address:<16} {answers:<34} {pages[name]:>7} {len(dropped[name]):>7}"
-        )
+        out.append(f"{name:<6} {address:<16} {answers:<34} {pages[name]:>7} {dropped[name]:>7}")
 
     out += ["", "Forbidden by robots.txt:"]
     for item in forbidden(run) or [{"url": "(none)", "line": None, "rule": None}]:
@@ -281,25 +375,92 @@ def format_report(run: DemoRun, *, builtin: bool = False, with_stats: bool = Fal
         out.append("  (none)")
 
     explained = {id(item) for item in [*forbidden(run), *lost]}
-    others = [item for item in run.items if item["kind"] == "dropped" and id(item) not in explained]
+    others = [item for item in drops(run) if id(item) not in explained]
     if others:
         out += ["", "Other failed requests:"]
         out += [f"  {item['url']}: {item['exception']}: {item['message']}" for item in others]
 
-    sitemaps = {
-        run.name_of(origin): said["sitemaps"]
-        for origin, said in robots.items()
-        if said.get("sitemaps")
-    }
-    if sitemaps:
-        out += ["", "Sitemaps listed in robots.txt:"]
-        out += [f"  {name}: {', '.join(urls)}" for name, urls in sitemaps.items()]
+    out += _directives_section(run)
+    out += _sitemaps_section(run, robots)
 
-    rep_stats = {key: value for key, value in sorted(stats.items()) if key.startswith("rep/")}
-    if rep_stats and with_stats:
-        out += ["", "rep/ stats:"]
-        out += [f"  {key}: {value}" for key, value in rep_stats.items()]
+    if with_stats:
+        for crawl in run.crawls.values():
+            stats = crawl.report.get("stats", {})
+            rep = [f"  {key}: {value}" for key, value in sorted(stats.items()) if key[:4] == "rep/"]
+            out += ["", f"rep/ stats of scrapy crawl {crawl.spider}:", *(rep or ["  (none)"])]
     return "\n".join(out)
+
+
+def _directives_section(run: DemoRun) -> list[str]:
+    """Pages that said nofollow/noindex, and what the crawler did about it."""
+    out = ["", "Page-level directives (what the page said -> what the crawler did):"]
+    for page in page_directives(run):
+        out.append(f"  {page['site']} {page['path']:<9} {'; '.join(page['says'])}")
+        did = []
+        if page["noindex"]:
+            did.append("rep_noindex = True (item kept, flagged)")
+        elif any("noindex" in said for said in page["says"]):
+            did.append(
+                "rep_noindex not set"
+                if page["noindex"] is None
+                else "rep_noindex = False (not said to ExampleBot)"
+            )
+        if page["not_followed"]:
+            did.append(f"links not followed, never requested: {', '.join(page['not_followed'])}")
+        if page["followed"]:
+            did.append(f"links followed: {', '.join(page['followed'])}")
+        out.append(f"       {'; '.join(did) or '-'}")
+    if len(out) == 2:
+        out.append("  (none)")
+    links = run.crawls.get("links")
+    if links is not None:
+        stats = links.report.get("stats", {})
+        out.append(f"  rep/meta stats: {_stats_line(stats, 'rep/meta/')}")
+    return out
+
+
+def _sitemaps_section(run: DemoRun, robots: dict[str, dict[str, Any]]) -> list[str]:
+    """What the sitemap crawl found in robots.txt, fetched and crawled, per site."""
+    crawl = run.crawls.get("sitemaps")
+    if crawl is None:
+        return []
+    out = ["", "Sitemaps from robots.txt (scrapy crawl sitemaps, a RobotsSitemapSpider):"]
+    for name in crawl.sites:
+        listed = robots.get(run.origins[name], {}).get("sitemaps")
+        fetched = sitemap_paths(run, name)
+        shown = [
+            f"{path} x{count}" if count > 1 else path for path, count in sorted(fetched.items())
+        ]
+        if fetched and set(fetched.values()) == {1}:
+            shown[-1] += " (each once)"
+        crawled = sorted(
+            run.path_of(item["url"])
+            for item in crawl.items
+            if item["kind"] == "page" and run.name_of(item["url"]) == name
+        )
+        refused = [item for item in forbidden(run) if run.name_of(item["url"]) == name]
+        robots_txt = sum(hit["path"] == "/robots.txt" for hit in run.hits_of(name))
+        times = "once" if robots_txt == 1 else f"{robots_txt} times"
+        out += [
+            f"  {'robots.txt of ' + name:<19} fetched {times}, for its rules and its sitemaps",
+            "  Sitemap: lines      "
+            + (", ".join(map(run.path_of, listed)) if listed else "(not reported)"),
+            f"  sitemaps fetched    {', '.join(shown) or '-'}",
+            f"  pages crawled       {', '.join(crawled) or '-'}",
+        ]
+        out += [
+            f"  forbidden page      {run.path_of(item['url'])} "
+            f"(line {item['line']}: {item['rule']}), never requested"
+            for item in refused
+        ]
+        listed_pages = crawl.report.get("stats", {}).get("rep/sitemaps/pages", 0)
+        if not refused and listed_pages > len(crawled):  # Scrapy's middleware says nothing
+            out.append(
+                f"  not crawled         {listed_pages - len(crawled)} page(s), no reason given"
+            )
+    stats = crawl.report.get("stats", {})
+    out.append(f"  rep/sitemaps stats: {_stats_line(stats, 'rep/sitemaps/')}")
+    return out
 
 
 def main() -> int:
@@ -307,7 +468,7 @@ def main() -> int:
     parser.add_argument(
         "--builtin", action="store_true", help="use Scrapy's RobotsTxtMiddleware instead"
     )
-    parser.add_argument("--keep", metavar="DIR", help="keep the crawl's files in DIR")
+    parser.add_argument("--keep", metavar="DIR", help="keep the crawls' files in DIR")
     parser.add_argument("--stats", action="store_true", help="also print the rep/ stats")
     args = parser.parse_args()
     if args.keep:
@@ -319,7 +480,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="scrapy-rep-demo-") as tmp:
             run = run_demo(Path(tmp), builtin=args.builtin)
             failure = run.failure()
-    if run.returncode != 0 or not run.report:
+    if not run.ok:
         print(failure, file=sys.stderr)
         return 1
     print(format_report(run, builtin=args.builtin, with_stats=args.stats))

@@ -2,21 +2,25 @@
 
 Each origin is one port of this process. The site shows what robots.txt can
 say to a crawler: rules that forbid some pages, a Crawl-delay, a robots.txt
-that answers 503, one that redirects to another origin, and a Sitemap line.
+that answers 503, one that redirects to another origin, and Sitemap lines
+(an index, a gzipped and a plain-text sitemap). Pages of one origin speak for
+themselves: <meta name="robots">, <meta name="examplebot"> and X-Robots-Tag.
 
 Run it on its own::
 
     python demosite.py [--access-log FILE]
 
-It prints one JSON line, ``{"origins": {"shop": "http://127.0.0.1:PORT", ...}}``,
-then serves until its standard input closes (so it never outlives the process
-that started it). Every request is appended to the access log as a JSON line.
+It prints one JSON line, ``{"origins": {"shop": "http://127.0.0.1:PORT", ...},
+"crawls": {"links": ["shop", ...], "sitemaps": ["maps"]}}``, then serves until
+its standard input closes (so it never outlives the process that started it).
+Every request is appended to the access log as a JSON line.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import html
 import json
 import sys
@@ -38,22 +42,28 @@ class Resource:
     status: int = 200
     content_type: str = "text/plain; charset=utf-8"
     headers: Mapping[str, str] = field(default_factory=dict)
+    gzip: bool = False  # send the body gzipped (a .gz file, not Content-Encoding)
+    says: tuple[str, ...] = ()  # page-level robots directives, for the access log
 
 
 @dataclass(frozen=True)
 class Page:
-    """An HTML page with links. ``meta_robots`` / ``headers`` leave room for
-    page-level directives (<meta name="robots">, X-Robots-Tag)."""
+    """An HTML page with links, and page-level directives: ``meta`` maps a
+    <meta> name ("robots", "examplebot") to its content; ``headers`` may hold
+    an X-Robots-Tag."""
 
     title: str
     links: tuple[str, ...] = ()
-    meta_robots: str | None = None
+    meta: Mapping[str, str] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
 
     def resource(self) -> Resource:
-        meta = ""
-        if self.meta_robots:
-            meta = f'<meta name="robots" content="{html.escape(self.meta_robots)}">'
+        tags = [
+            f'<meta name="{html.escape(name)}" content="{html.escape(content)}">'
+            for name, content in self.meta.items()
+        ]
+        said = [f"{key}: {value}" for key, value in self.headers.items() if key == "X-Robots-Tag"]
+        meta = "".join(tags)
         items = "".join(
             f'<li><a href="{html.escape(link)}">{html.escape(link)}</a></li>' for link in self.links
         )
@@ -61,14 +71,21 @@ class Page:
             f"<!doctype html><html><head><title>{html.escape(self.title)}</title>{meta}"
             f"</head><body><h1>{html.escape(self.title)}</h1><ul>{items}</ul></body></html>"
         )
-        return Resource(body, content_type="text/html; charset=utf-8", headers=self.headers)
+        return Resource(
+            body,
+            content_type="text/html; charset=utf-8",
+            headers=self.headers,
+            says=(*tags, *said),
+        )
 
 
 @dataclass(frozen=True)
 class Origin:
     about: str
     paths: Mapping[str, Resource | Page]
-    start: bool = True  # the spider starts from this origin's home page
+    # the demo crawl that starts from this origin: "links" (from its home page),
+    # "sitemaps" (from its robots.txt sitemaps), None (not crawled itself)
+    crawl: str | None = "links"
 
 
 def _robots(text: str) -> Resource:
@@ -88,13 +105,34 @@ Allow: /private/press
 Disallow: /*?sort=
 """
 
-SITEMAP_XML = """<?xml version="1.0" encoding="UTF-8"?>
+# The text sitemap is listed twice (robots.txt and the index): fetched once.
+MAPS_ROBOTS = """
+User-agent: *
+Disallow: /private/
+
+Sitemap: $maps/sitemaps/index.xml
+Sitemap: $maps/sitemaps/more.txt
+"""
+
+SITEMAP_INDEX = """<?xml version="1.0" encoding="UTF-8"?>
+<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+  <sitemap><loc>$maps/sitemaps/guides.xml.gz</loc></sitemap>
+  <sitemap><loc>$maps/sitemaps/more.txt</loc></sitemap>
+</sitemapindex>
+"""
+
+GUIDES_SITEMAP = """<?xml version="1.0" encoding="UTF-8"?>
 <urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
   <url><loc>$maps/</loc></url>
   <url><loc>$maps/guides/1</loc></url>
   <url><loc>$maps/guides/2</loc></url>
   <url><loc>$maps/guides/3</loc></url>
 </urlset>
+"""
+
+# a plain-text sitemap: one URL a line; robots.txt disallows the second
+MORE_SITEMAP = """$maps/faq
+$maps/private/notes
 """
 
 # name -> origin. Names are stable; ports change at every start.
@@ -151,21 +189,51 @@ SITE: dict[str, Origin] = {
             "/drafts/1": Page("A draft"),
         },
     ),
-    "maps": Origin(
-        "robots.txt lists a sitemap",
+    "news": Origin(
+        "pages that say nofollow or noindex: <meta name=robots|examplebot>, X-Robots-Tag",
         {
-            "/robots.txt": _robots("User-agent: *\nDisallow:\n\nSitemap: $maps/sitemap.xml\n"),
-            "/sitemap.xml": Resource(SITEMAP_XML, content_type="application/xml"),
+            "/robots.txt": _robots("User-agent: *\nDisallow:\n"),
+            "/": Page("News", ("/story/1", "/story/2", "/archive", "/topics")),
+            # noindex, for this crawler only: the page is kept, flagged; its links are followed
+            "/story/1": Page("Embargoed story", ("/story/3",), meta={"examplebot": "noindex"}),
+            # another crawler's tag: not ours to obey
+            "/story/2": Page("Story", ("/story/4",), meta={"otherbot": "noindex, nofollow"}),
+            "/story/3": Page("Linked from the embargoed story", ("/",)),
+            "/story/4": Page("Linked from the story", ("/",)),
+            "/archive": Page(
+                "Archive", ("/archive/2024", "/archive/2025"), meta={"robots": "nofollow"}
+            ),
+            "/archive/2024": Page("2024"),
+            "/archive/2025": Page("2025"),
+            "/topics": Page(
+                "Topics", ("/topics/python", "/topics/web"), headers={"X-Robots-Tag": "nofollow"}
+            ),
+            "/topics/python": Page("Python"),
+            "/topics/web": Page("Web"),
+        },
+    ),
+    "maps": Origin(
+        "robots.txt lists a sitemap index (-> a gzipped and a text sitemap) and the text one",
+        {
+            "/robots.txt": _robots(MAPS_ROBOTS),
+            "/sitemaps/index.xml": Resource(SITEMAP_INDEX, content_type="application/xml"),
+            "/sitemaps/guides.xml.gz": Resource(
+                GUIDES_SITEMAP, content_type="application/gzip", gzip=True
+            ),
+            "/sitemaps/more.txt": Resource(MORE_SITEMAP),
             "/": Page("Guides", ("/guides/1", "/guides/2")),
             "/guides/1": Page("Guide 1", ("/",)),
             "/guides/2": Page("Guide 2", ("/",)),
-            "/guides/3": Page("Guide 3, only in the sitemap", ("/",)),
+            "/guides/3": Page("Guide 3", ("/",)),
+            "/faq": Page("FAQ", ("/",)),
+            "/private/notes": Page("Private notes"),
         },
+        crawl="sitemaps",
     ),
     "static": Origin(
         "hosts the robots.txt that 'moved' redirects to; not crawled itself",
         {"/robots/moved.txt": _robots("User-agent: *\nDisallow: /drafts/\n")},
-        start=False,
+        crawl=None,
     ),
 }
 
@@ -186,6 +254,8 @@ def _handler(
             resource = found.resource() if isinstance(found, Page) else found
             values = bases()
             body = Template(resource.body).safe_substitute(values).encode()
+            if resource.gzip:
+                body = gzip.compress(body, mtime=0)
             headers = {
                 key: Template(value).safe_substitute(values)
                 for key, value in resource.headers.items()
@@ -199,6 +269,8 @@ def _handler(
             }
             if "Location" in headers:
                 record["location"] = headers["Location"]
+            if resource.says:
+                record["says"] = list(resource.says)
             log(record)
             self.send_response(resource.status)
             self.send_header("Content-Type", resource.content_type)
@@ -247,8 +319,13 @@ class DemoSite:
             server.shutdown()
             server.server_close()
 
-    def start_urls(self) -> list[str]:
-        return [f"{self.bases[name]}/" for name, origin in self.site.items() if origin.start]
+    def crawls(self) -> dict[str, list[str]]:
+        """Demo crawl -> the names of the origins it starts from."""
+        crawls: dict[str, list[str]] = {}
+        for name, origin in self.site.items():
+            if origin.crawl is not None:
+                crawls.setdefault(origin.crawl, []).append(name)
+        return crawls
 
 
 def main() -> None:
@@ -258,7 +335,7 @@ def main() -> None:
     log = open(args.access_log, "a", encoding="utf-8") if args.access_log else None  # noqa: SIM115
     site = DemoSite(access_log=log)
     bases = site.start()
-    print(json.dumps({"origins": bases, "start_urls": site.start_urls()}), flush=True)
+    print(json.dumps({"origins": bases, "crawls": site.crawls()}), flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         sys.stdin.read()  # serve until whoever started us closes our stdin
     site.stop()

@@ -1,10 +1,12 @@
-"""End to end: ``scrapy crawl links`` in example_project/, as a user runs it, against
-the demo site (its own process on 127.0.0.1), checked on what reached the site."""
+"""End to end: ``scrapy crawl links`` and ``scrapy crawl sitemaps`` in example_project/,
+as a user runs them, against the demo site (its own process on 127.0.0.1), checked on
+what reached the site."""
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+from collections import Counter
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -36,13 +38,22 @@ def served(run: Any, name: str) -> list[str]:
     return [hit["path"] for hit in run.hits_of(name)]
 
 
-def path_of(run: Any, url: str) -> str:
-    return str(url).removeprefix(run.origins[run.name_of(url)])
+def stats(run: Any, spider: str) -> dict[str, Any]:
+    return dict(run.crawls[spider].report["stats"])
 
 
-def test_the_crawl_finishes_and_identifies_itself(run: Any) -> None:
-    assert run.returncode == 0, run.failure()
-    assert run.report["reason"] == "finished"
+def pages(run: Any, spider: str, name: str) -> dict[str, dict[str, Any]]:
+    """The spider's page items of one origin, by path."""
+    return {
+        run.path_of(item["url"]): item
+        for item in run.crawls[spider].items
+        if item["kind"] == "page" and run.name_of(item["url"]) == name
+    }
+
+
+def test_the_crawls_finish_and_identify_themselves(run: Any) -> None:
+    assert run.ok, run.failure()
+    assert [crawl.report["reason"] for crawl in run.crawls.values()] == ["finished", "finished"]
     assert {hit["user_agent"] for hit in run.hits} == {
         "ExampleBot/1.0 (+http://127.0.0.1/bot.html)"
     }
@@ -50,20 +61,22 @@ def test_the_crawl_finishes_and_identifies_itself(run: Any) -> None:
 
 def test_disallowed_pages_are_never_downloaded_and_say_which_line(run: Any) -> None:
     forbidden = {
-        (path_of(run, item["url"]), item["line"], item["rule"]) for item in demo.forbidden(run)
+        (run.path_of(item["url"]), item["line"], item["rule"]) for item in demo.forbidden(run)
     }
     assert forbidden == {
         ("/cart", 7, "Disallow: /cart"),
         ("/private/orders", 8, "Disallow: /private/"),
         ("/products?sort=price", 10, "Disallow: /*?sort="),
         ("/drafts/1", 2, "Disallow: /drafts/"),  # rules of the redirect target
+        ("/private/notes", 2, "Disallow: /private/"),  # maps: listed by a sitemap
     }
     assert sorted(served(run, "shop")) == sorted(
         ["/robots.txt", "/", "/products/1", "/products/2", "/private/press"]
     )
     assert served(run, "moved") == ["/robots.txt", "/", "/articles/1"]
     assert served(run, "static") == ["/robots/moved.txt"]
-    assert run.report["stats"]["rep/forbidden"] == 4
+    assert stats(run, "links")["rep/forbidden"] == 4
+    assert stats(run, "sitemaps")["rep/forbidden"] == 1
 
 
 def test_crawl_delay_spaces_the_requests_to_its_site(run: Any) -> None:
@@ -82,9 +95,70 @@ def test_unreachable_robots_txt_keeps_the_crawler_off_the_site(run: Any) -> None
     assert "503" in dropped["reason"]
 
 
-def test_robots_txt_is_fetched_once_per_site_and_its_sitemaps_reported(run: Any) -> None:
-    for name in ("shop", "blog", "moved", "maps"):
+def test_robots_txt_is_fetched_once_per_site(run: Any) -> None:
+    for name in ("shop", "blog", "moved", "news", "maps"):
         assert served(run, name).count("/robots.txt") == 1, name
-    maps = run.origins["maps"]
-    assert run.report["robots"][maps]["sitemaps"] == [f"{maps}/sitemap.xml"]
     assert "line 7: Disallow: /cart" in demo.format_report(run)
+
+
+def test_links_of_nofollow_pages_are_never_requested(run: Any) -> None:
+    # <meta name="robots" content="nofollow"> on /archive, X-Robots-Tag: nofollow on /topics
+    assert sorted(served(run, "news")) == sorted(
+        ["/robots.txt", "/", "/archive", "/topics", "/story/1", "/story/2", "/story/3", "/story/4"]
+    )
+    said = {page["path"]: page for page in demo.page_directives(run)}
+    assert said["/archive"]["not_followed"] == ["/archive/2024", "/archive/2025"]
+    assert said["/topics"]["not_followed"] == ["/topics/python", "/topics/web"]
+    assert said["/topics"]["says"] == ["X-Robots-Tag: nofollow"]
+    links = stats(run, "links")
+    assert links["rep/meta/nofollow_pages"] == 2
+    assert links["rep/meta/nofollow_dropped"] == 4
+    report = demo.format_report(run)
+    assert "links not followed, never requested: /archive/2024, /archive/2025" in report
+
+
+def test_noindex_marks_the_page_for_this_crawler_only(run: Any) -> None:
+    news = {path: item["noindex"] for path, item in pages(run, "links", "news").items()}
+    # <meta name="examplebot" content="noindex"> on /story/1; /story/2's tag names otherbot
+    assert news == {
+        "/": False,
+        "/archive": False,
+        "/topics": False,
+        "/story/1": True,
+        "/story/2": False,
+        "/story/3": False,
+        "/story/4": False,
+    }
+    assert stats(run, "links")["rep/meta/noindex_pages"] == 1
+    # noindex is not nofollow: /story/3 is linked from /story/1 only, /story/4 from /story/2
+    assert {"/story/3", "/story/4"} <= set(served(run, "news"))
+
+
+def test_sitemap_spider_crawls_what_robots_txt_sitemaps_list(run: Any) -> None:
+    maps = run.origins["maps"]
+    assert run.crawls["sitemaps"].report["robots"][maps]["sitemaps"] == [
+        f"{maps}/sitemaps/index.xml",
+        f"{maps}/sitemaps/more.txt",
+    ]
+    # the index leads to the gzipped sitemap and again to the text one: each fetched once;
+    # robots.txt once for its rules and its sitemaps
+    assert Counter(served(run, "maps")) == {
+        "/robots.txt": 1,
+        "/sitemaps/index.xml": 1,
+        "/sitemaps/guides.xml.gz": 1,
+        "/sitemaps/more.txt": 1,
+        "/": 1,
+        "/guides/1": 1,
+        "/guides/2": 1,
+        "/guides/3": 1,  # in the gzipped sitemap
+        "/faq": 1,  # in the text sitemap, next to /private/notes, which robots.txt forbids
+    }
+    crawled = set(pages(run, "sitemaps", "maps"))
+    assert crawled == {"/", "/guides/1", "/guides/2", "/guides/3", "/faq"}
+    sitemaps = stats(run, "sitemaps")
+    assert sitemaps["rep/sitemaps/fetched"] == 3
+    assert sitemaps["rep/sitemaps/duplicates"] == 1
+    assert sitemaps["rep/sitemaps/text"] == 1
+    report = demo.format_report(run)
+    assert "forbidden page      /private/notes (line 2: Disallow: /private/)" in report
+    assert "robots.txt of maps  fetched once" in report

@@ -18,7 +18,9 @@ class RobotsReport:
 
     Enabled by the ``ROBOTS_REPORT_FILE`` setting (the demo passes it with -s).
     Listens to scrapy-rep's ``robotstxt_parsed`` signal, and to Scrapy's own
-    ``robots_parsed`` so that a crawl with Scrapy's middleware reports too.
+    ``robots_parsed`` so that a crawl with Scrapy's middleware reports too;
+    and to scrapy-rep's ``request_forbidden``, which names every request
+    robots.txt forbade, with the deciding line, even one without an errback.
     """
 
     def __init__(self, crawler: Crawler, path: str) -> None:
@@ -27,6 +29,7 @@ class RobotsReport:
         self.user_agent = crawler.settings.get("ROBOTSTXT_USER_AGENT") or "*"
         # origin URL -> what its robots.txt says for our user agent
         self.robots: dict[str, dict[str, Any]] = {}
+        self.forbidden: list[dict[str, Any]] = []  # requests robots.txt forbade
         crawler.signals.connect(self.scrapy_robots_parsed, signal=signals.robots_parsed)
         try:
             from scrapy_rep import signals as rep_signals
@@ -34,6 +37,9 @@ class RobotsReport:
             pass
         else:
             crawler.signals.connect(self.rep_robots_parsed, signal=rep_signals.robotstxt_parsed)
+            crawler.signals.connect(
+                self.rep_request_forbidden, signal=rep_signals.request_forbidden
+            )
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     @classmethod
@@ -50,6 +56,9 @@ class RobotsReport:
             "sitemaps": list(robots.sitemaps),
         }
 
+    def rep_request_forbidden(self, request: Any, decision: Any, **kwargs: Any) -> None:
+        self.forbidden.append({"url": request.url, "line": decision.line, "rule": decision.rule})
+
     def scrapy_robots_parsed(self, robotparser: Any, request: Any, **kwargs: Any) -> None:
         parts = urlparse_cached(request)
         origin = f"{parts.scheme}://{parts.netloc}"
@@ -62,6 +71,7 @@ class RobotsReport:
         report = {
             "reason": reason,
             "robots": self.robots,
+            "forbidden": self.forbidden,
             "stats": self.crawler.stats.get_stats(),
         }
         with open(self.path, "w", encoding="utf-8") as file:

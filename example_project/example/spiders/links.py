@@ -15,10 +15,16 @@ class LinksSpider(scrapy.Spider):
     """``scrapy crawl links -a urls=URL[,URL...]``: start from each URL and
     follow every link that stays on one of the start URLs' origins.
 
-    Yields one item per page fetched (``kind: page``) and one per request that
-    was dropped (``kind: dropped``, with the exception and, when robots.txt
-    forbade it, the deciding line and rule; when robots.txt was unreachable,
-    the reason).
+    Yields one item per page fetched (``kind: page``, with the links it
+    follows and whether the page asked not to be indexed) and one per request
+    that was dropped (``kind: dropped``, with the exception and, when
+    robots.txt forbade it, the deciding line and rule; when robots.txt was
+    unreachable, the reason).
+
+    Page-level directives need no code here: scrapy-rep's MetaRobotsMiddleware
+    drops the requests yielded from a page that says ``nofollow`` (counted in
+    ``rep/meta/nofollow_dropped``), and sets ``response.meta["rep_noindex"]``
+    before ``parse`` runs.
     """
 
     name = "links"
@@ -35,16 +41,22 @@ class LinksSpider(scrapy.Spider):
             yield scrapy.Request(url, callback=self.parse, errback=self.dropped)
 
     def parse(self, response: Response) -> Iterator[Any]:
+        links = [
+            url
+            for url in dict.fromkeys(map(response.urljoin, response.css("a::attr(href)").getall()))
+            if _origin(url) in self.origins
+        ]
         yield {
             "kind": "page",
             "url": response.url,
             "status": response.status,
             "title": response.css("title::text").get(),
+            # True: the page said noindex to us; the item is kept, the choice is yours
+            "noindex": response.meta.get("rep_noindex"),
+            "links": links,
         }
-        for href in response.css("a::attr(href)").getall():
-            url = response.urljoin(href)
-            if _origin(url) in self.origins:
-                yield scrapy.Request(url, callback=self.parse, errback=self.dropped)
+        for url in links:
+            yield scrapy.Request(url, callback=self.parse, errback=self.dropped)
 
     def dropped(self, failure: Failure) -> Iterator[dict[str, Any]]:
         request = failure.request  # type: ignore[attr-defined]
