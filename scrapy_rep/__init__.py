@@ -7,7 +7,7 @@ imported lazily, so ``from scrapy_rep import RobotsTxt`` stays cheap.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scrapy_rep.robotstxt import Decision, RobotsTxt
 
@@ -24,7 +24,24 @@ _LAZY = {
     "RobotsSitemapSpider": "scrapy_rep.sitemaps",
 }
 
-__all__ = ["Decision", "RobotsTxt", *_LAZY]
+__all__ = [
+    "Addon",
+    "Decision",
+    "ForbiddenByRobots",
+    "MetaRobotsMiddleware",
+    "RobotsSitemapMixin",
+    "RobotsSitemapSpider",
+    "RobotsTxt",
+    "RobotsTxtMiddleware",
+    "RobotsTxtUnavailable",
+]
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers
+    from scrapy_rep.addon import Addon
+    from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtUnavailable
+    from scrapy_rep.meta import MetaRobotsMiddleware
+    from scrapy_rep.middleware import RobotsTxtMiddleware
+    from scrapy_rep.sitemaps import RobotsSitemapMixin, RobotsSitemapSpider
 
 
 def __getattr__(name: str) -> Any:
