@@ -1,11 +1,10 @@
 """Longest-match rule lookup for one user agent (RFC 9309 §2.2.2).
 
-A rule is ranked by one integer, so that the larger rank wins: the pattern's
-length first, then Allow over Disallow (a tie goes to Allow), then the
-earlier line. The rank also carries where the rule's line starts in the text
-(an offset, which orders like the line number and finds the line again), so a
-rule costs one 64-bit slot and the pattern string, even in files with
-thousands of rules.
+A rule is ranked by one integer, ``length * 2 + allow``: the longer pattern
+wins, and Allow wins a tie (RFC 9309 §2.2.2). Rules of equal rank and kind
+give the same verdict, so which of them is reported is settled later, by
+:meth:`Matcher.pattern_for` and the caller, only when a decision is explained.
+A plain rule costs one 64-bit slot and its pattern string.
 
 Rules are sorted into three kinds, each found without trying every rule:
 
@@ -30,39 +29,26 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from typing import Generic, TypeVar
 
-from scrapy_rep._url import PLAIN_IN_PATH, normalize_pattern
+from scrapy_rep._url import normalize_pattern
 
-__all__ = ["Matcher", "allows", "offset_of", "rank"]
-
-_OFFSET_MASK = (1 << 31) - 1
-_ALLOW_BIT = 1 << 31
+__all__ = ["Matcher", "allows"]
 
 _V = TypeVar("_V")
 
 
-def rank(length: int, allow: bool, offset: int) -> int:
-    """The rank of a rule: longer pattern, then Allow, then earlier line wins."""
-    return (length << 32) | (_ALLOW_BIT if allow else 0) | (_OFFSET_MASK - offset)
-
-
 def allows(rule_rank: int) -> bool:
     """Whether the rule of this rank is an Allow rule."""
-    return bool(rule_rank & _ALLOW_BIT)
-
-
-def offset_of(rule_rank: int) -> int:
-    """Where the line of the rule of this rank starts in the text."""
-    return _OFFSET_MASK - (rule_rank & _OFFSET_MASK)
+    return bool(rule_rank & 1)
 
 
 # A rule with '*' in it, split at its wildcards: (rank, needle, head size,
-# middle parts, last part, anchored). The needle is a literal part that any
+# middle parts, last part, anchored, pattern). The needle is a literal part that any
 # matching path holds: the longest, the last on a tie (the end of a pattern,
 # such as ".pdf", tells paths apart best). Tuples sort by rank.
-_Wildcard = tuple[int, str, int, tuple[str, ...], str, bool]
+_Wildcard = tuple[int, str, int, tuple[str, ...], str, bool, str]
 
 
-def _wildcard(rule_rank: int, body: str, anchored: bool) -> _Wildcard:
+def _wildcard(rule_rank: int, body: str, anchored: bool, pattern: str) -> _Wildcard:
     parts = body.split("*")
     return (
         rule_rank,
@@ -71,6 +57,7 @@ def _wildcard(rule_rank: int, body: str, anchored: bool) -> _Wildcard:
         tuple(filter(None, parts[1:-1])),
         parts[-1],
         anchored,
+        pattern,
     )
 
 
@@ -117,22 +104,21 @@ class Matcher:
 
     __slots__ = ("_exact", "_parents", "_prefixes", "_ranks", "_wildcards")
 
-    def __init__(self, lines: Iterable[tuple[bool, str, int]]) -> None:
-        """``lines`` are ``(allow, value, offset of the line)`` with non-empty values."""
-        prefixes: dict[str, int] = {}
+    def __init__(
+        self, plain: Iterable[tuple[str, str]], other: Iterable[tuple[bool, str]] = ()
+    ) -> None:
+        """``plain``: ``(allow marker, value)`` of rules whose value is a plain
+        prefix that normalising leaves as it is (the marker is non-empty for
+        Allow); ``other``: ``(allow, value)`` of any other rule."""
+        plain = list(plain)
+        # Allow wins a tie: its rank is written last.
+        prefixes = {value: len(value) << 1 for marker, value in plain if not marker}
+        prefixes.update({value: (len(value) << 1) | 1 for marker, value in plain if marker})
         exact: dict[str, int] = {}
         heads: dict[str, list[_Wildcard]] = {}
-        plain = PLAIN_IN_PATH
-        for allow, value, offset in lines:
-            rule_rank = (_ALLOW_BIT if allow else 0) | (_OFFSET_MASK - offset)
-            if value.isascii() and not value.encode().translate(None, plain):
-                # Most rules: a plain prefix that normalising leaves as it is.
-                rule_rank |= len(value) << 32
-                if prefixes.get(value, 0) < rule_rank:
-                    prefixes[value] = rule_rank
-                continue
+        for allow, value in other:
             pattern = normalize_pattern(value)
-            rule_rank |= len(pattern) << 32
+            rule_rank = (len(pattern) << 1) | allow
             anchored = pattern[-1] == "$"
             body = pattern[:-1] if anchored else pattern
             if "*" in body:
@@ -140,7 +126,7 @@ class Matcher:
                     while "**" in body:
                         body = body.replace("**", "*")
                 heads.setdefault(body[: body.index("*")], []).append(
-                    _wildcard(rule_rank, body, anchored)
+                    _wildcard(rule_rank, body, anchored, pattern)
                 )
             else:
                 table = exact if anchored else prefixes
@@ -172,7 +158,7 @@ class Matcher:
         if wildcards is not None:
             at = wildcards.longest(path)
             while at >= 0:
-                for rule_rank, needle, head_size, middle, last, anchored in wildcards.values[at]:
+                for rule_rank, needle, head_size, middle, last, anchored, _ in wildcards.values[at]:
                     if rule_rank <= best:
                         break  # sorted: no later rule of this head can win
                     if needle in path and _glob_matches(path, head_size, middle, last, anchored):
@@ -180,3 +166,23 @@ class Matcher:
                         break
                 at = wildcards.parents[at]
         return best
+
+    def pattern_for(self, path: str, rule_rank: int) -> str:
+        """The normalised pattern of a rule of ``rule_rank`` that matches ``path``
+        (the one :meth:`best` found), to explain a decision."""
+        keys, parents = self._prefixes, self._parents
+        at = bisect_right(keys, path) - 1
+        while at >= 0:
+            if path.startswith(keys[at]) and self._ranks[at] == rule_rank:
+                return keys[at]
+            at = parents[at]
+        if self._exact is not None and self._exact.get(path) == rule_rank:
+            return path + "$"
+        wildcards = self._wildcards
+        at = wildcards.longest(path) if wildcards is not None else -1
+        while wildcards is not None and at >= 0:
+            for rank_, _, head_size, middle, last, anchored, pattern in wildcards.values[at]:
+                if rank_ == rule_rank and _glob_matches(path, head_size, middle, last, anchored):
+                    return pattern
+            at = wildcards.parents[at]
+        return ""

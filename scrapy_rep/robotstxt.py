@@ -13,13 +13,13 @@ import math
 import re
 import sys
 from array import array
-from bisect import bisect_right
+from collections.abc import Iterator
 from typing import Final
 from urllib.parse import urljoin
 
 from scrapy_rep import _lines
-from scrapy_rep._match import Matcher, allows, offset_of
-from scrapy_rep._url import PLAIN_IN_PATH, normalize_path, path_of
+from scrapy_rep._match import Matcher, allows
+from scrapy_rep._url import PLAIN_IN_PATH, normalize_path, normalize_pattern, path_of
 
 __all__ = ["Decision", "RobotsTxt"]
 
@@ -32,11 +32,23 @@ _RATE = re.compile(r"(\d+)\s*/\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)(?![A-Za-z])",
 _RATE_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _BOM = b"\xef\xbb\xbf"
 _ROBOTS_TXT = "/robots.txt"
+_KIND_NAMES = {True: "Allow", False: "Disallow"}
 _SPACE = " \t\v\f"
-# The lines of a group that matter once an agent asks, in one pass: the key
-# (by its start, typos included), whether a colon follows it, and the value.
-_DIRECTIVE = re.compile(
-    r"^[ \t\v\f]*(?:(allow)|(disallow|dissallow|dissalow|disalow|diasllow|disallaw)"
+# The lines of a group that matter once an agent asks are read in two passes.
+# Most are plain rules, "Disallow: /path" with a value that normalising leaves
+# as it is and a line too short for Google's cut: one findall reads them all.
+_RULE_KEY = r"(?:(allow)|disallow|dissallow|dissalow|disalow|diasllow|disallaw)"
+_PLAIN_RULE_LINE = (
+    rf"[ \t\v\f]{{0,100}}{_RULE_KEY}[^:#\n]{{0,100}}:[ \t\v\f]{{0,100}}"
+    rf"([{re.escape(PLAIN_IN_PATH.decode().replace('#', ''))}]{{1,4000}})[ \t\v\f]*(?:#[^\n]*)?$"
+)
+_PLAIN_RULE = re.compile(f"^{_PLAIN_RULE_LINE}", re.IGNORECASE | re.MULTILINE)
+# Every other directive line (wildcards, escapes, anchors, a missing colon,
+# long lines, Crawl-delay, Request-rate): the key (by its start, typos
+# included), whether a colon follows it, and the value.
+_OTHER_DIRECTIVE = re.compile(
+    rf"^(?!{_PLAIN_RULE_LINE.replace('(allow)', 'allow').replace('([', '(?:[')})"
+    r"[ \t\v\f]*(?:(allow)|(disallow|dissallow|dissalow|disalow|diasllow|disallaw)"
     r"|(crawl-delay|crawl delay|crawldelay)|request-rate|request rate|requestrate)"
     r"[^:#\n]*(:?)[ \t\v\f]*([^#\n]*)",
     re.IGNORECASE | re.MULTILINE,
@@ -85,7 +97,7 @@ class Decision:
 class _AgentRules:
     """What applies to one user agent: its rules, delays and the groups used."""
 
-    __slots__ = ("agents", "crawl_delay", "matcher", "request_rate")
+    __slots__ = ("agents", "crawl_delay", "groups", "matcher", "request_rate")
 
     def __init__(
         self,
@@ -93,8 +105,10 @@ class _AgentRules:
         matcher: Matcher | None,
         crawl_delay: float | None = None,
         request_rate: tuple[int, float] | None = None,
+        groups: tuple[int, ...] = (),
     ) -> None:
         self.agents = agents
+        self.groups = groups  # indexes of the groups read
         self.matcher = matcher
         self.crawl_delay = crawl_delay
         self.request_rate = request_rate
@@ -102,7 +116,7 @@ class _AgentRules:
 
 _NO_OFFSETS: Final = array("q")
 _ALLOW_ALL = _AgentRules((), None)
-_DISALLOW_ALL = _AgentRules((), Matcher([(False, "/", 0)]))
+_DISALLOW_ALL = _AgentRules((), Matcher([("", "/")]))
 
 
 def _rule_path(url: str) -> str:
@@ -164,7 +178,7 @@ class RobotsTxt:
         self._starts = self._ends = self._lines = _NO_OFFSETS
         self._agents: list[tuple[str, ...]] = []
         self._by_agent: dict[str, _AgentRules] = {}
-        self._explained: dict[int, tuple[int | None, str]] = {}  # offset -> (line, rule)
+        self._explained: dict[tuple[str, bool], tuple[int | None, str]] = {}
         self._fixed: _AgentRules | None = None  # allow_all / disallow_all
         self.sitemaps: tuple[str, ...] = ()
         self.truncated = False  # True when the body was longer than max_size
@@ -261,10 +275,11 @@ class RobotsTxt:
         rules = self._fixed or self._by_agent.get(user_agent) or self._rules_for(user_agent)
         path = _rule_path(url) if rules.matcher is not None else ""
         rank = rules.matcher.best(path) if rules.matcher is not None and path else 0
-        if not rank:
+        if not rank or rules.matcher is None:
             return Decision(True, None, None, rules.agents)
-        line, rule = self._explain(offset_of(rank))
-        return Decision(allows(rank), line, rule, rules.agents)
+        allow = allows(rank)
+        line, rule = self._explain(rules, rules.matcher.pattern_for(path, rank), allow)
+        return Decision(allow, line, rule, rules.agents)
 
     def crawl_delay(self, *, user_agent: str) -> float | None:
         """Seconds between requests asked by the agent's group, or None."""
@@ -289,32 +304,42 @@ class RobotsTxt:
         chosen = [index for index, tokens in enumerate(self._agents) if token in tokens]
         if not chosen:
             chosen = [index for index, tokens in enumerate(self._agents) if _GLOBAL in tokens]
-        rules: list[tuple[bool, str, int]] = []
+        plain: list[tuple[str, str]] = []
+        other: list[tuple[bool, str]] = []
         delays: list[float] = []
         rates: list[tuple[int, float]] = []
+        text, starts, ends = self._text, self._starts, self._ends
         for index in chosen:
-            self._read_group(index, rules, delays, rates)
+            plain += _PLAIN_RULE.findall(text, starts[index] + 1, ends[index])
+            for kind, value, _ in self._other_directives(index):
+                if kind == _lines.ALLOW or kind == _lines.DISALLOW:
+                    if value:  # an empty value is no rule
+                        other.append((kind == _lines.ALLOW, value))
+                elif kind == _lines.CRAWL_DELAY:
+                    seconds = _parse_delay(value)
+                    if seconds is not None:
+                        delays.append(seconds)
+                elif kind == _lines.REQUEST_RATE:
+                    rate = _parse_rate(value)
+                    if rate is not None:
+                        rates.append(rate)
         agents = tuple(dict.fromkeys(agent for index in chosen for agent in self._agents[index]))
         result = _AgentRules(
             agents,
-            Matcher(rules) if rules else None,
+            Matcher(plain, other) if plain or other else None,
             max(delays) if delays else None,  # the most cautious of merged groups
             rates[0] if rates else None,
+            tuple(chosen),
         )
         self._by_agent[user_agent] = result
         return result
 
-    def _read_group(
-        self,
-        index: int,
-        rules: list[tuple[bool, str, int]],
-        delays: list[float],
-        rates: list[tuple[int, float]],
-    ) -> None:
-        """Add the rules, delays and rates of group ``index`` to the lists."""
+    def _other_directives(self, index: int) -> Iterator[tuple[int, str, int]]:
+        """``(kind, value, offset of the line)`` of group ``index``'s directive
+        lines that are not plain rules."""
         text = self._text
         end = self._ends[index]
-        for match in _DIRECTIVE.finditer(text, self._starts[index] + 1, end):
+        for match in _OTHER_DIRECTIVE.finditer(text, self._starts[index] + 1, end):
             here = match.start()
             allow, disallow, delay, colon, value = match.groups()
             if not colon or match.end() - here > _LONG_LINE:
@@ -323,46 +348,47 @@ class RobotsTxt:
                 parsed = _lines.parse_line(text[here : end if line_end < 0 else line_end])
                 if parsed is None:
                     continue
-                kind, value = parsed
-            else:
-                value = value.rstrip(_SPACE)
-                kind = (
-                    _lines.ALLOW
-                    if allow
-                    else _lines.DISALLOW
-                    if disallow
-                    else _lines.CRAWL_DELAY
-                    if delay
-                    else _lines.REQUEST_RATE
-                )
-            if kind == _lines.ALLOW or kind == _lines.DISALLOW:
-                if value:  # an empty value is no rule
-                    rules.append((kind == _lines.ALLOW, value, here))
-            elif kind == _lines.CRAWL_DELAY:
-                seconds = _parse_delay(value)
-                if seconds is not None:
-                    delays.append(seconds)
-            elif kind == _lines.REQUEST_RATE:
-                rate = _parse_rate(value)
-                if rate is not None:
-                    rates.append(rate)
+                yield parsed[0], parsed[1], here
+                continue
+            kind = (
+                _lines.ALLOW
+                if allow
+                else _lines.DISALLOW
+                if disallow
+                else _lines.CRAWL_DELAY
+                if delay
+                else _lines.REQUEST_RATE
+            )
+            yield kind, value.rstrip(_SPACE), here
 
-    def _explain(self, offset: int) -> tuple[int | None, str]:
-        """Line number and text ("Disallow: /x") of the rule whose line starts at
-        ``offset`` (for decisions; cached)."""
-        known = self._explained.get(offset)
+    def _explain(self, rules: _AgentRules, pattern: str, allow: bool) -> tuple[int | None, str]:
+        """Line number and text ("Disallow: /x") of the first rule of ``rules``'
+        groups that makes this pattern with this kind (cached)."""
+        key = (pattern, allow)
+        known = self._explained.get(key)
         if known is not None:
             return known
-        explained: tuple[int | None, str] = (None, "Disallow: /")  # disallow_all's
-        if self._fixed is None:
-            text = self._text
-            index = bisect_right(self._starts, offset) - 1
+        explained: tuple[int | None, str] = (None, f"{_KIND_NAMES[allow]}: {pattern}")
+        text = self._text
+        found = None
+        for index in rules.groups:
+            for match in _lines.RULE_LINE.finditer(text, self._starts[index], self._ends[index]):
+                parsed = _lines.parse_line(match.group()[1:])
+                if (
+                    parsed is not None
+                    and parsed[0] == (_lines.ALLOW if allow else _lines.DISALLOW)
+                    and parsed[1]
+                    and normalize_pattern(parsed[1]) == pattern
+                ):
+                    found = (index, match.start() + 1, parsed[1])
+                    break
+            if found is not None:
+                break
+        if found is not None:
+            index, offset, value = found
             line = self._lines[index] + text.count("\n", self._starts[index] + 1, offset)
-            line_end = text.find("\n", offset)
-            parsed = _lines.parse_line(text[offset : None if line_end < 0 else line_end])
-            kind, value = parsed if parsed is not None else (_lines.DISALLOW, "")
-            explained = (line, f"{'Allow' if kind == _lines.ALLOW else 'Disallow'}: {value}")
-        self._explained[offset] = explained
+            explained = (line, f"{_KIND_NAMES[allow]}: {value}")
+        self._explained[key] = explained
         return explained
 
 
