@@ -34,6 +34,9 @@ from scrapy_rep._url import normalize_pattern
 __all__ = ["Matcher", "allows"]
 
 _V = TypeVar("_V")
+_NO_KEYS: list[str] = []  # shared by matchers without plain prefixes; never changed
+_NO_INDEXES = array("i")
+_NO_RANKS = array("q")
 
 
 def allows(rule_rank: int) -> bool:
@@ -133,9 +136,11 @@ class Matcher:
                 if table.get(body, 0) < rule_rank:
                     table[body] = rule_rank
         # Plain prefixes, flattened here: they decide most paths.
-        index: _PrefixIndex[int] = _PrefixIndex(sorted(prefixes), ())
-        self._prefixes, self._parents = index.keys, index.parents
-        self._ranks = array("q", [prefixes[key] for key in index.keys])
+        self._prefixes, self._parents, self._ranks = _NO_KEYS, _NO_INDEXES, _NO_RANKS
+        if prefixes:
+            index: _PrefixIndex[int] = _PrefixIndex(sorted(prefixes), ())
+            self._prefixes, self._parents = index.keys, index.parents
+            self._ranks = array("q", [prefixes[key] for key in index.keys])
         self._exact = exact or None
         self._wildcards: _PrefixIndex[list[_Wildcard]] | None = None
         if heads:

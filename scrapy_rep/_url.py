@@ -19,7 +19,7 @@ __all__ = ["normalize_path", "normalize_pattern", "path_of"]
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
 # "scheme://authority" or "//authority", then the path, params and query.
-_PATH = re.compile(r"(?:[^:/?#;]*://[^/?#;]*|//[^/?#;]*)?([^#]*)")
+URL_PATH = re.compile(r"(?:[^:/?#;]*://[^/?#;]*|//[^/?#;]*)?([^#]*)")
 
 # Characters compared as they are: unreserved and reserved ones (RFC 3986), and
 # '%'. '*' and '$' are reserved too but have a meaning in patterns (below);
@@ -45,7 +45,7 @@ def path_of(url: str) -> str:
     Accepts absolute URLs ("https://h/a?b") and path-absolute ones ("/a?b"),
     and extracts the path the way Google's reference matcher does.
     """
-    path = _PATH.match(url)[1]  # type: ignore[index]  # the pattern matches any text
+    path = URL_PATH.match(url)[1]  # type: ignore[index]  # the pattern matches any text
     return path if path[:1] == "/" else "/" + path
 
 

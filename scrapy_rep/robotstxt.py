@@ -19,7 +19,7 @@ from urllib.parse import urljoin
 
 from scrapy_rep import _lines
 from scrapy_rep._match import Matcher, allows
-from scrapy_rep._url import PLAIN_IN_PATH, normalize_path, normalize_pattern, path_of
+from scrapy_rep._url import PLAIN_IN_PATH, URL_PATH, normalize_path, normalize_pattern, path_of
 
 __all__ = ["Decision", "RobotsTxt"]
 
@@ -46,13 +46,18 @@ _PLAIN_RULE = re.compile(f"^{_PLAIN_RULE_LINE}", re.IGNORECASE | re.MULTILINE)
 # Every other directive line (wildcards, escapes, anchors, a missing colon,
 # long lines, Crawl-delay, Request-rate): the key (by its start, typos
 # included), whether a colon follows it, and the value.
-_OTHER_DIRECTIVE = re.compile(
-    rf"^(?!{_PLAIN_RULE_LINE.replace('(allow)', 'allow').replace('([', '(?:[')})"
+_DIRECTIVE_LINE = (
     r"[ \t\v\f]*(?:(allow)|(disallow|dissallow|dissalow|disalow|diasllow|disallaw)"
     r"|(crawl-delay|crawl delay|crawldelay)|request-rate|request rate|requestrate)"
-    r"[^:#\n]*(:?)[ \t\v\f]*([^#\n]*)",
+    r"[^:#\n]*(:?)[ \t\v\f]*([^#\n]*)"
+)
+_OTHER_DIRECTIVE = re.compile(
+    rf"^(?!{_PLAIN_RULE_LINE.replace('(allow)', 'allow').replace('([', '(?:[')}){_DIRECTIVE_LINE}",
     re.IGNORECASE | re.MULTILINE,
 )
+# Small groups are read in one pass: a second one costs more than it saves.
+_DIRECTIVE = re.compile(f"^{_DIRECTIVE_LINE}", re.IGNORECASE | re.MULTILINE)
+_SMALL_GROUP = 2_000  # characters
 # Lines longer than this may be cut (Google's 16,663 bytes): read them slowly.
 _LONG_LINE = _lines.MAX_LINE // 4
 
@@ -264,11 +269,16 @@ class RobotsTxt:
         matcher = rules.matcher
         if matcher is None:
             return True
-        path = _rule_path(url)
-        if not path:
+        # _rule_path(), written out: this is the hot path of every crawl.
+        path = URL_PATH.match(url)[1]  # type: ignore[index]  # matches any text
+        if path[:1] != "/":
+            path = "/" + path
+        if path.startswith(_ROBOTS_TXT) and path[11:12] in ("", "?"):
             return True
+        if not path.isascii() or path.encode().translate(None, PLAIN_IN_PATH):
+            path = normalize_path(path)
         rank = matcher.best(path)
-        return not rank or allows(rank)
+        return not rank or bool(rank & 1)
 
     def decide(self, url: str, *, user_agent: str) -> Decision:
         """Like :meth:`allowed`, with the line and rule that decided."""
@@ -310,8 +320,12 @@ class RobotsTxt:
         rates: list[tuple[int, float]] = []
         text, starts, ends = self._text, self._starts, self._ends
         for index in chosen:
-            plain += _PLAIN_RULE.findall(text, starts[index] + 1, ends[index])
-            for kind, value, _ in self._other_directives(index):
+            small = ends[index] - starts[index] < _SMALL_GROUP
+            if not small:
+                plain += _PLAIN_RULE.findall(text, starts[index] + 1, ends[index])
+            for kind, value, _ in self._directives(
+                index, _DIRECTIVE if small else _OTHER_DIRECTIVE
+            ):
                 if kind == _lines.ALLOW or kind == _lines.DISALLOW:
                     if value:  # an empty value is no rule
                         other.append((kind == _lines.ALLOW, value))
@@ -334,12 +348,12 @@ class RobotsTxt:
         self._by_agent[user_agent] = result
         return result
 
-    def _other_directives(self, index: int) -> Iterator[tuple[int, str, int]]:
+    def _directives(self, index: int, directive: re.Pattern[str]) -> Iterator[tuple[int, str, int]]:
         """``(kind, value, offset of the line)`` of group ``index``'s directive
-        lines that are not plain rules."""
+        lines that ``directive`` finds."""
         text = self._text
         end = self._ends[index]
-        for match in _OTHER_DIRECTIVE.finditer(text, self._starts[index] + 1, end):
+        for match in directive.finditer(text, self._starts[index] + 1, end):
             here = match.start()
             allow, disallow, delay, colon, value = match.groups()
             if not colon or match.end() - here > _LONG_LINE:
