@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test lint typecheck pytest demo bench-parser bench-crawl clean
+.PHONY: venv test lint typecheck pytest redis-server demo bench-parser bench-crawl bench-cluster clean
 
 venv: $(STAMP)
 
@@ -21,8 +21,15 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy scrapy_rep
 
-pytest: venv
+pytest: venv redis-server
 	$(VENV)/bin/pytest -q
+
+# The Redis tests and bench-cluster start their own redis-server (Debian's package)
+# on a free port. Without it, the Redis tests are skipped, or fail when CI=true.
+redis-server:
+	@command -v redis-server >/dev/null || \
+	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server) || \
+	  echo "warning: could not install redis-server (Debian: apt-get install -y redis-server)"
 
 test: lint typecheck pytest
 
@@ -34,6 +41,9 @@ bench-parser: venv
 
 bench-crawl: venv
 	$(PY) benchmarks/crawl.py
+
+bench-cluster: venv redis-server
+	$(PY) benchmarks/cluster.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

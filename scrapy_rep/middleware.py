@@ -276,7 +276,11 @@ class RobotsTxtMiddleware:
         reserved cluster-wide when Redis paces it (scrapy_rep.redis)."""
         assert self._slots is not None
         cluster = self._cluster_delay
-        if cluster is None or not cluster.up:
+        if cluster is None:
+            self._slots.require(request, delay)
+            return None
+        if not cluster.up:  # Redis unavailable: each worker spaces its own requests
+            self._stats.inc_value("rep/redis/delay/local")
             self._slots.require(request, delay)
             return None
         return self._paced(request, delay, cluster)

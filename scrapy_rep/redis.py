@@ -38,10 +38,12 @@ Crawl-delay (``REP_REDIS_DELAY``): :class:`ClusterDelay`
     the slot's own delay is folded into the reserved spacing instead
     (``max(Crawl-delay, own delay)``) and AutoThrottle does not move it. For
     the same reason, a worker that wakes more than 20 ms after its reserved
-    time (a busy event loop) reserves again instead of sending late (at most
-    3 times). Each worker keeps at most one reservation per slot outstanding;
-    its other requests for the slot wait in order behind it, in-process, so
-    a worker that dies leaves at most one unused turn in Redis's schedule.
+    time (a busy event loop) reserves again instead of sending late (the third
+    time, it goes). Each worker keeps at most one reservation per slot
+    outstanding; its other requests for the slot wait in order behind it,
+    in-process, so a worker that dies leaves at most one unused turn in
+    Redis's schedule. The worker that downloads an origin's robots.txt
+    reserves a turn for it too: it was a request to the origin.
 
 Redis down or slow (:class:`RedisLink`)
     Calls time out after ``REP_REDIS_TIMEOUT`` seconds and are not retried. On

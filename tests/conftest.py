@@ -1,10 +1,13 @@
-"""Shared fixtures: real local HTTP servers (see servers.py) and crawl helpers (crawls.py)."""
+"""Shared fixtures: real local HTTP servers (see servers.py), crawl helpers (crawls.py)
+and a real redis-server (redis_server.py)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+from redis_server import RedisServer, require_redis_server
 from servers import ScriptedServer
 
 
@@ -35,3 +38,32 @@ def make_site() -> Iterator[Callable[[], ScriptedServer]]:
     yield make
     for server in servers:
         server.close()
+
+
+# -- Redis (tests/redis_server.py) ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """A real redis-server on 127.0.0.1 (a free port) for the whole session, stopped after.
+
+    Skipped without redis-server, failed instead when CI=true."""
+    server = RedisServer(require_redis_server())
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A redis-server of this test's own, which it may stop (an outage) and start again."""
+    server = RedisServer(require_redis_server())
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def redis_prefix() -> str:
+    """A key prefix of this test's own, so tests sharing a Redis never see each other's keys."""
+    return f"rep-test-{uuid.uuid4().hex[:10]}:"

@@ -1,0 +1,368 @@
+"""Cluster benchmark: what does sharing politeness through Redis cost, and how does it scale?
+
+``make bench-cluster`` (``python benchmarks/cluster.py``) starts the many-origin
+local site (benchmarks/_site.py: 500 loopback hosts x 20 pages, no
+Crawl-delay) and a redis-server on a free port, then crawls the whole site:
+
+1. one worker with local state against one worker with shared state
+   (``REP_REDIS_URL``, robots.txt and Crawl-delay both shared), ``--rounds``
+   rounds alternating which goes first: pages/s, the ratio best against best
+   (target: >= 0.90) and per round;
+2. 1, 2 and 4 workers with shared state, on scrapy-redis's scheduler and
+   dupefilter (one queue, every worker starting from all home pages; they
+   start together): pages/s of the cluster (first page to last page, any
+   worker), scrapy-rep's Redis round trips per page (its ``rep/redis/calls``
+   stat) and every command Redis ran per page (``INFO commandstats``:
+   scrapy-redis's queue and dupefilter included, and the commands our scripts
+   run inside Redis), and how many robots.txt requests reached the site.
+
+Each worker is its own process. All processes share this machine's cores,
+so more workers than cores cannot scale; the core count is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+COMMON_SETTINGS: dict[str, Any] = {
+    "ADDONS": {"scrapy_rep.Addon": 100},
+    "ROBOTSTXT_OBEY": True,
+    "CONCURRENT_REQUESTS": 100,
+    "DOWNLOAD_DELAY": 0,
+    "LOG_LEVEL": "WARNING",
+    "USER_AGENT": "BenchBot/1.0 (+http://127.0.0.1/bot.html)",
+    "ROBOTSTXT_USER_AGENT": "BenchBot",
+    "TELNETCONSOLE_ENABLED": False,
+    "REMOTE_CONTROL_ENABLED": False,
+    "REP_META_ROBOTS": False,
+}
+SCRAPY_REDIS_SETTINGS: dict[str, Any] = {
+    "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+    "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+    "SCHEDULER_PERSIST": True,  # the first worker done must not flush the others' queue
+    "SCHEDULER_QUEUE_KEY": "bench:%(spider)s:requests",
+    "SCHEDULER_DUPEFILTER_KEY": "bench:%(spider)s:dupefilter",
+}
+CLUSTER_SIZES = (1, 2, 4)
+GO_KEY = "bench:go"
+
+
+# ------------------------------------------------------------------ a worker
+
+
+def crawl(job: dict[str, Any]) -> dict[str, Any]:
+    """Run one worker's crawl in this process and return its measurements."""
+    from scrapy import Request, Spider
+    from scrapy.crawler import CrawlerProcess
+    from scrapy.http import Response
+    from twisted.python.failure import Failure
+
+    site, origins = job["site"], job["origins"]
+
+    class BenchSpider(Spider):
+        name = "bench"
+
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.pages = 0
+            self.dropped: dict[str, int] = {}
+            self.first_page = self.last_page = 0.0
+            self.cpu_first = self.cpu_last = 0.0
+
+        def request(self, url: str) -> Request:
+            meta = {"download_slot": url.split("/")[2]} if site["shared_host"] else {}
+            return Request(url, callback=self.parse, errback=self.failed, meta=meta)
+
+        async def start(self) -> Any:
+            if job["go"]:  # workers of a cluster start together
+                await wait_for_go(job["redis_url"])
+            for origin in origins:
+                yield self.request(origin + "/")
+
+        def parse(self, response: Response) -> Any:
+            now = time.time()
+            if not self.pages:
+                self.first_page, self.cpu_first = now, time.process_time()
+            self.pages += 1
+            self.last_page, self.cpu_last = now, time.process_time()
+            for href in response.css("a::attr(href)").getall():
+                yield self.request(response.urljoin(href))
+
+        def failed(self, failure: Failure) -> None:
+            name = type(failure.value).__name__
+            self.dropped[name] = self.dropped.get(name, 0) + 1
+
+    process = CrawlerProcess({**COMMON_SETTINGS, **job["settings"]})
+    crawler = process.create_crawler(BenchSpider)
+    process.crawl(crawler)
+    process.start()
+    spider = crawler.spider
+    stats = crawler.stats.get_stats()
+    return {
+        "pages": spider.pages,
+        "first_page": spider.first_page,
+        "last_page": spider.last_page,
+        "cpu_seconds": spider.cpu_last - spider.cpu_first,
+        "dropped": spider.dropped,
+        "finish_reason": stats.get("finish_reason"),
+        "rep_stats": {k: v for k, v in stats.items() if k.startswith("rep/")},
+    }
+
+
+async def wait_for_go(url: str) -> None:
+    import asyncio
+
+    import redis
+
+    client = redis.Redis.from_url(url)
+    client.incr("bench:ready")
+    while not client.exists(GO_KEY):
+        await asyncio.sleep(0.02)
+    client.close()
+
+
+# ------------------------------------------------------------- orchestration
+
+
+class Site:
+    """benchmarks/_site.py in its own process; it exits when its stdin closes."""
+
+    def __init__(self, origins: int) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("_site.py")), str(origins)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        self.info: dict[str, Any] = json.loads(self.proc.stdout.readline())
+
+    def control(self, path: str) -> dict[str, Any]:
+        with urllib.request.urlopen(self.info["origins"][0] + path, timeout=10) as response:
+            return dict(json.load(response))
+
+    def stop(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Redis:
+    """A redis-server without persistence on a free port of 127.0.0.1."""
+
+    def __init__(self) -> None:
+        executable = shutil.which("redis-server")
+        if executable is None:
+            sys.exit(
+                "redis-server is not installed: `make bench-cluster` installs it "
+                "(Debian: apt-get install -y redis-server)"
+            )
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.dir = tempfile.mkdtemp(prefix="rep-bench-redis-")
+        options = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", self.dir]
+        self.proc = subprocess.Popen(
+            [executable, "--port", str(self.port), *options],
+            stdout=subprocess.DEVNULL,
+        )
+        import redis
+
+        self.client = redis.Redis(port=self.port)
+        for _ in range(200):
+            try:
+                self.client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def commands(self) -> int:
+        """Commands run so far (INFO commandstats), INFO itself excluded."""
+        stats = self.client.info("commandstats")
+        return sum(v["calls"] for k, v in stats.items() if k != "cmdstat_info")
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def start_worker(job: dict[str, Any], tmp: Path, name: str) -> tuple[subprocess.Popen[str], Path]:
+    path = tmp / f"{name}.json"
+    path.write_text(json.dumps(job))
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--worker", str(path)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return proc, path
+
+
+def run(
+    site: Site, redis: Redis, workers: int, settings: dict[str, Any], go: bool
+) -> dict[str, Any]:
+    """Crawl the site with ``workers`` processes; their combined measurements."""
+    redis.client.flushall()
+    redis.client.config_resetstat()
+    site.control("/__reset")
+    job = {
+        "site": site.info,
+        "origins": site.info["origins"],
+        "settings": settings,
+        "go": go,
+        "redis_url": redis.url,
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        started = [start_worker(job, Path(tmp), f"w{n}") for n in range(workers)]
+        if go:
+            deadline = time.monotonic() + 120
+            while int(redis.client.get("bench:ready") or 0) < workers:
+                if time.monotonic() > deadline or any(p.poll() is not None for p, _ in started):
+                    break
+                time.sleep(0.02)
+            redis.client.set(GO_KEY, 1)
+        results = []
+        for proc, path in started:
+            _, err = proc.communicate()
+            out = path.with_suffix(".out")
+            if proc.returncode != 0 or not out.exists():
+                tail = "\n".join(err.splitlines()[-15:])
+                return {"error": f"exit code {proc.returncode}\n{tail}"}
+            results.append(json.loads(out.read_text()))
+    commands = redis.commands()
+    served = site.control("/__stats")
+    busy = [r for r in results if r["pages"]]
+    if not busy:
+        return {"error": f"no page crawled; {[r['dropped'] for r in results]}"}
+    pages = sum(r["pages"] for r in results)
+    seconds = max(r["last_page"] for r in busy) - min(r["first_page"] for r in busy)
+    calls = sum(r["rep_stats"].get("rep/redis/calls", 0) for r in results)
+    dropped: dict[str, int] = {}
+    for result in results:
+        for name, count in result["dropped"].items():
+            dropped[name] = dropped.get(name, 0) + count
+    return {
+        "workers": workers,
+        "pages": pages,
+        "seconds": seconds,
+        "rate": pages / seconds if seconds > 0 else 0.0,
+        "cpu_ms_per_page": 1000 * sum(r["cpu_seconds"] for r in results) / max(pages, 1),
+        "rep_calls_per_page": calls / max(pages, 1),
+        "commands_per_page": commands / max(pages, 1),
+        "robots_requests": served["robots_requests"],
+        "robots_max_per_origin": served["robots_max_per_origin"],
+        "disallowed_served": served["disallowed_pages"],
+        "dropped": dropped,
+        "pages_per_worker": [r["pages"] for r in results],
+        "redis_errors": sum(r["rep_stats"].get("rep/redis/errors", 0) for r in results),
+    }
+
+
+def show(label: str, result: dict[str, Any]) -> None:
+    if "error" in result:
+        print(f"{label:<26} failed: {result['error']}")
+        return
+    print(
+        f"{label:<26} {result['pages']:>6} {result['seconds']:>7.2f} {result['rate']:>8.0f} "
+        f"{result['cpu_ms_per_page']:>9.3f} {result['rep_calls_per_page']:>9.3f} "
+        f"{result['commands_per_page']:>9.2f} {result['robots_requests']:>7} "
+        f"{result['robots_max_per_origin']:>4} {result['disallowed_served']:>5} "
+        f"{result['redis_errors']:>4}  {'/'.join(str(p) for p in result['pages_per_worker'])}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--origins", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of local vs shared")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _site import raise_open_files_limit
+
+        raise_open_files_limit()
+        result = crawl(json.loads(Path(args.worker).read_text()))
+        Path(args.worker).with_suffix(".out").write_text(json.dumps(result))
+        return
+
+    load = os.getloadavg()[0]
+    site = Site(args.origins)
+    redis = Redis()
+    try:
+        origins = site.info["origins"]
+        layout = "ports of 127.0.0.1" if site.info["shared_host"] else "loopback hosts"
+        print(
+            f"{len(origins)} origins ({layout}) x {site.info['pages_per_origin']} pages, "
+            f"no Crawl-delay; CONCURRENT_REQUESTS={COMMON_SETTINGS['CONCURRENT_REQUESTS']} "
+            f"per worker; {os.cpu_count()} cores; load average {load:.1f} at start"
+        )
+        header = (
+            f"{'':<26} {'pages':>6} {'seconds':>7} {'pages/s':>8} {'CPU ms/p':>9} "
+            f"{'rep RT/p':>9} {'cmds/p':>9} {'robots':>7} {'max':>4} {'disal':>5} {'errs':>4}  "
+            "pages/worker"
+        )
+        shared = {"REP_REDIS_URL": redis.url}
+        best: dict[str, dict[str, Any]] = {}
+        ratios = []
+        print(f"\n1. one worker, local vs shared state ({args.rounds} rounds)\n{header}")
+        pair = [("local state", {}), ("shared state (Redis)", shared)]
+        for round_ in range(args.rounds):
+            rates: dict[str, float] = {}
+            # Alternate which goes first: a machine's load drifts over a run.
+            for label, settings in pair if round_ % 2 == 0 else pair[::-1]:
+                result = run(site, redis, 1, settings, go=False)
+                show(f"  {label} #{round_ + 1}", result)
+                rates[label] = result.get("rate", 0.0)
+                if "error" not in result and result["rate"] > best.get(label, {}).get("rate", 0):
+                    best[label] = result
+            if all(rates.values()):
+                ratios.append(rates["shared state (Redis)"] / rates["local state"])
+        if len(best) == 2:
+            ratio = best["shared state (Redis)"]["rate"] / best["local state"]["rate"]
+            verdict = "meets" if ratio >= 0.90 else "MISSES"
+            print(
+                f"  shared / local pages/s: {ratio:.3f}, best against best ({verdict} the 0.90 "
+                f"target); per round: {', '.join(f'{r:.3f}' for r in ratios)} "
+                f"(median {statistics.median(ratios):.3f})"
+            )
+
+        print(f"\n2. workers sharing state and one scrapy-redis queue\n{header}")
+        for workers in CLUSTER_SIZES:
+            settings = {**SCRAPY_REDIS_SETTINGS, **shared, "REDIS_URL": redis.url}
+            show(f"  {workers} worker(s)", run(site, redis, workers, settings, go=True))
+        print(
+            "\n(pages/s: pages parsed, first page to last, all workers; CPU ms/p: the workers'"
+            "\n CPU per page; rep RT/p: scrapy-rep's Redis round trips per page; cmds/p: all"
+            "\n commands Redis ran per page, scrapy-redis's and those inside our scripts"
+            f"\n included; robots: robots.txt requests the site got for {len(origins)} origins;"
+            "\n max: the most for one origin; disal: disallowed pages the site served;"
+            "\n errs: failed Redis calls (each one pauses sharing for REP_REDIS_RETRY))"
+        )
+    finally:
+        redis.stop()
+        site.stop()
+
+
+if __name__ == "__main__":
+    main()

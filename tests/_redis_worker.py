@@ -1,0 +1,94 @@
+"""One Scrapy worker process of the multi-process Redis tests (tests/test_redis_cluster.py).
+
+    python _redis_worker.py '{"name": "w1", "urls": [...], "settings": {...}}'
+
+Crawls ``urls`` with scrapy-rep (its add-on), every request carrying the
+header ``X-Worker: <name>``, and prints one JSON line when done: the URLs it
+got responses for, the ones that failed (exception class name), its
+``rep/`` stats and finish reason. With ``"scrapy_redis": true`` it schedules
+through scrapy-redis's scheduler and dupefilter (settings must hold their keys).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+from scrapy import Request, Spider
+from scrapy.crawler import CrawlerProcess
+from scrapy.http import Response
+from twisted.python.failure import Failure
+
+BASE_SETTINGS: dict[str, Any] = {
+    "ADDONS": {"scrapy_rep.Addon": 100},
+    "ROBOTSTXT_OBEY": True,
+    "USER_AGENT": "ExampleBot/1.0 (+http://example.com/bot)",
+    "LOG_LEVEL": "INFO",
+    "TELNETCONSOLE_ENABLED": False,
+    "REMOTE_CONTROL_ENABLED": False,
+    "REP_FETCH_TIMEOUT": 5.0,
+    "REP_FETCH_RETRIES": 0,
+    "RETRY_ENABLED": False,
+    "DOWNLOAD_TIMEOUT": 10,
+    "TWISTED_REACTOR": "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
+}
+SCRAPY_REDIS_SETTINGS: dict[str, Any] = {
+    "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+    "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+    # The first worker to finish must not flush the queue the others still use.
+    "SCHEDULER_PERSIST": True,
+}
+
+
+class WorkerSpider(Spider):
+    name = "rep-worker"
+
+    def __init__(self, urls: list[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.urls = urls
+        self.responses: list[str] = []
+        self.failures: dict[str, str] = {}
+
+    async def start(self) -> AsyncIterator[Request]:
+        for url in self.urls:
+            yield Request(url, callback=self.parse, errback=self.failed)
+
+    def parse(self, response: Response) -> None:
+        self.responses.append(response.url)
+
+    def failed(self, failure: Failure) -> None:
+        request = getattr(failure, "request", None)
+        url = request.url if request is not None else "?"
+        self.failures[url] = type(failure.value).__name__
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    settings = {**BASE_SETTINGS, **config.get("settings", {})}
+    settings["DEFAULT_REQUEST_HEADERS"] = {"X-Worker": config["name"]}
+    if config.get("scrapy_redis"):
+        settings = {**SCRAPY_REDIS_SETTINGS, **settings}
+    process = CrawlerProcess(settings)
+    crawler = process.create_crawler(WorkerSpider)
+    process.crawl(crawler, urls=config["urls"])
+    process.start()
+    spider = crawler.spider
+    stats = crawler.stats.get_stats()
+    print(
+        json.dumps(
+            {
+                "name": config["name"],
+                "responses": spider.responses,
+                "failures": spider.failures,
+                "stats": {k: v for k, v in stats.items() if k.startswith("rep/")},
+                "finish_reason": stats.get("finish_reason"),
+            }
+        ),
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    main()

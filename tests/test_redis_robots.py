@@ -1,0 +1,292 @@
+"""Shared robots.txt state on a real Redis (REP_REDIS_URL), in one process.
+
+Each ``run_crawl`` is a new crawler with an empty local cache: a worker that
+knows only what Redis tells it. The multi-process tests are in
+test_redis_cluster.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from itertools import pairwise
+from typing import Any
+
+import pytest
+import pytest_twisted
+from crawls import CrawlResult, run_crawl
+from redis_server import RedisServer
+from scrapy import Request
+from scrapy.http import Response
+from servers import Reply, ScriptedServer, refused_port
+from twisted.internet.defer import Deferred, gatherResults
+
+from scrapy_rep import ForbiddenByRobots, RobotsTxtUnavailable
+from scrapy_rep.config import Config
+from scrapy_rep.exceptions import InvalidSetting
+
+ROBOTS = b"User-agent: *\nDisallow: /private\n"
+
+
+def shared(redis: RedisServer, prefix: str, **extra: Any) -> dict[str, Any]:
+    return {"REP_REDIS_URL": redis.url, "REP_REDIS_PREFIX": prefix, **extra}
+
+
+def state(redis: RedisServer, prefix: str, site: ScriptedServer) -> dict[bytes, bytes]:
+    """The origin's hash in Redis."""
+    result: dict[bytes, bytes] = redis.client().hgetall(f"{prefix}robots:{site.origin}")
+    return result
+
+
+def pages(site: ScriptedServer) -> list[str]:
+    return [path for path in site.paths() if path != "/robots.txt"]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_second_worker_uses_the_first_ones_robots_txt(
+    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
+) -> None:
+    site.robots(ROBOTS)
+    settings = shared(redis_server, redis_prefix)
+    first = await run_crawl([site.url("/a"), site.url("/private/a")], settings)
+    second = await run_crawl([site.url("/b"), site.url("/private/b")], settings)
+    assert site.hits("/robots.txt") == 1
+    assert pages(site) == ["/a", "/b"]
+    assert first.failed_with(site.url("/private/a")) is ForbiddenByRobots
+    assert second.failed_with(site.url("/private/b")) is ForbiddenByRobots
+    assert first.stats["rep/redis/robots/published"] == 1
+    assert second.stats["rep/redis/robots/received"] == 1
+    assert "rep/robotstxt/request_count" not in second.stats
+    # What Redis holds: the body, not a parser object.
+    stored = state(redis_server, redis_prefix, site)
+    assert stored[b"body"] == ROBOTS
+    assert json.loads(stored[b"meta"])["outcome"] == "parsed"
+
+
+@pytest_twisted.ensureDeferred
+async def test_workers_running_together_fetch_once(
+    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """The first worker takes the origin's lock; the other waits for its result."""
+    site.robots(ROBOTS, delay=1.0)
+    settings = shared(redis_server, redis_prefix)
+    results: list[CrawlResult] = await gatherResults(
+        [
+            Deferred.fromCoroutine(run_crawl([site.url(f"/{n}"), site.url("/private/x")], settings))
+            for n in range(2)
+        ]
+    )
+    assert site.hits("/robots.txt") == 1
+    assert sorted(pages(site)) == ["/0", "/1"]
+    assert sorted(r.stats.get("rep/redis/robots/waited", 0) for r in results) == [0, 1]
+    assert all(r.failed_with(site.url("/private/x")) is ForbiddenByRobots for r in results)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_dead_workers_lock_expires(
+    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """A worker died holding the origin's fetch lock: the others wait until it
+    expires, then one of them fetches."""
+    site.robots(ROBOTS)
+    locked_at = time.time()
+    redis_server.client().set(f"{redis_prefix}robots-lock:{site.origin}", "dead-worker", px=1500)
+    result = await run_crawl([site.url("/a")], shared(redis_server, redis_prefix))
+    assert site.hits("/robots.txt") == 1
+    assert site.log()[0].time >= locked_at + 1.4
+    assert pages(site) == ["/a"]
+    assert result.stats["rep/redis/robots/waited"] == 1
+    assert result.stats["rep/redis/robots/published"] == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_unreachable_robots_txt_is_shared_with_its_backoff(
+    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
+) -> None:
+    site.script("/robots.txt", Reply(status=503))
+    settings = shared(redis_server, redis_prefix, REP_RETRY_MIN=1.0)
+    first = await run_crawl([site.url("/a")], settings)
+    second = await run_crawl([site.url("/b")], settings)
+    assert site.hits("/robots.txt") == 1  # the second worker backs off too
+    assert pages(site) == []
+    assert first.failed_with(site.url("/a")) is RobotsTxtUnavailable
+    assert second.failed_with(site.url("/b")) is RobotsTxtUnavailable
+    assert second.stats["rep/redis/robots/received"] == 1
+
+    time.sleep(1.1)  # the retry time has come: the next worker fetches, counting on
+    third = await run_crawl([site.url("/c")], settings)
+    assert site.hits("/robots.txt") == 2
+    assert third.failed_with(site.url("/c")) is RobotsTxtUnavailable
+    assert json.loads(state(redis_server, redis_prefix, site)[b"meta"])["failures"] == 2
+
+
+@pytest_twisted.ensureDeferred
+async def test_last_good_rules_served_by_every_worker_while_unreachable(
+    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """stale-if-error across workers: the worker whose refresh fails keeps the
+    rules another worker fetched, and so does the next worker."""
+    site.script(
+        "/robots.txt", [Reply(body=ROBOTS, headers={"Content-Type": "text/plain"}), Reply(503)]
+    )
+    settings = shared(redis_server, redis_prefix, REP_CACHE_TTL=1.0, REP_CACHE_MIN_TTL=0)
+    await run_crawl([site.url("/a")], settings)
+    time.sleep(1.1)
+    refreshing = await run_crawl([site.url("/b"), site.url("/private/b")], settings)
+    later = await run_crawl([site.url("/c"), site.url("/private/c")], settings)
+    assert site.hits("/robots.txt") == 2
+    assert pages(site) == ["/a", "/b", "/c"]
+    assert refreshing.failed_with(site.url("/private/b")) is ForbiddenByRobots
+    assert refreshing.stats["rep/robotstxt/stale_served"] == 1
+    assert later.failed_with(site.url("/private/c")) is ForbiddenByRobots
+    assert later.stats["rep/redis/robots/received"] == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_body_capped_at_max_size_and_cut_at_the_same_line(
+    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
+) -> None:
+    body = b"User-agent: *\nDisallow: /a\n" + b"# padding\n" * 20 + b"Disallow: /b\n"
+    site.robots(body)
+    settings = shared(redis_server, redis_prefix, REP_MAX_SIZE=100)
+    first = await run_crawl([site.url("/a"), site.url("/b")], settings)
+    second = await run_crawl([site.url("/a"), site.url("/b")], settings)
+    for result in (first, second):
+        assert result.failed_with(site.url("/a")) is ForbiddenByRobots
+        assert site.url("/b") in result.responses  # its rule lies past REP_MAX_SIZE
+    assert second.stats["rep/robotstxt/truncated"] == 1
+    assert len(state(redis_server, redis_prefix, site)[b"body"]) == 101
+
+
+@pytest_twisted.ensureDeferred
+async def test_every_key_under_the_prefix_with_a_ttl(
+    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
+) -> None:
+    site.robots(ROBOTS + b"Crawl-delay: 0.2\n")
+    settings = shared(redis_server, redis_prefix, REP_CACHE_TTL=600, REP_REDIS_KEEP=60)
+    await run_crawl([site.url("/a"), site.url("/b")], settings)
+    client = redis_server.client()
+    keys = sorted(client.keys(redis_prefix + "*"))
+    assert keys == [
+        f"{redis_prefix}delay:127.0.0.1".encode(),
+        f"{redis_prefix}robots:{site.origin}".encode(),
+    ]
+    assert 0 < client.pttl(keys[0]) <= 1_200  # the next free time, 1 s after it at most
+    assert 600_000 < client.pttl(keys[1]) <= 660_000  # freshness + REP_REDIS_KEEP
+
+
+@pytest_twisted.ensureDeferred
+async def test_redis_down_from_the_start(
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    site.robots(ROBOTS + b"Crawl-delay: 0.5\n")
+    settings = {"REP_REDIS_URL": f"redis://127.0.0.1:{refused_port()}/0"}
+    with caplog.at_level(logging.WARNING, logger="scrapy_rep"):
+        result = await run_crawl(
+            [site.url("/a"), site.url("/b"), site.url("/c"), site.url("/private/d")], settings
+        )
+    assert site.hits("/robots.txt") == 1
+    assert sorted(pages(site)) == ["/a", "/b", "/c"]
+    assert result.failed_with(site.url("/private/d")) is ForbiddenByRobots
+    warnings = [r.getMessage() for r in caplog.records if "Redis" in r.getMessage()]
+    assert len(warnings) == 1 and "unavailable" in warnings[0], warnings
+    assert result.stats["rep/redis/outages"] == 1
+    gaps = [b.time - a.time for a, b in pairwise(site.log())]
+    assert min(gaps) >= 0.45, gaps  # the local Crawl-delay
+
+
+@pytest_twisted.ensureDeferred
+async def test_redis_too_slow_to_answer(
+    site: ScriptedServer,
+    own_redis: RedisServer,
+    redis_prefix: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A frozen Redis (SIGSTOP: connections are accepted, nothing answers):
+    the worker times out once and carries on with its own state."""
+    site.robots(ROBOTS + b"Crawl-delay: 0.3\n")
+    assert own_redis.process is not None
+    os.kill(own_redis.process.pid, signal.SIGSTOP)
+    try:
+        with caplog.at_level(logging.WARNING, logger="scrapy_rep"):
+            result = await run_crawl(
+                [site.url("/a"), site.url("/b"), site.url("/private/c")],
+                shared(own_redis, redis_prefix, REP_REDIS_TIMEOUT=0.3),
+            )
+    finally:
+        os.kill(own_redis.process.pid, signal.SIGCONT)
+    assert site.hits("/robots.txt") == 1
+    assert sorted(pages(site)) == ["/a", "/b"]
+    assert result.failed_with(site.url("/private/c")) is ForbiddenByRobots
+    warnings = [r.getMessage() for r in caplog.records if "Redis" in r.getMessage()]
+    assert len(warnings) == 1 and "Timeout" in warnings[0], warnings
+    assert result.stats["rep/redis/delay/local"] == 2
+
+
+@pytest_twisted.ensureDeferred
+async def test_back_to_shared_state_when_redis_returns(
+    site: ScriptedServer,
+    site2: ScriptedServer,
+    own_redis: RedisServer,
+    redis_prefix: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Redis is down when the crawl starts and back a moment later: origins
+    met after that are shared again."""
+    site.robots(ROBOTS)
+    site2.robots(ROBOTS)
+    own_redis.stop()
+    restart = threading.Timer(0.5, own_redis.start)
+
+    def then_site2(response: Response) -> list[Request]:
+        if response.url.endswith("/a2"):
+            return [Request(site2.url("/x"))]
+        return []
+
+    settings = shared(own_redis, redis_prefix, REP_REDIS_RETRY=0.3, DOWNLOAD_DELAY=0.5)
+    restart.start()
+    with caplog.at_level(logging.INFO, logger="scrapy_rep"):
+        urls = [site.url(f"/a{i}") for i in range(3)]
+        result = await run_crawl(urls, settings, follow=then_site2)
+    restart.join()
+    assert len(result.responses) == 4
+    assert result.stats["rep/redis/outages"] == 1
+    assert any("answers again" in r.getMessage() for r in caplog.records)
+    assert state(own_redis, redis_prefix, site) == {}  # fetched while Redis was down
+    assert state(own_redis, redis_prefix, site2)[b"body"] == ROBOTS
+
+
+# -- settings --------------------------------------------------------------------------------------
+
+
+def test_redis_settings_defaults_and_scrapy_redis_fallback() -> None:
+    config = Config.from_settings({})
+    assert config.redis_url is None
+    assert (config.redis_robots, config.redis_delay, config.redis_prefix) == (True, True, "rep:")
+    assert (config.redis_timeout, config.redis_retry, config.redis_keep) == (1, 30, 86_400)
+    assert Config.from_settings({"REDIS_URL": "redis://h:1/2"}).redis_url == "redis://h:1/2"
+    both = {"REDIS_URL": "redis://h:1/2", "REP_REDIS_URL": "redis://other:3/0"}
+    assert Config.from_settings(both).redis_url == "redis://other:3/0"
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("REP_REDIS_URL", "localhost:6379"),
+        ("REP_REDIS_URL", 6379),
+        ("REDIS_URL", "http://localhost"),
+        ("REP_REDIS_PREFIX", ""),
+        ("REP_REDIS_PREFIX", 5),
+        ("REP_REDIS_TIMEOUT", 0),
+        ("REP_REDIS_RETRY", -1),
+        ("REP_REDIS_KEEP", "long"),
+        ("REP_REDIS_ROBOTS", "perhaps"),
+    ],
+)
+def test_invalid_redis_settings_are_named(setting: str, value: Any) -> None:
+    with pytest.raises(InvalidSetting, match=setting):
+        Config.from_settings({setting: value})
