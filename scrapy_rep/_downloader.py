@@ -1,9 +1,10 @@
-"""Waiting for robots.txt without holding a place in CONCURRENT_REQUESTS.
+"""Waiting inside the middleware without holding a place in CONCURRENT_REQUESTS.
 
 Scrapy counts a request as active in the downloader from the moment its
 downloader middlewares start (``Downloader.active``), so requests waiting in
-``process_request`` for their origin's robots.txt fill ``CONCURRENT_REQUESTS``
-and stall origins whose rules are already known. While a request waits, we
+``process_request`` for their origin's robots.txt (or, with shared state, for
+their cluster-wide Crawl-delay turn) fill ``CONCURRENT_REQUESTS`` and stall
+origins that could go ahead. While a request waits, we
 take it out of ``Downloader.active`` and put it back before
 ``process_request`` returns (``Downloader.fetch`` removes it when the
 download ends, so it must be there again). At most ``REP_MAX_WAITING``
