@@ -36,6 +36,12 @@ _ESCAPE_TO_CHANGE = re.compile(
 )
 # For the quick test that most paths and patterns pass: bytes that need no look.
 PLAIN_IN_PATH = _AS_IS.replace("%", "").encode()
+# A URL whose path needs no normalising, in one match: the path (group 1) is
+# there, starts with "/", and is plain up to the fragment or the end.
+PLAIN_URL = re.compile(
+    r"(?:[^:/?#;]*://[^/?#;]*|//[^/?#;]*)?"
+    rf"(/[{re.escape(_AS_IS.replace('%', '').replace('#', ''))}]*)(?=#|\Z)"
+)
 _PLAIN_IN_PATTERN = PLAIN_IN_PATH + b"*"
 
 

@@ -19,7 +19,7 @@ from urllib.parse import urljoin
 
 from scrapy_rep import _lines
 from scrapy_rep._match import Matcher, allows
-from scrapy_rep._url import PLAIN_IN_PATH, URL_PATH, normalize_path, normalize_pattern, path_of
+from scrapy_rep._url import PLAIN_IN_PATH, PLAIN_URL, normalize_path, normalize_pattern, path_of
 
 __all__ = ["Decision", "RobotsTxt"]
 
@@ -124,14 +124,16 @@ _ALLOW_ALL = _AgentRules((), None)
 _DISALLOW_ALL = _AgentRules((), Matcher([("", "/")]))
 
 
+def _is_robots_txt(path: str) -> bool:
+    """Whether ``path`` is /robots.txt itself, always allowed (RFC 9309 §2.2.2)."""
+    return path.startswith(_ROBOTS_TXT) and path[11:12] in ("", "?")
+
+
 def _rule_path(url: str) -> str:
     """The normalised path of ``url``, or "" for /robots.txt (always allowed)."""
-    path = path_of(url)
-    if path.startswith(_ROBOTS_TXT) and path[11:12] in ("", "?"):
-        return ""
-    if path.isascii() and not path.encode().translate(None, PLAIN_IN_PATH):
-        return path  # the common case, at C speed
-    return normalize_path(path)
+    plain = PLAIN_URL.match(url)
+    path = plain[1] if plain is not None else normalize_path(path_of(url))
+    return "" if _is_robots_txt(path) else path
 
 
 def _agent_token(value: str) -> str:
@@ -269,16 +271,11 @@ class RobotsTxt:
         matcher = rules.matcher
         if matcher is None:
             return True
-        # _rule_path(), written out: this is the hot path of every crawl.
-        path = URL_PATH.match(url)[1]  # type: ignore[index]  # matches any text
-        if path[:1] != "/":
-            path = "/" + path
-        if path.startswith(_ROBOTS_TXT) and path[11:12] in ("", "?"):
-            return True
-        if not path.isascii() or path.encode().translate(None, PLAIN_IN_PATH):
-            path = normalize_path(path)
+        # The hot path of every crawl: most URLs are plain, read in one match.
+        plain = PLAIN_URL.match(url)
+        path = plain[1] if plain is not None else normalize_path(path_of(url))
         rank = matcher.best(path)
-        return not rank or bool(rank & 1)
+        return not rank or bool(rank & 1) or _is_robots_txt(path)
 
     def decide(self, url: str, *, user_agent: str) -> Decision:
         """Like :meth:`allowed`, with the line and rule that decided."""
