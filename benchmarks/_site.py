@@ -23,8 +23,10 @@ import asyncio
 import json
 import resource
 import socket
+import subprocess
 import sys
 import time
+import urllib.request
 from collections import Counter
 from typing import Any
 
@@ -192,6 +194,33 @@ async def serve(count: int) -> None:
     await loop.run_in_executor(None, sys.stdin.read)  # until our parent closes stdin
     for server in servers:
         server.close()
+
+
+class Site:
+    """benchmarks/_site.py in its own process; it exits when its stdin closes."""
+
+    def __init__(self, origins: int) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, str(origins)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        self.info: dict[str, Any] = json.loads(self.proc.stdout.readline())
+
+    def control(self, path: str) -> dict[str, Any]:
+        with urllib.request.urlopen(self.info["origins"][0] + path, timeout=10) as response:
+            return dict(json.load(response))
+
+    def stop(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 if __name__ == "__main__":

@@ -32,9 +32,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
+
+from _site import Site  # the local many-origin site, in its own process
 
 REPO = Path(__file__).resolve().parent.parent
 MODE_SETTINGS: dict[str, dict[str, Any]] = {
@@ -195,33 +196,6 @@ def time_cached_check(crawler: Any, origins: list[str]) -> dict[str, Any]:
 
 
 # -------------------------------------------------------------- orchestration
-
-
-class Site:
-    """benchmarks/_site.py in its own process; it exits when its stdin closes."""
-
-    def __init__(self, origins: int) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("_site.py")), str(origins)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        self.info: dict[str, Any] = json.loads(self.proc.stdout.readline())
-
-    def control(self, path: str) -> dict[str, Any]:
-        with urllib.request.urlopen(self.info["origins"][0] + path, timeout=10) as response:
-            return dict(json.load(response))
-
-    def stop(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def run_child(mode: str, site: Site, origins: list[str], check: bool) -> dict[str, Any]:
