@@ -44,33 +44,29 @@ def allows(rule_rank: int) -> bool:
     return bool(rule_rank & 1)
 
 
-# A rule with '*' in it, split at its wildcards: (rank, needle, head size,
-# middle parts, last part, anchored, pattern). The needle is a literal part that any
-# matching path holds: the longest, the last on a tie (the end of a pattern,
-# such as ".pdf", tells paths apart best). Tuples sort by rank.
-_Wildcard = tuple[int, str, int, tuple[str, ...], str, bool, str]
+# A rule with '*' in it: (rank, needle, head size, body, anchored, pattern).
+# The needle is a literal that any matching path holds: the part after the last
+# '*' (it ends an anchored path), else the longest part; it rules most paths
+# out before the body is split and matched. Tuples sort by rank.
+_Wildcard = tuple[int, str, int, str, bool, str]
 
 
 def _wildcard(rule_rank: int, body: str, anchored: bool, pattern: str) -> _Wildcard:
-    parts = body.split("*")
-    return (
-        rule_rank,
-        max(reversed(parts[1:]), key=len),
-        len(parts[0]),
-        tuple(filter(None, parts[1:-1])),
-        parts[-1],
-        anchored,
-        pattern,
-    )
+    needle = body[body.rfind("*") + 1 :]
+    if not needle:
+        needle = max(body.split("*"), key=len)
+    return (rule_rank, needle, body.index("*"), body, anchored, pattern)
 
 
-def _glob_matches(path: str, pos: int, middle: tuple[str, ...], last: str, anchored: bool) -> bool:
-    """Whether the parts after a wildcard rule's head match ``path`` from ``pos``."""
+def _glob_matches(path: str, pos: int, body: str, anchored: bool) -> bool:
+    """Whether a wildcard rule's parts after its head match ``path`` from ``pos``."""
+    *middle, last = body.split("*")[1:]
     for part in middle:
-        pos = path.find(part, pos)
-        if pos < 0:
-            return False
-        pos += len(part)
+        if part:
+            pos = path.find(part, pos)
+            if pos < 0:
+                return False
+            pos += len(part)
     if anchored:
         return len(path) - len(last) >= pos and path.endswith(last)
     return path.find(last, pos) >= 0
@@ -128,9 +124,8 @@ class Matcher:
                 if "**" in body:  # runs of '*' match like one
                     while "**" in body:
                         body = body.replace("**", "*")
-                heads.setdefault(body[: body.index("*")], []).append(
-                    _wildcard(rule_rank, body, anchored, pattern)
-                )
+                wildcard = _wildcard(rule_rank, body, anchored, pattern)
+                heads.setdefault(body[: wildcard[2]], []).append(wildcard)
             else:
                 table = exact if anchored else prefixes
                 if table.get(body, 0) < rule_rank:
@@ -163,10 +158,10 @@ class Matcher:
         if wildcards is not None:
             at = wildcards.longest(path)
             while at >= 0:
-                for rule_rank, needle, head_size, middle, last, anchored, _ in wildcards.values[at]:
+                for rule_rank, needle, head_size, body, anchored, _ in wildcards.values[at]:
                     if rule_rank <= best:
                         break  # sorted: no later rule of this head can win
-                    if needle in path and _glob_matches(path, head_size, middle, last, anchored):
+                    if needle in path and _glob_matches(path, head_size, body, anchored):
                         best = rule_rank
                         break
                 at = wildcards.parents[at]
@@ -186,8 +181,8 @@ class Matcher:
         wildcards = self._wildcards
         at = wildcards.longest(path) if wildcards is not None else -1
         while wildcards is not None and at >= 0:
-            for rank_, _, head_size, middle, last, anchored, pattern in wildcards.values[at]:
-                if rank_ == rule_rank and _glob_matches(path, head_size, middle, last, anchored):
+            for rank_, _, head_size, body, anchored, pattern in wildcards.values[at]:
+                if rank_ == rule_rank and _glob_matches(path, head_size, body, anchored):
                     return pattern
             at = wildcards.parents[at]
         return ""
