@@ -42,7 +42,7 @@ _PLAIN_RULE_LINE = (
     rf"[ \t\v\f]{{0,100}}{_RULE_KEY}[^:#\n]{{0,100}}:[ \t\v\f]{{0,100}}"
     rf"([{re.escape(PLAIN_IN_PATH.decode().replace('#', ''))}]{{1,4000}})[ \t\v\f]*(?:#[^\n]*)?$"
 )
-_PLAIN_RULE = re.compile(f"^{_PLAIN_RULE_LINE}", re.IGNORECASE | re.MULTILINE)
+_PLAIN_RULE = re.compile(f"\n{_PLAIN_RULE_LINE}", re.IGNORECASE | re.MULTILINE)
 # Every other directive line (wildcards, escapes, anchors, a missing colon,
 # long lines, Crawl-delay, Request-rate): the key (by its start, typos
 # included), whether a colon follows it, and the value.
@@ -52,11 +52,11 @@ _DIRECTIVE_LINE = (
     r"[^:#\n]*(:?)[ \t\v\f]*([^#\n]*)"
 )
 _OTHER_DIRECTIVE = re.compile(
-    rf"^(?!{_PLAIN_RULE_LINE.replace('(allow)', 'allow').replace('([', '(?:[')}){_DIRECTIVE_LINE}",
+    rf"\n(?!{_PLAIN_RULE_LINE.replace('(allow)', 'allow').replace('([', '(?:[')}){_DIRECTIVE_LINE}",
     re.IGNORECASE | re.MULTILINE,
 )
 # Small groups are read in one pass: a second one costs more than it saves.
-_DIRECTIVE = re.compile(f"^{_DIRECTIVE_LINE}", re.IGNORECASE | re.MULTILINE)
+_DIRECTIVE = re.compile(f"\n{_DIRECTIVE_LINE}", re.IGNORECASE | re.MULTILINE)
 _SMALL_GROUP = 2_000  # characters
 # Lines longer than this may be cut (Google's 16,663 bytes): read them slowly.
 _LONG_LINE = _lines.MAX_LINE // 4
@@ -319,7 +319,7 @@ class RobotsTxt:
         for index in chosen:
             small = ends[index] - starts[index] < _SMALL_GROUP
             if not small:
-                plain += _PLAIN_RULE.findall(text, starts[index] + 1, ends[index])
+                plain += _PLAIN_RULE.findall(text, starts[index], ends[index])
             for kind, value, _ in self._directives(
                 index, _DIRECTIVE if small else _OTHER_DIRECTIVE
             ):
@@ -350,8 +350,8 @@ class RobotsTxt:
         lines that ``directive`` finds."""
         text = self._text
         end = self._ends[index]
-        for match in directive.finditer(text, self._starts[index] + 1, end):
-            here = match.start()
+        for match in directive.finditer(text, self._starts[index], end):
+            here = match.start() + 1  # the line starts after the "\n" the match begins with
             allow, disallow, delay, colon, value = match.groups()
             if not colon or match.end() - here > _LONG_LINE:
                 # No colon (maybe a two-word line) or a line Google would cut.
