@@ -153,10 +153,15 @@ class Matcher:
         best = self._ranks[at] if at >= 0 else 0
         exact = self._exact
         if exact is not None:
-            best = max(best, exact.get(path, 0))
+            anchored_rank = exact.get(path, 0)
+            if anchored_rank > best:
+                best = anchored_rank
         wildcards = self._wildcards
         if wildcards is not None:
-            at = wildcards.longest(path)
+            keys, parents = wildcards.keys, wildcards.parents
+            at = bisect_right(keys, path) - 1
+            while at >= 0 and not path.startswith(keys[at]):
+                at = parents[at]
             while at >= 0:
                 for rule_rank, needle, head_size, body, anchored, _ in wildcards.values[at]:
                     if rule_rank <= best:
@@ -164,7 +169,7 @@ class Matcher:
                     if needle in path and _glob_matches(path, head_size, body, anchored):
                         best = rule_rank
                         break
-                at = wildcards.parents[at]
+                at = parents[at]
         return best
 
     def pattern_for(self, path: str, rule_rank: int) -> str:

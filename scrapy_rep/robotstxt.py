@@ -37,19 +37,11 @@ _SPACE = " \t\v\f"
 # The lines of a group that matter once an agent asks are read in two passes.
 # Most are plain rules, "Disallow: /path" with a value that normalising leaves
 # as it is and a line too short for Google's cut: one findall reads them all.
-
-
-def _any_case(*words: str) -> str:
-    """A pattern for any of ``words`` in any letter case. Cheaper than
-    re.IGNORECASE, which makes every character of a scan a case-folded compare."""
-    return "|".join(
-        "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else re.escape(c) for c in word)
-        for word in words
-    )
-
-
-_DISALLOW_KEYS = _any_case("disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw")
-_RULE_KEY = f"(?:({_any_case('allow')})|{_DISALLOW_KEYS})"
+_ALLOW_KEY = _lines.any_case("allow")
+_DISALLOW_KEYS = _lines.any_case(
+    "disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw"
+)
+_RULE_KEY = f"(?:({_ALLOW_KEY})|{_DISALLOW_KEYS})"
 _PLAIN_RULE_LINE = (
     rf"[ \t\v\f]{{0,100}}{_RULE_KEY}[^:#\n]{{0,100}}:[ \t\v\f]{{0,100}}"
     rf"([{re.escape(PLAIN_IN_PATH.decode().replace('#', ''))}]{{1,4000}})[ \t\v\f]*(?:#[^\n]*)?$"
@@ -59,14 +51,13 @@ _PLAIN_RULE = re.compile(f"\n{_PLAIN_RULE_LINE}", re.MULTILINE)
 # long lines, Crawl-delay, Request-rate): the key (by its start, typos
 # included), whether a colon follows it, and the value.
 _DIRECTIVE_LINE = (
-    rf"[ \t\v\f]*(?:({_any_case('allow')})|({_DISALLOW_KEYS})"
-    rf"|({_any_case('crawl-delay', 'crawl delay', 'crawldelay')})"
-    rf"|{_any_case('request-rate', 'request rate', 'requestrate')})"
+    rf"[ \t\v\f]*(?:({_ALLOW_KEY})|({_DISALLOW_KEYS})"
+    rf"|({_lines.any_case('crawl-delay', 'crawl delay', 'crawldelay')})"
+    rf"|{_lines.any_case('request-rate', 'request rate', 'requestrate')})"
     r"[^:#\n]*(:?)[ \t\v\f]*([^#\n]*)"
 )
-_NOT_PLAIN = _PLAIN_RULE_LINE.replace(f"({_any_case('allow')})", _any_case("allow"), 1).replace(
-    "([", "(?:[", 1
-)
+# (the plain line again, without its groups, to look ahead for it)
+_NOT_PLAIN = _PLAIN_RULE_LINE.replace(f"({_ALLOW_KEY})", _ALLOW_KEY, 1).replace("([", "(?:[", 1)
 _OTHER_DIRECTIVE = re.compile(rf"\n(?!{_NOT_PLAIN}){_DIRECTIVE_LINE}", re.MULTILINE)
 # Small groups are read in one pass: a second one costs more than it saves.
 _DIRECTIVE = re.compile(f"\n{_DIRECTIVE_LINE}", re.MULTILINE)
