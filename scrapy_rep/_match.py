@@ -29,7 +29,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from typing import Generic, TypeVar
 
-from scrapy_rep._url import normalize_pattern
+from scrapy_rep._url import is_plain_pattern, normalize_pattern
 
 __all__ = ["Matcher", "allows"]
 
@@ -46,15 +46,16 @@ def allows(rule_rank: int) -> bool:
 
 # A rule with '*' in it: (rank, needle, head size, body, anchored, pattern).
 # The needle is a literal that any matching path holds: the part after the last
-# '*' (it ends an anchored path), else the longest part; it rules most paths
-# out before the body is split and matched. Tuples sort by rank.
+# '*' (with which an anchored path ends), else the longest part; it rules most
+# paths out before the body is split and matched. Tuples sort by rank.
 _Wildcard = tuple[int, str, int, str, bool, str]
 
 
 def _wildcard(rule_rank: int, body: str, anchored: bool, pattern: str) -> _Wildcard:
     needle = body[body.rfind("*") + 1 :]
-    if not needle:
+    if not needle:  # ends with '*': even anchored, its end says nothing
         needle = max(body.split("*"), key=len)
+        anchored = False
     return (rule_rank, needle, body.index("*"), body, anchored, pattern)
 
 
@@ -116,7 +117,7 @@ class Matcher:
         exact: dict[str, int] = {}
         heads: dict[str, list[_Wildcard]] = {}
         for allow, value in other:
-            pattern = normalize_pattern(value)
+            pattern = value if is_plain_pattern(value) else normalize_pattern(value)
             rule_rank = (len(pattern) << 1) | allow
             anchored = pattern[-1] == "$"
             body = pattern[:-1] if anchored else pattern
@@ -166,7 +167,9 @@ class Matcher:
                 for rule_rank, needle, head_size, body, anchored, _ in wildcards.values[at]:
                     if rule_rank <= best:
                         break  # sorted: no later rule of this head can win
-                    if needle in path and _glob_matches(path, head_size, body, anchored):
+                    if (path.endswith(needle) if anchored else needle in path) and _glob_matches(
+                        path, head_size, body, anchored
+                    ):
                         best = rule_rank
                         break
                 at = parents[at]

@@ -99,12 +99,18 @@ def normalize_path(path: str) -> str:
     return _normalize(path)
 
 
+def is_plain_pattern(pattern: str) -> bool:
+    """Whether normalising leaves ``pattern`` as it is (the common case, at C speed)."""
+    if not pattern.isascii():
+        return False
+    odd = pattern.encode().translate(None, _PLAIN_IN_PATTERN)
+    return not odd or (odd == b"$" and pattern[-1] == "$")
+
+
 def normalize_pattern(pattern: str) -> str:
     """Normalise a rule pattern; ``*`` stays a wildcard and a final ``$`` an anchor."""
-    if pattern.isascii():
-        odd = pattern.encode().translate(None, _PLAIN_IN_PATTERN)
-        if not odd or (odd == b"$" and pattern[-1] == "$"):
-            return pattern  # the common case, tested at C speed
+    if is_plain_pattern(pattern):
+        return pattern
     anchored = pattern.endswith("$")
     body = pattern[:-1] if anchored else pattern
     if not _needs_work(body, _PLAIN_IN_PATTERN):

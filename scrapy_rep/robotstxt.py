@@ -324,9 +324,7 @@ class RobotsTxt:
             small = ends[index] - starts[index] < _SMALL_GROUP
             if not small:
                 plain += _PLAIN_RULE.findall(text, starts[index], ends[index])
-            for kind, value, _ in self._directives(
-                index, _DIRECTIVE if small else _OTHER_DIRECTIVE
-            ):
+            for kind, value in self._directives(index, _DIRECTIVE if small else _OTHER_DIRECTIVE):
                 if kind == _lines.ALLOW or kind == _lines.DISALLOW:
                     if value:  # an empty value is no rule
                         other.append((kind == _lines.ALLOW, value))
@@ -338,7 +336,12 @@ class RobotsTxt:
                     rate = _parse_rate(value)
                     if rate is not None:
                         rates.append(rate)
-        agents = tuple(dict.fromkeys(agent for index in chosen for agent in self._agents[index]))
+        if len(chosen) == 1:
+            agents = self._agents[chosen[0]]
+        else:
+            agents = tuple(
+                dict.fromkeys(agent for index in chosen for agent in self._agents[index])
+            )
         result = _AgentRules(
             agents,
             Matcher(plain, other) if plain or other else None,
@@ -349,9 +352,8 @@ class RobotsTxt:
         self._by_agent[user_agent] = result
         return result
 
-    def _directives(self, index: int, directive: re.Pattern[str]) -> Iterator[tuple[int, str, int]]:
-        """``(kind, value, offset of the line)`` of group ``index``'s directive
-        lines that ``directive`` finds."""
+    def _directives(self, index: int, directive: re.Pattern[str]) -> Iterator[tuple[int, str]]:
+        """``(kind, value)`` of group ``index``'s directive lines that ``directive`` finds."""
         text = self._text
         end = self._ends[index]
         for match in directive.finditer(text, self._starts[index], end):
@@ -363,7 +365,7 @@ class RobotsTxt:
                 parsed = _lines.parse_line(text[here : end if line_end < 0 else line_end])
                 if parsed is None:
                     continue
-                yield parsed[0], parsed[1], here
+                yield parsed
                 continue
             kind = (
                 _lines.ALLOW
@@ -374,7 +376,7 @@ class RobotsTxt:
                 if delay
                 else _lines.REQUEST_RATE
             )
-            yield kind, value.rstrip(_SPACE), here
+            yield kind, value.rstrip(_SPACE)
 
     def _explain(self, rules: _AgentRules, pattern: str, allow: bool) -> tuple[int | None, str]:
         """Line number and text ("Disallow: /x") of the first rule of ``rules``'
