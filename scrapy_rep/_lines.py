@@ -21,11 +21,12 @@ __all__ = [
     "DISALLOW",
     "OTHER",
     "REQUEST_RATE",
+    "RULE_KEY",
     "RULE_LINE",
     "SITEMAP",
     "SITEMAP_LINE",
     "USER_AGENT",
-    "USER_AGENT_LINE",
+    "USER_AGENT_KEY",
     "parse_line",
 ]
 
@@ -64,12 +65,9 @@ def any_case(*words: str) -> str:
 
 # Scanners over the text after line ends were folded to "\n" and one "\n" was
 # put in front: each match is "\n" followed by a whole candidate line.
-USER_AGENT_LINE = re.compile(
-    rf"\n[ \t\v\f]*(?:{any_case('user-agent', 'useragent', 'user agent')})[^\n]*"
-)
-RULE_LINE = re.compile(
-    rf"\n[ \t\v\f]*(?:{any_case(*(_KEYS[ALLOW][1] + _KEYS[DISALLOW][1]))})[^\n]*"
-)
+USER_AGENT_KEY = any_case(*_KEYS[USER_AGENT][1])
+RULE_KEY = any_case(*(_KEYS[ALLOW][1] + _KEYS[DISALLOW][1]))
+RULE_LINE = re.compile(rf"\n[ \t\v\f]*(?:{RULE_KEY})[^\n]*")
 SITEMAP_LINE = re.compile(rf"\n[ \t\v\f]*(?:{any_case('sitemap', 'site-map')})[^\n]*")
 
 

@@ -24,12 +24,11 @@ it backtrack.
 
 from __future__ import annotations
 
+import re
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from typing import Generic, TypeVar
-
-from scrapy_rep._url import is_plain_pattern, normalize_pattern
 
 __all__ = ["Matcher", "allows"]
 
@@ -49,14 +48,22 @@ def allows(rule_rank: int) -> bool:
 # '*' (with which an anchored path ends), else the longest part; it rules most
 # paths out before the body is split and matched. Tuples sort by rank.
 _Wildcard = tuple[int, str, int, str, bool, str]
+_STAR_RUN = re.compile(r"\*\*+")
 
 
-def _wildcard(rule_rank: int, body: str, anchored: bool, pattern: str) -> _Wildcard:
-    needle = body[body.rfind("*") + 1 :]
-    if not needle:  # ends with '*': even anchored, its end says nothing
-        needle = max(body.split("*"), key=len)
-        anchored = False
-    return (rule_rank, needle, body.index("*"), body, anchored, pattern)
+def _parents(keys: list[str]) -> list[int]:
+    """For each of the sorted ``keys``, the index of its longest proper prefix
+    among them, or -1."""
+    if len(keys) == 1:
+        return [-1]
+    parents: list[int] = []
+    chain: list[int] = []
+    for index, key in enumerate(keys):
+        while chain and not key.startswith(keys[chain[-1]]):
+            chain.pop()
+        parents.append(chain[-1] if chain else -1)
+        chain.append(index)
+    return parents
 
 
 def _glob_matches(path: str, pos: int, body: str, anchored: bool) -> bool:
@@ -78,17 +85,13 @@ class _PrefixIndex(Generic[_V]):
 
     __slots__ = ("keys", "parents", "values")
 
+    parents: Sequence[int]
+
     def __init__(self, keys: list[str], values: Sequence[_V]) -> None:
         """``keys`` sorted and distinct; ``values[i]`` belongs to ``keys[i]``."""
         self.keys = keys
         self.values = values
-        parents = self.parents = array("i", bytes(4 * len(keys)))
-        chain: list[int] = []
-        for index, key in enumerate(keys):
-            while chain and not key.startswith(keys[chain[-1]]):
-                chain.pop()
-            parents[index] = chain[-1] if chain else -1
-            chain.append(index)
+        self.parents = _parents(keys)
 
     def longest(self, path: str) -> int:
         """Index of the longest key that starts ``path``, or -1."""
@@ -105,49 +108,57 @@ class Matcher:
     __slots__ = ("_exact", "_parents", "_prefixes", "_ranks", "_wildcards")
 
     def __init__(
-        self, plain: Iterable[tuple[str, str]], other: Iterable[tuple[bool, str]] = ()
+        self, plain: Sequence[tuple[str, str]], other: Iterable[tuple[bool, str]] = ()
     ) -> None:
         """``plain``: ``(allow marker, value)`` of rules whose value is a plain
         prefix that normalising leaves as it is (the marker is non-empty for
-        Allow); ``other``: ``(allow, value)`` of any other rule."""
-        plain = list(plain)
+        Allow); ``other``: ``(allow, normalised pattern)`` of any other rule."""
         # Allow wins a tie: its rank is written last.
         prefixes = {value: len(value) << 1 for marker, value in plain if not marker}
         prefixes.update({value: (len(value) << 1) | 1 for marker, value in plain if marker})
         exact: dict[str, int] = {}
         heads: dict[str, list[_Wildcard]] = {}
-        for allow, value in other:
-            pattern = value if is_plain_pattern(value) else normalize_pattern(value)
+        for allow, pattern in other:
             rule_rank = (len(pattern) << 1) | allow
             anchored = pattern[-1] == "$"
             body = pattern[:-1] if anchored else pattern
-            if "*" in body:
-                if "**" in body:  # runs of '*' match like one
-                    while "**" in body:
-                        body = body.replace("**", "*")
-                wildcard = _wildcard(rule_rank, body, anchored, pattern)
-                heads.setdefault(body[: wildcard[2]], []).append(wildcard)
-            else:
+            head_size = body.find("*")
+            if head_size < 0:
                 table = exact if anchored else prefixes
                 if table.get(body, 0) < rule_rank:
                     table[body] = rule_rank
+                continue
+            if "**" in body:  # a run of '*' matches like one
+                body = _STAR_RUN.sub("*", body)
+            needle = body[body.rfind("*") + 1 :]
+            if not needle:  # ends with '*': even anchored, its end says nothing
+                needle = max(body.split("*"), key=len)
+                anchored = False
+            wildcard = (rule_rank, needle, head_size, body, anchored, pattern)
+            group = heads.get(body[:head_size])
+            if group is None:
+                heads[body[:head_size]] = [wildcard]
+            else:
+                group.append(wildcard)
         # Plain prefixes, flattened here: they decide most paths.
         self._prefixes, self._parents, self._ranks = _NO_KEYS, _NO_INDEXES, _NO_RANKS
         if prefixes:
-            index: _PrefixIndex[int] = _PrefixIndex(sorted(prefixes), ())
-            self._prefixes, self._parents = index.keys, index.parents
-            self._ranks = array("q", [prefixes[key] for key in index.keys])
+            keys = sorted(prefixes)
+            self._prefixes, self._parents = keys, array("i", _parents(keys))
+            self._ranks = array("q", [prefixes[key] for key in keys])
         self._exact = exact or None
         self._wildcards: _PrefixIndex[list[_Wildcard]] | None = None
         if heads:
             for group in heads.values():
-                group.sort(reverse=True)
-            heads_sorted = sorted(heads)
+                if len(group) > 1:
+                    group.sort(reverse=True)
+            heads_sorted = sorted(heads) if len(heads) > 1 else list(heads)
             self._wildcards = _PrefixIndex(heads_sorted, [heads[head] for head in heads_sorted])
 
     def best(self, path: str) -> int:
         """The rank of the deciding rule for a normalised ``path``; 0 when none matches."""
-        keys, parents = self._prefixes, self._parents
+        keys = self._prefixes
+        parents: Sequence[int] = self._parents
         at = bisect_right(keys, path) - 1
         while at >= 0 and not path.startswith(keys[at]):
             at = parents[at]

@@ -13,7 +13,6 @@ import math
 import re
 import sys
 from array import array
-from collections.abc import Iterator
 from typing import Final
 from urllib.parse import urljoin
 
@@ -48,13 +47,15 @@ _PLAIN_RULE_LINE = (
 )
 _PLAIN_RULE = re.compile(f"\n{_PLAIN_RULE_LINE}", re.MULTILINE)
 # Every other directive line (wildcards, escapes, anchors, a missing colon,
-# long lines, Crawl-delay, Request-rate): the key (by its start, typos
-# included), whether a colon follows it, and the value.
+# long lines, Crawl-delay, Request-rate): the line up to its comment, the key
+# (by its start, typos included), whether a colon follows it, and the value:
+# in the first value group when normalising leaves it as it is, else the second.
+_PLAIN_VALUE = f"[{re.escape(PLAIN_IN_PATH.decode().replace('#', ''))}*]*+\\$?"
 _DIRECTIVE_LINE = (
-    rf"[ \t\v\f]*(?:({_ALLOW_KEY})|({_DISALLOW_KEYS})"
+    rf"([ \t\v\f]*(?:({_ALLOW_KEY})|({_DISALLOW_KEYS})"
     rf"|({_lines.any_case('crawl-delay', 'crawl delay', 'crawldelay')})"
     rf"|{_lines.any_case('request-rate', 'request rate', 'requestrate')})"
-    r"[^:#\n]*(:?)[ \t\v\f]*([^#\n]*)"
+    rf"[^:#\n]*(:?)[ \t\v\f]*(?:({_PLAIN_VALUE})[ \t\v\f]*+(?=#|$)|([^#\n]*)))"
 )
 # (the plain line again, without its groups, to look ahead for it)
 _NOT_PLAIN = _PLAIN_RULE_LINE.replace(f"({_ALLOW_KEY})", _ALLOW_KEY, 1).replace("([", "(?:[", 1)
@@ -64,6 +65,14 @@ _DIRECTIVE = re.compile(f"\n{_DIRECTIVE_LINE}", re.MULTILINE)
 _SMALL_GROUP = 2_000  # characters
 # Lines longer than this may be cut (Google's 16,663 bytes): read them slowly.
 _LONG_LINE = _lines.MAX_LINE // 4
+# What decides where groups start, in one scan: each user-agent line (its key,
+# whether a colon follows, the value), and each rule line together with all
+# the lines after it up to the next user-agent line (with where its colon is).
+_GROUP_LINE = re.compile(
+    rf"\n[ \t\v\f]*(?:({_lines.USER_AGENT_KEY})[^:#\n]*(:?)[ \t\v\f]*([^#\n]*)"
+    rf"|(?:{_lines.RULE_KEY})[^:#\n]*(:?)[^\n]*"
+    rf"(?:\n(?![ \t\v\f]*(?:{_lines.USER_AGENT_KEY}))[^\n]*)*+)"
+)
 
 
 class Decision:
@@ -240,23 +249,32 @@ class RobotsTxt:
         starts: list[int] = []
         lines: list[int] = []
         agents: list[list[str]] = []
-        rule_line = _lines.RULE_LINE
-        previous_end = -1
+        rule_seen = False  # since the last user-agent line
         newlines_before = 0
-        for match in _lines.USER_AGENT_LINE.finditer(text):
-            parsed = _lines.parse_line(match.group()[1:])
-            if parsed is None or parsed[0] != _lines.USER_AGENT:
-                continue
+        for match in _GROUP_LINE.finditer(text):
+            key, colon, value, rule_colon = match.groups()
             start = match.start()
-            if not starts or _has_rule(rule_line, text, previous_end, start):
+            if key is None:  # a rule line and what follows it up to the next group
+                if not rule_seen:
+                    colon_at = match.start(4)
+                    rule_seen = bool(rule_colon and colon_at - start <= _LONG_LINE) or _has_rule(
+                        text, start, match.end()
+                    )
+                continue
+            if not colon or match.end() - start > _LONG_LINE:
+                parsed = _lines.parse_line(match.group()[1:])
+                if parsed is None or parsed[0] != _lines.USER_AGENT:
+                    continue
+                value = parsed[1]
+            if rule_seen or not starts:
                 newlines_before += text.count("\n", starts[-1] if starts else 0, start)
                 starts.append(start)
                 lines.append(newlines_before + 1)
                 agents.append([])
-            token = _agent_token(parsed[1])
+                rule_seen = False
+            token = _agent_token(value)
             if token and token not in agents[-1]:
                 agents[-1].append(sys.intern(token))
-            previous_end = match.end()
         if not starts:
             return
         # Keep only the text from the first group on, offsets shifted to match.
@@ -324,10 +342,31 @@ class RobotsTxt:
             small = ends[index] - starts[index] < _SMALL_GROUP
             if not small:
                 plain += _PLAIN_RULE.findall(text, starts[index], ends[index])
-            for kind, value in self._directives(index, _DIRECTIVE if small else _OTHER_DIRECTIVE):
+            directive = _DIRECTIVE if small else _OTHER_DIRECTIVE
+            for line, allow, disallow, delay, colon, plain_value, value in directive.findall(
+                text, starts[index], ends[index]
+            ):
+                if colon and len(line) <= _LONG_LINE:
+                    kind = (
+                        _lines.ALLOW
+                        if allow
+                        else _lines.DISALLOW
+                        if disallow
+                        else _lines.CRAWL_DELAY
+                        if delay
+                        else _lines.REQUEST_RATE
+                    )
+                    value = plain_value or value.rstrip(_SPACE)
+                else:  # no colon (maybe a two-word line) or a line Google would cut
+                    parsed = _lines.parse_line(line)
+                    if parsed is None:
+                        continue
+                    kind, value = parsed
+                    plain_value = ""
                 if kind == _lines.ALLOW or kind == _lines.DISALLOW:
                     if value:  # an empty value is no rule
-                        other.append((kind == _lines.ALLOW, value))
+                        pattern = plain_value or normalize_pattern(value)
+                        other.append((kind == _lines.ALLOW, pattern))
                 elif kind == _lines.CRAWL_DELAY:
                     seconds = _parse_delay(value)
                     if seconds is not None:
@@ -351,32 +390,6 @@ class RobotsTxt:
         )
         self._by_agent[user_agent] = result
         return result
-
-    def _directives(self, index: int, directive: re.Pattern[str]) -> Iterator[tuple[int, str]]:
-        """``(kind, value)`` of group ``index``'s directive lines that ``directive`` finds."""
-        text = self._text
-        end = self._ends[index]
-        for match in directive.finditer(text, self._starts[index], end):
-            here = match.start() + 1  # the line starts after the "\n" the match begins with
-            allow, disallow, delay, colon, value = match.groups()
-            if not colon or match.end() - here > _LONG_LINE:
-                # No colon (maybe a two-word line) or a line Google would cut.
-                line_end = text.find("\n", here, end)
-                parsed = _lines.parse_line(text[here : end if line_end < 0 else line_end])
-                if parsed is None:
-                    continue
-                yield parsed
-                continue
-            kind = (
-                _lines.ALLOW
-                if allow
-                else _lines.DISALLOW
-                if disallow
-                else _lines.CRAWL_DELAY
-                if delay
-                else _lines.REQUEST_RATE
-            )
-            yield kind, value.rstrip(_SPACE)
 
     def _explain(self, rules: _AgentRules, pattern: str, allow: bool) -> tuple[int | None, str]:
         """Line number and text ("Disallow: /x") of the first rule of ``rules``'
@@ -409,9 +422,9 @@ class RobotsTxt:
         return explained
 
 
-def _has_rule(rule_line: re.Pattern[str], text: str, start: int, end: int) -> bool:
+def _has_rule(text: str, start: int, end: int) -> bool:
     """Whether an Allow/Disallow line lies in ``text[start:end]``."""
-    for match in rule_line.finditer(text, start, end):
+    for match in _lines.RULE_LINE.finditer(text, start, end):
         parsed = _lines.parse_line(match.group()[1:])
         if parsed is not None and parsed[0] in (_lines.ALLOW, _lines.DISALLOW):
             return True

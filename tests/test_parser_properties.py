@@ -371,3 +371,32 @@ def test_normalize_pattern_examples() -> None:
     assert normalize_pattern("/%e3%83%84*") == "/%E3%83%84*"
     assert normalize_pattern("/a%2a") == "/a%2A"
     assert normalize_pattern("/fish*.php$") == "/fish*.php$"
+
+
+@SETTINGS
+@given(
+    st.text(
+        st.sampled_from("%0123456789abcdefABCDEF/~.-_*$? \tツé\udcff"), min_size=1, max_size=30
+    ),
+    st.sampled_from(["", " ", "\t", " # note"]),
+    st.one_of(path_text, escape_heavy_text),
+)
+@example("/%61", "", "/a")
+@example("/%7e", " # note", "/~x")
+@example("/a b", "\t", "/a%20b")
+@example("/a$b", "", "/a$b")
+@example("/ツ*", "", "/%E3%83%84")
+def test_a_rule_reads_as_its_normalised_pattern(value: str, tail: str, path: str) -> None:
+    """However its value is spelt, a rule decides like the rule written in normal form
+    (the parser reads most values without normalising them: this checks which)."""
+    written = value.strip(" \t")
+    pattern = normalize_pattern(written)
+    assume(pattern)
+    url = path if path.startswith("/") else "/" + path
+    for padding in ("", "# padding\n" * 300):  # a small group is read in one pass, a big one in two
+        spelt = RobotsTxt.parse(f"User-agent: *\n{padding}Disallow: {value}{tail}\n")
+        normal = RobotsTxt.parse(f"User-agent: *\n{padding}Disallow: {pattern}\n")
+        decision = spelt.decide(url, user_agent=BOT)
+        assert decision.allowed == normal.allowed(url, user_agent=BOT), (value, url)
+        if not decision.allowed:
+            assert decision.rule == f"Disallow: {written}"
