@@ -66,10 +66,12 @@ _SMALL_GROUP = 2_000  # characters
 # Lines longer than this may be cut (Google's 16,663 bytes): read them slowly.
 _LONG_LINE = _lines.MAX_LINE // 4
 # What decides where groups start, in one scan: each user-agent line (its key,
-# whether a colon follows, the value), and each rule line together with all
-# the lines after it up to the next user-agent line (with where its colon is).
+# whether a colon follows, the token it names: "*" or a leading [A-Za-z_-] run),
+# and each rule line together with all the lines after it up to the next
+# user-agent line (and whether a colon follows its key).
 _GROUP_LINE = re.compile(
-    rf"\n[ \t\v\f]*(?:({_lines.USER_AGENT_KEY})[^:#\n]*(:?)[ \t\v\f]*([^#\n]*)"
+    rf"\n[ \t\v\f]*(?:({_lines.USER_AGENT_KEY})[^:#\n]*(:?)[ \t\v\f]*"
+    rf"(?:(\*)(?![^ \t\v\f#\n])|([A-Za-z_-]*))[^#\n]*"
     rf"|(?:{_lines.RULE_KEY})[^:#\n]*(:?)[^\n]*"
     rf"(?:\n(?![ \t\v\f]*(?:{_lines.USER_AGENT_KEY}))[^\n]*)*+)"
 )
@@ -180,12 +182,11 @@ class RobotsTxt:
 
     __slots__ = (
         "_agents",
+        "_bounds",
         "_by_agent",
-        "_ends",
         "_explained",
+        "_first_line",
         "_fixed",
-        "_lines",
-        "_starts",
         "_text",
         "sitemaps",
         "truncated",
@@ -193,10 +194,11 @@ class RobotsTxt:
 
     def __init__(self) -> None:
         self._text = ""
-        # The groups: where each starts (the "\n" before its first line) and
-        # ends in the text, its first line's number, its user-agent tokens.
-        self._starts = self._ends = self._lines = _NO_OFFSETS
+        # The groups: group i is text[bounds[i]:bounds[i + 1]], from the "\n"
+        # before its first line; its user-agent tokens are agents[i].
+        self._bounds = _NO_OFFSETS
         self._agents: list[tuple[str, ...]] = []
+        self._first_line = 1  # the line number of the first group's first line
         self._by_agent: dict[str, _AgentRules] = {}
         self._explained: dict[tuple[str, bool], tuple[int | None, str]] = {}
         self._fixed: _AgentRules | None = None  # allow_all / disallow_all
@@ -246,43 +248,39 @@ class RobotsTxt:
         return robots
 
     def _find_groups(self, text: str) -> None:
-        starts: list[int] = []
-        lines: list[int] = []
+        bounds: list[int] = []  # where each group starts (the "\n" before its first line)
         agents: list[list[str]] = []
         rule_seen = False  # since the last user-agent line
-        newlines_before = 0
         for match in _GROUP_LINE.finditer(text):
-            key, colon, value, rule_colon = match.groups()
+            key, colon, star, token, rule_colon = match.groups()
             start = match.start()
             if key is None:  # a rule line and what follows it up to the next group
                 if not rule_seen:
-                    colon_at = match.start(4)
-                    rule_seen = bool(rule_colon and colon_at - start <= _LONG_LINE) or _has_rule(
-                        text, start, match.end()
-                    )
+                    rule_seen = bool(
+                        rule_colon and match.start(5) - start <= _LONG_LINE
+                    ) or _has_rule(text, start, match.end())
                 continue
-            if not colon or match.end() - start > _LONG_LINE:
+            if colon and match.end() - start <= _LONG_LINE:
+                token = star or token.lower()
+            else:  # no colon (maybe a two-word line) or a line Google would cut
                 parsed = _lines.parse_line(match.group()[1:])
                 if parsed is None or parsed[0] != _lines.USER_AGENT:
                     continue
-                value = parsed[1]
-            if rule_seen or not starts:
-                newlines_before += text.count("\n", starts[-1] if starts else 0, start)
-                starts.append(start)
-                lines.append(newlines_before + 1)
+                token = _agent_token(parsed[1])
+            if rule_seen or not bounds:
+                bounds.append(start)
                 agents.append([])
                 rule_seen = False
-            token = _agent_token(value)
             if token and token not in agents[-1]:
                 agents[-1].append(sys.intern(token))
-        if not starts:
+        if not bounds:
             return
         # Keep only the text from the first group on, offsets shifted to match.
-        base = starts[0]
+        base = bounds[0]
+        self._first_line = text.count("\n", 0, base + 1)
         self._text = text[base:]
-        self._starts = array("q", [start - base for start in starts])
-        self._ends = array("q", [*self._starts[1:], len(self._text)])
-        self._lines = array("q", lines)
+        bounds.append(len(text))
+        self._bounds = array("q", [bound - base for bound in bounds])
         self._agents = [tuple(tokens) for tokens in agents]
 
     # -- asking ---------------------------------------------------------------
@@ -337,14 +335,15 @@ class RobotsTxt:
         other: list[tuple[bool, str]] = []
         delays: list[float] = []
         rates: list[tuple[int, float]] = []
-        text, starts, ends = self._text, self._starts, self._ends
+        text, bounds = self._text, self._bounds
         for index in chosen:
-            small = ends[index] - starts[index] < _SMALL_GROUP
+            start, end = bounds[index], bounds[index + 1]
+            small = end - start < _SMALL_GROUP
             if not small:
-                plain += _PLAIN_RULE.findall(text, starts[index], ends[index])
+                plain += _PLAIN_RULE.findall(text, start, end)
             directive = _DIRECTIVE if small else _OTHER_DIRECTIVE
             for line, allow, disallow, delay, colon, plain_value, value in directive.findall(
-                text, starts[index], ends[index]
+                text, start, end
             ):
                 if colon and len(line) <= _LONG_LINE:
                     kind = (
@@ -396,30 +395,35 @@ class RobotsTxt:
         groups that makes this pattern with this kind (cached)."""
         key = (pattern, allow)
         known = self._explained.get(key)
-        if known is not None:
-            return known
-        explained: tuple[int | None, str] = (None, f"{_KIND_NAMES[allow]}: {pattern}")
-        text = self._text
-        found = None
-        for index in rules.groups:
-            for match in _lines.RULE_LINE.finditer(text, self._starts[index], self._ends[index]):
+        if known is None:
+            found = self._rule_line(rules.groups, pattern, allow)
+            if found is None:  # not expected: the matcher's rules come from these lines
+                known = (None, f"{_KIND_NAMES[allow]}: {pattern}")
+            else:
+                offset, value = found
+                line = self._first_line + self._text.count("\n", 1, offset)
+                known = (line, f"{_KIND_NAMES[allow]}: {value}")
+            self._explained[key] = known
+        return known
+
+    def _rule_line(
+        self, groups: tuple[int, ...], pattern: str, allow: bool
+    ) -> tuple[int, str] | None:
+        """Offset and value of the first rule line of ``groups`` with this kind
+        whose value normalises to ``pattern``."""
+        kind = _lines.ALLOW if allow else _lines.DISALLOW
+        text, bounds = self._text, self._bounds
+        for index in groups:
+            for match in _lines.RULE_LINE.finditer(text, bounds[index], bounds[index + 1]):
                 parsed = _lines.parse_line(match.group()[1:])
                 if (
                     parsed is not None
-                    and parsed[0] == (_lines.ALLOW if allow else _lines.DISALLOW)
+                    and parsed[0] == kind
                     and parsed[1]
                     and normalize_pattern(parsed[1]) == pattern
                 ):
-                    found = (index, match.start() + 1, parsed[1])
-                    break
-            if found is not None:
-                break
-        if found is not None:
-            index, offset, value = found
-            line = self._lines[index] + text.count("\n", self._starts[index] + 1, offset)
-            explained = (line, f"{_KIND_NAMES[allow]}: {value}")
-        self._explained[key] = explained
-        return explained
+                    return match.start() + 1, parsed[1]
+        return None
 
 
 def _has_rule(text: str, start: int, end: int) -> bool:
