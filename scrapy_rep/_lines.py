@@ -24,7 +24,7 @@ __all__ = [
     "RULE_KEY",
     "RULE_LINE",
     "SITEMAP",
-    "SITEMAP_LINE",
+    "SITEMAP_KEY",
     "USER_AGENT",
     "USER_AGENT_KEY",
     "parse_line",
@@ -68,7 +68,7 @@ def any_case(*words: str) -> str:
 USER_AGENT_KEY = any_case(*_KEYS[USER_AGENT][1])
 RULE_KEY = any_case(*(_KEYS[ALLOW][1] + _KEYS[DISALLOW][1]))
 RULE_LINE = re.compile(rf"\n[ \t\v\f]*(?:{RULE_KEY})[^\n]*")
-SITEMAP_LINE = re.compile(rf"\n[ \t\v\f]*(?:{any_case('sitemap', 'site-map')})[^\n]*")
+SITEMAP_KEY = any_case(*_KEYS[SITEMAP][1])
 
 
 def key_kind(key: str) -> int:

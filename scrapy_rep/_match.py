@@ -113,9 +113,10 @@ class Matcher:
         """``plain``: ``(allow marker, value)`` of rules whose value is a plain
         prefix that normalising leaves as it is (the marker is non-empty for
         Allow); ``other``: ``(allow, normalised pattern)`` of any other rule."""
-        # Allow wins a tie: its rank is written last.
-        prefixes = {value: len(value) << 1 for marker, value in plain if not marker}
-        prefixes.update({value: (len(value) << 1) | 1 for marker, value in plain if marker})
+        prefixes: dict[str, int] = {}
+        if plain:  # Allow wins a tie: its rank is written last
+            prefixes = {value: len(value) << 1 for marker, value in plain if not marker}
+            prefixes.update({value: (len(value) << 1) | 1 for marker, value in plain if marker})
         exact: dict[str, int] = {}
         heads: dict[str, list[_Wildcard]] = {}
         for allow, pattern in other:
@@ -153,7 +154,7 @@ class Matcher:
                 if len(group) > 1:
                     group.sort(reverse=True)
             heads_sorted = sorted(heads) if len(heads) > 1 else list(heads)
-            self._wildcards = _PrefixIndex(heads_sorted, [heads[head] for head in heads_sorted])
+            self._wildcards = _PrefixIndex(heads_sorted, list(map(heads.__getitem__, heads_sorted)))
 
     def best(self, path: str) -> int:
         """The rank of the deciding rule for a normalised ``path``; 0 when none matches."""

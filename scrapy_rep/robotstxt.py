@@ -65,15 +65,16 @@ _DIRECTIVE = re.compile(f"\n{_DIRECTIVE_LINE}", re.MULTILINE)
 _SMALL_GROUP = 2_000  # characters
 # Lines longer than this may be cut (Google's 16,663 bytes): read them slowly.
 _LONG_LINE = _lines.MAX_LINE // 4
-# What decides where groups start, in one scan: each user-agent line (its key,
-# whether a colon follows, the token it names: "*" or a leading [A-Za-z_-] run),
-# and each rule line together with all the lines after it up to the next
-# user-agent line (and whether a colon follows its key).
+# What parse() keeps, found in one scan: each user-agent line (its key, whether
+# a colon follows, the token it names: "*" or a leading [A-Za-z_-] run), each
+# sitemap line, and each rule line together with the lines after it up to the
+# next user-agent or sitemap line (and whether a colon follows its key).
 _GROUP_LINE = re.compile(
     rf"\n[ \t\v\f]*(?:({_lines.USER_AGENT_KEY})[^:#\n]*(:?)[ \t\v\f]*"
     rf"(?:(\*)(?![^ \t\v\f#\n])|([A-Za-z_-]*))[^#\n]*"
+    rf"|({_lines.SITEMAP_KEY})[^\n]*"
     rf"|(?:{_lines.RULE_KEY})[^:#\n]*(:?)[^\n]*"
-    rf"(?:\n(?![ \t\v\f]*(?:{_lines.USER_AGENT_KEY}))[^\n]*)*+)"
+    rf"(?:\n(?![ \t\v\f]*(?:{_lines.USER_AGENT_KEY}|{_lines.SITEMAP_KEY}))[^\n]*)*+)"
 )
 
 
@@ -243,21 +244,26 @@ class RobotsTxt:
             robots.truncated = True
             data = _cut(data, max_size)
         text = _to_text(data)
-        robots.sitemaps = _sitemaps(text, url)
-        robots._find_groups(text)
+        sitemap_lines = robots._find_groups(text)
+        if sitemap_lines:
+            robots.sitemaps = _sitemaps(sitemap_lines, url)
         return robots
 
-    def _find_groups(self, text: str) -> None:
+    def _find_groups(self, text: str) -> list[str]:
+        """Find the groups; returns the sitemap lines met on the way."""
         bounds: list[int] = []  # where each group starts (the "\n" before its first line)
         agents: list[list[str]] = []
+        sitemap_lines: list[str] = []
         rule_seen = False  # since the last user-agent line
         for match in _GROUP_LINE.finditer(text):
-            key, colon, star, token, rule_colon = match.groups()
+            key, colon, star, token, sitemap, rule_colon = match.groups()
             start = match.start()
-            if key is None:  # a rule line and what follows it up to the next group
-                if not rule_seen:
+            if key is None:
+                if sitemap:
+                    sitemap_lines.append(match.group()[1:])
+                elif not rule_seen:  # a rule line and what follows it up to the next group
                     rule_seen = bool(
-                        rule_colon and match.start(5) - start <= _LONG_LINE
+                        rule_colon and match.start(6) - start <= _LONG_LINE
                     ) or _has_rule(text, start, match.end())
                 continue
             if colon and match.end() - start <= _LONG_LINE:
@@ -274,14 +280,15 @@ class RobotsTxt:
             if token and token not in agents[-1]:
                 agents[-1].append(sys.intern(token))
         if not bounds:
-            return
+            return sitemap_lines
         # Keep only the text from the first group on, offsets shifted to match.
         base = bounds[0]
         self._first_line = text.count("\n", 0, base + 1)
         self._text = text[base:]
         bounds.append(len(text))
         self._bounds = array("q", [bound - base for bound in bounds])
-        self._agents = [tuple(tokens) for tokens in agents]
+        self._agents = list(map(tuple, agents))
+        return sitemap_lines
 
     # -- asking ---------------------------------------------------------------
 
@@ -465,10 +472,11 @@ def _to_text(data: bytes) -> str:
     return "\n" + text
 
 
-def _sitemaps(text: str, url: str | None) -> tuple[str, ...]:
+def _sitemaps(lines: list[str], url: str | None) -> tuple[str, ...]:
+    """The locations that ``lines`` name, resolved against ``url``, deduplicated."""
     found: dict[str, None] = {}
-    for match in _lines.SITEMAP_LINE.finditer(text):
-        parsed = _lines.parse_line(match.group()[1:])
+    for line in lines:
+        parsed = _lines.parse_line(line)
         if parsed is None or parsed[0] != _lines.SITEMAP or not parsed[1]:
             continue
         location = parsed[1]

@@ -736,14 +736,18 @@ def test_2_2_4_sitemaps_anywhere_deduplicated_in_order() -> None:
     body = (
         "Sitemap: https://example.com/a.xml\n"
         "User-agent: *\nSitemap: https://example.com/b.xml\nDisallow: /x\n"
-        "SITEMAP:https://example.com/a.xml\n"
+        "SITEMAP:https://example.com/a.xml\nDisallow: /y\n"
         "User-agent: otherbot\n  sitemap :  https://cdn.example.org/c.xml  # cdn\n"
     )
-    assert RobotsTxt.parse(body).sitemaps == (
+    robots = RobotsTxt.parse(body)
+    assert robots.sitemaps == (
         "https://example.com/a.xml",
         "https://example.com/b.xml",
         "https://cdn.example.org/c.xml",
     )
+    # and a Sitemap line inside a group neither ends it nor hides the rules after it
+    assert not robots.allowed("/x", user_agent=BOT)
+    assert not robots.allowed("/y", user_agent=BOT)
 
 
 def test_2_2_4_relative_sitemaps_resolve_against_the_robots_url() -> None:
