@@ -50,12 +50,12 @@ _PLAIN_RULE = re.compile(f"\n{_PLAIN_RULE_LINE}", re.MULTILINE)
 # long lines, Crawl-delay, Request-rate): the line up to its comment, the key
 # (by its start, typos included), whether a colon follows it, and the value:
 # in the first value group when normalising leaves it as it is, else the second.
-_PLAIN_VALUE = f"[{re.escape(PLAIN_IN_PATH.decode().replace('#', ''))}*]*+\\$?"
+_PLAIN_VALUE = f"[{re.escape(PLAIN_IN_PATH.decode().replace('#', ''))}*]*\\$?"
 _DIRECTIVE_LINE = (
     rf"([ \t\v\f]*(?:({_ALLOW_KEY})|({_DISALLOW_KEYS})"
     rf"|({_lines.any_case('crawl-delay', 'crawl delay', 'crawldelay')})"
     rf"|{_lines.any_case('request-rate', 'request rate', 'requestrate')})"
-    rf"[^:#\n]*(:?)[ \t\v\f]*(?:({_PLAIN_VALUE})[ \t\v\f]*+(?=#|$)|([^#\n]*)))"
+    rf"[^:#\n]*(:?)[ \t\v\f]*(?:({_PLAIN_VALUE})[ \t\v\f]*(?=#|$)|([^#\n]*)))"
 )
 # (the plain line again, without its groups, to look ahead for it)
 _NOT_PLAIN = _PLAIN_RULE_LINE.replace(f"({_ALLOW_KEY})", _ALLOW_KEY, 1).replace("([", "(?:[", 1)
@@ -74,7 +74,7 @@ _GROUP_LINE = re.compile(
     rf"(?:(\*)(?![^ \t\v\f#\n])|([A-Za-z_-]*))[^#\n]*"
     rf"|({_lines.SITEMAP_KEY})[^\n]*"
     rf"|(?:{_lines.RULE_KEY})[^:#\n]*(:?)[^\n]*"
-    rf"(?:\n(?![ \t\v\f]*(?:{_lines.USER_AGENT_KEY}|{_lines.SITEMAP_KEY}))[^\n]*)*+)"
+    rf"(?:\n(?![ \t\v\f]*(?:{_lines.USER_AGENT_KEY}|{_lines.SITEMAP_KEY}))[^\n]*)*)"
 )
 
 
