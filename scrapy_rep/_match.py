@@ -28,11 +28,9 @@ import re
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
-from typing import Generic, TypeVar
 
 __all__ = ["Matcher", "allows"]
 
-_V = TypeVar("_V")
 _NO_KEYS: list[str] = []  # shared by matchers without plain prefixes; never changed
 _NO_INDEXES = array("i")
 _NO_RANKS = array("q")
@@ -54,8 +52,6 @@ _STAR_RUN = re.compile(r"\*\*+")
 def _parents(keys: list[str]) -> list[int]:
     """For each of the sorted ``keys``, the index of its longest proper prefix
     among them, or -1."""
-    if len(keys) == 1:
-        return [-1]
     parents: list[int] = []
     chain: list[int] = []
     for index, key in enumerate(keys):
@@ -80,32 +76,18 @@ def _glob_matches(path: str, pos: int, body: str, anchored: bool) -> bool:
     return path.find(last, pos) >= 0
 
 
-class _PrefixIndex(Generic[_V]):
-    """Keys sorted, each linked to its longest proper prefix among the keys."""
-
-    __slots__ = ("keys", "parents", "values")
-
-    parents: Sequence[int]
-
-    def __init__(self, keys: list[str], values: Sequence[_V]) -> None:
-        """``keys`` sorted and distinct; ``values[i]`` belongs to ``keys[i]``."""
-        self.keys = keys
-        self.values = values
-        self.parents = _parents(keys)
-
-    def longest(self, path: str) -> int:
-        """Index of the longest key that starts ``path``, or -1."""
-        keys, parents = self.keys, self.parents
-        index = bisect_right(keys, path) - 1
-        while index >= 0 and not path.startswith(keys[index]):
-            index = parents[index]
-        return index
-
-
 class Matcher:
     """All Allow/Disallow rules of one agent, ready to find the deciding one."""
 
-    __slots__ = ("_exact", "_parents", "_prefixes", "_ranks", "_wildcards")
+    __slots__ = (
+        "_exact",
+        "_head_parents",
+        "_head_rules",
+        "_heads",
+        "_parents",
+        "_prefixes",
+        "_ranks",
+    )
 
     def __init__(
         self, plain: Sequence[tuple[str, str]], other: Iterable[tuple[bool, str]] = ()
@@ -136,25 +118,24 @@ class Matcher:
                 needle = max(body.split("*"), key=len)
                 anchored = False
             wildcard = (rule_rank, needle, head_size, body, anchored, pattern)
-            group = heads.get(body[:head_size])
-            if group is None:
-                heads[body[:head_size]] = [wildcard]
-            else:
-                group.append(wildcard)
-        # Plain prefixes, flattened here: they decide most paths.
+            heads.setdefault(body[:head_size], []).append(wildcard)
+        # Plain prefixes and the heads of wildcard rules, each sorted and linked
+        # to its longest proper prefix among them.
         self._prefixes, self._parents, self._ranks = _NO_KEYS, _NO_INDEXES, _NO_RANKS
         if prefixes:
             keys = sorted(prefixes)
             self._prefixes, self._parents = keys, array("i", _parents(keys))
             self._ranks = array("q", [prefixes[key] for key in keys])
         self._exact = exact or None
-        self._wildcards: _PrefixIndex[list[_Wildcard]] | None = None
+        self._heads: list[str] = _NO_KEYS
+        self._head_parents: list[int] = []
+        self._head_rules: list[list[_Wildcard]] = []  # each sorted by rank, best first
         if heads:
             for group in heads.values():
-                if len(group) > 1:
-                    group.sort(reverse=True)
-            heads_sorted = sorted(heads) if len(heads) > 1 else list(heads)
-            self._wildcards = _PrefixIndex(heads_sorted, list(map(heads.__getitem__, heads_sorted)))
+                group.sort(reverse=True)
+            self._heads = sorted(heads)
+            self._head_parents = _parents(self._heads)
+            self._head_rules = list(map(heads.__getitem__, self._heads))
 
     def best(self, path: str) -> int:
         """The rank of the deciding rule for a normalised ``path``; 0 when none matches."""
@@ -169,14 +150,14 @@ class Matcher:
             anchored_rank = exact.get(path, 0)
             if anchored_rank > best:
                 best = anchored_rank
-        wildcards = self._wildcards
-        if wildcards is not None:
-            keys, parents = wildcards.keys, wildcards.parents
-            at = bisect_right(keys, path) - 1
-            while at >= 0 and not path.startswith(keys[at]):
-                at = parents[at]
+        heads = self._heads
+        if heads:
+            head_parents = self._head_parents
+            at = bisect_right(heads, path) - 1
+            while at >= 0 and not path.startswith(heads[at]):
+                at = head_parents[at]
             while at >= 0:
-                for rule_rank, needle, head_size, body, anchored, _ in wildcards.values[at]:
+                for rule_rank, needle, head_size, body, anchored, _ in self._head_rules[at]:
                     if rule_rank <= best:
                         break  # sorted: no later rule of this head can win
                     if (path.endswith(needle) if anchored else needle in path) and _glob_matches(
@@ -184,7 +165,7 @@ class Matcher:
                     ):
                         best = rule_rank
                         break
-                at = parents[at]
+                at = head_parents[at]
         return best
 
     def pattern_for(self, path: str, rule_rank: int) -> str:
@@ -198,11 +179,12 @@ class Matcher:
             at = parents[at]
         if self._exact is not None and self._exact.get(path) == rule_rank:
             return path + "$"
-        wildcards = self._wildcards
-        at = wildcards.longest(path) if wildcards is not None else -1
-        while wildcards is not None and at >= 0:
-            for rank_, _, head_size, body, anchored, pattern in wildcards.values[at]:
-                if rank_ == rule_rank and _glob_matches(path, head_size, body, anchored):
-                    return pattern
-            at = wildcards.parents[at]
+        heads = self._heads
+        at = bisect_right(heads, path) - 1
+        while at >= 0:
+            if path.startswith(heads[at]):
+                for rank_, _, head_size, body, anchored, pattern in self._head_rules[at]:
+                    if rank_ == rule_rank and _glob_matches(path, head_size, body, anchored):
+                        return pattern
+            at = self._head_parents[at]
         return ""
