@@ -17,10 +17,14 @@ import re
 
 __all__ = [
     "ALLOW",
+    "ALLOW_KEY",
     "CRAWL_DELAY",
+    "CRAWL_DELAY_KEY",
     "DISALLOW",
+    "DISALLOW_KEY",
     "OTHER",
     "REQUEST_RATE",
+    "REQUEST_RATE_KEY",
     "RULE_KEY",
     "RULE_LINE",
     "SITEMAP",
@@ -65,10 +69,12 @@ def any_case(*words: str) -> str:
 
 # Scanners over the text after line ends were folded to "\n" and one "\n" was
 # put in front: each match is "\n" followed by a whole candidate line.
-USER_AGENT_KEY = any_case(*_KEYS[USER_AGENT][1])
-RULE_KEY = any_case(*(_KEYS[ALLOW][1] + _KEYS[DISALLOW][1]))
+# Patterns for the keys of each directive, every spelling in any case.
+USER_AGENT_KEY, ALLOW_KEY, DISALLOW_KEY, SITEMAP_KEY, CRAWL_DELAY_KEY, REQUEST_RATE_KEY = (
+    any_case(*spellings) for _, spellings in _KEYS
+)
+RULE_KEY = f"{ALLOW_KEY}|{DISALLOW_KEY}"
 RULE_LINE = re.compile(rf"\n[ \t\v\f]*(?:{RULE_KEY})[^\n]*")
-SITEMAP_KEY = any_case(*_KEYS[SITEMAP][1])
 
 
 def key_kind(key: str) -> int:

@@ -89,26 +89,19 @@ class Matcher:
         "_ranks",
     )
 
-    def __init__(
-        self, plain: Sequence[tuple[str, str]], other: Iterable[tuple[bool, str]] = ()
-    ) -> None:
-        """``plain``: ``(allow marker, value)`` of rules whose value is a plain
-        prefix that normalising leaves as it is (the marker is non-empty for
-        Allow); ``other``: ``(allow, normalised pattern)`` of any other rule."""
+    def __init__(self, rules: Iterable[tuple[bool, str]]) -> None:
+        """``rules``: ``(allow, normalised pattern)`` of each Allow/Disallow rule."""
         prefixes: dict[str, int] = {}
-        if plain:  # Allow wins a tie: its rank is written last
-            prefixes = {value: len(value) << 1 for marker, value in plain if not marker}
-            prefixes.update({value: (len(value) << 1) | 1 for marker, value in plain if marker})
         exact: dict[str, int] = {}
         heads: dict[str, list[_Wildcard]] = {}
-        for allow, pattern in other:
+        for allow, pattern in rules:
             rule_rank = (len(pattern) << 1) | allow
             anchored = pattern[-1] == "$"
             body = pattern[:-1] if anchored else pattern
             head_size = body.find("*")
             if head_size < 0:
                 table = exact if anchored else prefixes
-                if table.get(body, 0) < rule_rank:
+                if table.get(body, 0) < rule_rank:  # Allow wins a tie
                     table[body] = rule_rank
                 continue
             if "**" in body:  # a run of '*' matches like one

@@ -33,36 +33,17 @@ _BOM = b"\xef\xbb\xbf"
 _ROBOTS_TXT = "/robots.txt"
 _KIND_NAMES = {True: "Allow", False: "Disallow"}
 _SPACE = " \t\v\f"
-# The lines of a group that matter once an agent asks are read in two passes.
-# Most are plain rules, "Disallow: /path" with a value that normalising leaves
-# as it is and a line too short for Google's cut: one findall reads them all.
-_ALLOW_KEY = _lines.any_case("allow")
-_DISALLOW_KEYS = _lines.any_case(
-    "disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw"
-)
-_RULE_KEY = f"(?:({_ALLOW_KEY})|{_DISALLOW_KEYS})"
-_PLAIN_RULE_LINE = (
-    rf"[ \t\v\f]{{0,100}}{_RULE_KEY}[^:#\n]{{0,100}}:[ \t\v\f]{{0,100}}"
-    rf"([{re.escape(PLAIN_IN_PATH.decode().replace('#', ''))}]{{1,4000}})[ \t\v\f]*(?:#[^\n]*)?$"
-)
-_PLAIN_RULE = re.compile(f"\n{_PLAIN_RULE_LINE}", re.MULTILINE)
-# Every other directive line (wildcards, escapes, anchors, a missing colon,
-# long lines, Crawl-delay, Request-rate): the line up to its comment, the key
-# (by its start, typos included), whether a colon follows it, and the value:
-# in the first value group when normalising leaves it as it is, else the second.
+# The lines of a group that matter once an agent asks, read in one pass: the
+# line up to its comment, the key (by its start, typos included), whether a
+# colon follows it, and the value: in the first value group when normalising
+# leaves it as it is (most rules), else in the second.
 _PLAIN_VALUE = f"[{re.escape(PLAIN_IN_PATH.decode().replace('#', ''))}*]*\\$?"
-_DIRECTIVE_LINE = (
-    rf"([ \t\v\f]*(?:({_ALLOW_KEY})|({_DISALLOW_KEYS})"
-    rf"|({_lines.any_case('crawl-delay', 'crawl delay', 'crawldelay')})"
-    rf"|{_lines.any_case('request-rate', 'request rate', 'requestrate')})"
-    rf"[^:#\n]*(:?)[ \t\v\f]*(?:({_PLAIN_VALUE})[ \t\v\f]*(?=#|$)|([^#\n]*)))"
+_DIRECTIVE = re.compile(
+    rf"\n([ \t\v\f]*(?:({_lines.ALLOW_KEY})|({_lines.DISALLOW_KEY})|({_lines.CRAWL_DELAY_KEY})"
+    rf"|{_lines.REQUEST_RATE_KEY})"
+    rf"[^:#\n]*(:?)[ \t\v\f]*(?:({_PLAIN_VALUE})[ \t\v\f]*(?=#|$)|([^#\n]*)))",
+    re.MULTILINE,
 )
-# (the plain line again, without its groups, to look ahead for it)
-_NOT_PLAIN = _PLAIN_RULE_LINE.replace(f"({_ALLOW_KEY})", _ALLOW_KEY, 1).replace("([", "(?:[", 1)
-_OTHER_DIRECTIVE = re.compile(rf"\n(?!{_NOT_PLAIN}){_DIRECTIVE_LINE}", re.MULTILINE)
-# Small groups are read in one pass: a second one costs more than it saves.
-_DIRECTIVE = re.compile(f"\n{_DIRECTIVE_LINE}", re.MULTILINE)
-_SMALL_GROUP = 2_000  # characters
 # Lines longer than this may be cut (Google's 16,663 bytes): read them slowly.
 _LONG_LINE = _lines.MAX_LINE // 4
 # What parse() keeps, found in one scan: each user-agent line (its key, whether
@@ -137,7 +118,7 @@ class _AgentRules:
 
 _NO_OFFSETS: Final = array("q")
 _ALLOW_ALL = _AgentRules((), None)
-_DISALLOW_ALL = _AgentRules((), Matcher([("", "/")]))
+_DISALLOW_ALL = _AgentRules((), Matcher([(False, "/")]))
 
 
 def _is_robots_txt(path: str) -> bool:
@@ -338,19 +319,13 @@ class RobotsTxt:
         chosen = [index for index, tokens in enumerate(self._agents) if token in tokens]
         if not chosen:
             chosen = [index for index, tokens in enumerate(self._agents) if _GLOBAL in tokens]
-        plain: list[tuple[str, str]] = []
-        other: list[tuple[bool, str]] = []
+        rules: list[tuple[bool, str]] = []
         delays: list[float] = []
         rates: list[tuple[int, float]] = []
         text, bounds = self._text, self._bounds
         for index in chosen:
-            start, end = bounds[index], bounds[index + 1]
-            small = end - start < _SMALL_GROUP
-            if not small:
-                plain += _PLAIN_RULE.findall(text, start, end)
-            directive = _DIRECTIVE if small else _OTHER_DIRECTIVE
-            for line, allow, disallow, delay, colon, plain_value, value in directive.findall(
-                text, start, end
+            for line, allow, disallow, delay, colon, plain_value, value in _DIRECTIVE.findall(
+                text, bounds[index], bounds[index + 1]
             ):
                 if colon and len(line) <= _LONG_LINE:
                     kind = (
@@ -372,7 +347,7 @@ class RobotsTxt:
                 if kind == _lines.ALLOW or kind == _lines.DISALLOW:
                     if value:  # an empty value is no rule
                         pattern = plain_value or normalize_pattern(value)
-                        other.append((kind == _lines.ALLOW, pattern))
+                        rules.append((kind == _lines.ALLOW, pattern))
                 elif kind == _lines.CRAWL_DELAY:
                     seconds = _parse_delay(value)
                     if seconds is not None:
@@ -389,7 +364,7 @@ class RobotsTxt:
             )
         result = _AgentRules(
             agents,
-            Matcher(plain, other) if plain or other else None,
+            Matcher(rules) if rules else None,
             max(delays) if delays else None,  # the most cautious of merged groups
             rates[0] if rates else None,
             tuple(chosen),
