@@ -89,18 +89,25 @@ class Matcher:
         "_ranks",
     )
 
-    def __init__(self, rules: Iterable[tuple[bool, str]]) -> None:
-        """``rules``: ``(allow, normalised pattern)`` of each Allow/Disallow rule."""
-        prefixes: dict[str, int] = {}
+    def __init__(
+        self, prefixes: Sequence[tuple[str, str]], patterns: Iterable[tuple[bool, str]] = ()
+    ) -> None:
+        """``prefixes``: ``(allow marker, prefix)`` of rules whose value is a plain
+        prefix in normal form (the marker is non-empty for Allow); ``patterns``:
+        ``(allow, normalised pattern)`` of any other rule."""
+        ranks: dict[str, int] = {}
+        if prefixes:  # Allow wins a tie: its rank is written last
+            ranks = {prefix: len(prefix) << 1 for marker, prefix in prefixes if not marker}
+            ranks.update({prefix: (len(prefix) << 1) | 1 for marker, prefix in prefixes if marker})
         exact: dict[str, int] = {}
         heads: dict[str, list[_Wildcard]] = {}
-        for allow, pattern in rules:
+        for allow, pattern in patterns:
             rule_rank = (len(pattern) << 1) | allow
             anchored = pattern[-1] == "$"
             body = pattern[:-1] if anchored else pattern
             head_size = body.find("*")
             if head_size < 0:
-                table = exact if anchored else prefixes
+                table = exact if anchored else ranks
                 if table.get(body, 0) < rule_rank:  # Allow wins a tie
                     table[body] = rule_rank
                 continue
@@ -115,10 +122,10 @@ class Matcher:
         # Plain prefixes and the heads of wildcard rules, each sorted and linked
         # to its longest proper prefix among them.
         self._prefixes, self._parents, self._ranks = _NO_KEYS, _NO_INDEXES, _NO_RANKS
-        if prefixes:
-            keys = sorted(prefixes)
+        if ranks:
+            keys = sorted(ranks)
             self._prefixes, self._parents = keys, array("i", _parents(keys))
-            self._ranks = array("q", [prefixes[key] for key in keys])
+            self._ranks = array("q", [ranks[key] for key in keys])
         self._exact = exact or None
         self._heads: list[str] = _NO_KEYS
         self._head_parents: list[int] = []

@@ -35,13 +35,15 @@ _KIND_NAMES = {True: "Allow", False: "Disallow"}
 _SPACE = " \t\v\f"
 # The lines of a group that matter once an agent asks, read in one pass: the
 # line up to its comment, the key (by its start, typos included), whether a
-# colon follows it, and the value: in the first value group when normalising
-# leaves it as it is (most rules), else in the second.
-_PLAIN_VALUE = f"[{re.escape(PLAIN_IN_PATH.decode().replace('#', ''))}*]*\\$?"
+# colon follows it, and the value, in one of three groups: a plain prefix
+# ("/path", most rules), a pattern with '*' or a final '$' that normalising
+# leaves as it is, or anything else.
+_PLAIN_CHARS = re.escape(PLAIN_IN_PATH.decode().replace("#", ""))
 _DIRECTIVE = re.compile(
     rf"\n([ \t\v\f]*(?:({_lines.ALLOW_KEY})|({_lines.DISALLOW_KEY})|({_lines.CRAWL_DELAY_KEY})"
-    rf"|{_lines.REQUEST_RATE_KEY})"
-    rf"[^:#\n]*(:?)[ \t\v\f]*(?:({_PLAIN_VALUE})[ \t\v\f]*(?=#|$)|([^#\n]*)))",
+    rf"|{_lines.REQUEST_RATE_KEY})[^:#\n]*(:?)[ \t\v\f]*"
+    rf"(?:([{_PLAIN_CHARS}]*)[ \t\v\f]*(?=#|$)|([{_PLAIN_CHARS}*]*\$?)[ \t\v\f]*(?=#|$)"
+    r"|([^#\n]*)))",
     re.MULTILINE,
 )
 # Lines longer than this may be cut (Google's 16,663 bytes): read them slowly.
@@ -118,7 +120,7 @@ class _AgentRules:
 
 _NO_OFFSETS: Final = array("q")
 _ALLOW_ALL = _AgentRules((), None)
-_DISALLOW_ALL = _AgentRules((), Matcher([(False, "/")]))
+_DISALLOW_ALL = _AgentRules((), Matcher([("", "/")]))
 
 
 def _is_robots_txt(path: str) -> bool:
@@ -319,15 +321,19 @@ class RobotsTxt:
         chosen = [index for index, tokens in enumerate(self._agents) if token in tokens]
         if not chosen:
             chosen = [index for index, tokens in enumerate(self._agents) if _GLOBAL in tokens]
-        rules: list[tuple[bool, str]] = []
+        prefixes: list[tuple[str, str]] = []  # (Allow key or "", plain prefix)
+        patterns: list[tuple[bool, str]] = []  # (allow, any other normalised pattern)
         delays: list[float] = []
         rates: list[tuple[int, float]] = []
         text, bounds = self._text, self._bounds
         for index in chosen:
-            for line, allow, disallow, delay, colon, plain_value, value in _DIRECTIVE.findall(
+            for line, allow, disallow, delay, colon, prefix, pattern, value in _DIRECTIVE.findall(
                 text, bounds[index], bounds[index + 1]
             ):
                 if colon and len(line) <= _LONG_LINE:
+                    if prefix and (allow or disallow):  # "Disallow: /path", the common case
+                        prefixes.append((allow, prefix))
+                        continue
                     kind = (
                         _lines.ALLOW
                         if allow
@@ -337,17 +343,16 @@ class RobotsTxt:
                         if delay
                         else _lines.REQUEST_RATE
                     )
-                    value = plain_value or value.rstrip(_SPACE)
+                    value = prefix or pattern or value.rstrip(_SPACE)
                 else:  # no colon (maybe a two-word line) or a line Google would cut
                     parsed = _lines.parse_line(line)
                     if parsed is None:
                         continue
                     kind, value = parsed
-                    plain_value = ""
+                    pattern = ""
                 if kind == _lines.ALLOW or kind == _lines.DISALLOW:
                     if value:  # an empty value is no rule
-                        pattern = plain_value or normalize_pattern(value)
-                        rules.append((kind == _lines.ALLOW, pattern))
+                        patterns.append((kind == _lines.ALLOW, pattern or normalize_pattern(value)))
                 elif kind == _lines.CRAWL_DELAY:
                     seconds = _parse_delay(value)
                     if seconds is not None:
@@ -364,7 +369,7 @@ class RobotsTxt:
             )
         result = _AgentRules(
             agents,
-            Matcher(rules) if rules else None,
+            Matcher(prefixes, patterns) if prefixes or patterns else None,
             max(delays) if delays else None,  # the most cautious of merged groups
             rates[0] if rates else None,
             tuple(chosen),
