@@ -50,15 +50,15 @@ _DIRECTIVE = re.compile(
 _LONG_LINE = _lines.MAX_LINE // 4
 # What parse() keeps, found in one scan: each user-agent line (its key, whether
 # a colon follows, the token it names: "*" or a leading [A-Za-z_-] run), each
-# sitemap line, and each rule line together with the lines after it up to the
-# next user-agent or sitemap line (and whether a colon follows its key).
+# sitemap line, and each rule line (whether a colon follows its key). After a
+# rule line the scan jumps to the next user-agent or sitemap line.
 _GROUP_LINE = re.compile(
     rf"\n[ \t\v\f]*(?:({_lines.USER_AGENT_KEY})[^:#\n]*(:?)[ \t\v\f]*"
     rf"(?:(\*)(?![^ \t\v\f#\n])|([A-Za-z_-]*))[^#\n]*"
     rf"|({_lines.SITEMAP_KEY})[^\n]*"
-    rf"|(?:{_lines.RULE_KEY})[^:#\n]*(:?)[^\n]*"
-    rf"(?:\n(?![ \t\v\f]*(?:{_lines.USER_AGENT_KEY}|{_lines.SITEMAP_KEY}))[^\n]*)*)"
+    rf"|(?:{_lines.RULE_KEY})[^:#\n]*(:?)[^\n]*)"
 )
+_NEXT_HEAD = re.compile(rf"\n[ \t\v\f]*(?:{_lines.USER_AGENT_KEY}|{_lines.SITEMAP_KEY})")
 
 
 class Decision:
@@ -238,16 +238,20 @@ class RobotsTxt:
         agents: list[list[str]] = []
         sitemap_lines: list[str] = []
         rule_seen = False  # since the last user-agent line
-        for match in _GROUP_LINE.finditer(text):
+        position = 0
+        while (match := _GROUP_LINE.search(text, position)) is not None:
             key, colon, star, token, sitemap, rule_colon = match.groups()
-            start = match.start()
-            if key is None:
-                if sitemap:
-                    sitemap_lines.append(match.group()[1:])
-                elif not rule_seen:  # a rule line and what follows it up to the next group
+            start, position = match.span()
+            if sitemap:
+                sitemap_lines.append(match.group()[1:])
+                continue
+            if key is None:  # a rule line: its group goes on up to the next head line
+                head = _NEXT_HEAD.search(text, position)
+                position = len(text) if head is None else head.start()
+                if not rule_seen:
                     rule_seen = bool(
                         rule_colon and match.start(6) - start <= _LONG_LINE
-                    ) or _has_rule(text, start, match.end())
+                    ) or _has_rule(text, start, position)
                 continue
             if colon and match.end() - start <= _LONG_LINE:
                 token = star or token.lower()

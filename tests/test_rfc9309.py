@@ -7,6 +7,8 @@ the docstring. Readings that go beyond the RFC live in test_google_leniencies.py
 
 from __future__ import annotations
 
+import tracemalloc
+
 import pytest
 
 from scrapy_rep import Decision, RobotsTxt
@@ -854,6 +856,24 @@ def test_2_5_content_after_the_limit_is_ignored() -> None:
     """
     body = _padded(512_100, "Disallow: /late\n")
     assert allowed(body, "/late")
+
+
+@pytest.mark.parametrize("line", ["\n", "a\n", "Disallow: /x\n", "Sitemap: /s.xml\n"])
+def test_2_5_a_500_kib_group_of_short_lines_costs_little_memory(line: str) -> None:
+    """Robustness beyond the RFC: 500 KiB of one short line repeated in one group.
+
+    Parsing it and answering once never holds more than 32 MiB at a time
+    (a regex that kept state per line once needed 190 MiB here).
+    """
+    body = ("User-agent: *\nDisallow: /\n" + line * (510_000 // len(line))).encode()
+    tracemalloc.start()
+    try:
+        robots = RobotsTxt.parse(body)
+        assert not robots.allowed("/x", user_agent=BOT)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 * 2**20, f"{peak / 2**20:.0f} MiB"
 
 
 def test_2_5_max_size_sets_the_limit_and_drops_a_cut_line() -> None:
