@@ -488,6 +488,11 @@ def ratio(value: float | None, base: float | None) -> float | None:
     return value / base
 
 
+def millis(seconds: float) -> str:
+    """Milliseconds with three significant digits below 1 ms, two decimals above."""
+    return f"{1e3 * seconds:.3f}" if seconds < 1e-3 else f"{1e3 * seconds:.2f}"
+
+
 def fmt_ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
@@ -671,15 +676,15 @@ def section_worst(bench: Bench) -> None:
                     total = result["total"]
                     google = adapter.key == "google"
                     cells = [
-                        f"{1e3 * result['total']:.2f}",
-                        "" if google else f"{1e3 * result['parse']:.2f}",
+                        millis(result["total"]),
+                        "" if google else millis(result["parse"]),
                         "" if google else f"{1e3 * result['decide']:.3f}",
                     ]
                 faster = ratio(base, total)
                 met = None if faster is None else faster >= WORST_TARGET
                 figures = (
-                    "-" if total is None else f"{1e3 * total:.2f} ms",
-                    "-" if base is None else f"{1e3 * base:.2f} ms",
+                    "-" if total is None else f"{millis(total)} ms",
+                    "-" if base is None else f"{millis(base)} ms",
                     fmt_ratio(faster),
                     f">= {WORST_TARGET:g}x faster",
                 )
