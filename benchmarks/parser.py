@@ -489,7 +489,7 @@ def ratio(value: float | None, base: float | None) -> float | None:
 
 
 def millis(seconds: float) -> str:
-    """Milliseconds with three significant digits below 1 ms, two decimals above."""
+    """Milliseconds: three decimals below 1 ms, two above."""
     return f"{1e3 * seconds:.3f}" if seconds < 1e-3 else f"{1e3 * seconds:.2f}"
 
 
