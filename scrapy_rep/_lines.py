@@ -70,9 +70,13 @@ def any_case(*words: str) -> str:
 # Scanners over the text after line ends were folded to "\n" and one "\n" was
 # put in front: each match is "\n" followed by a whole candidate line.
 # Patterns for the keys of each directive, every spelling in any case.
-USER_AGENT_KEY, ALLOW_KEY, DISALLOW_KEY, SITEMAP_KEY, CRAWL_DELAY_KEY, REQUEST_RATE_KEY = (
-    any_case(*spellings) for _, spellings in _KEYS
-)
+_KEY_PATTERNS = {kind: any_case(*spellings) for kind, spellings in _KEYS}
+USER_AGENT_KEY = _KEY_PATTERNS[USER_AGENT]
+ALLOW_KEY = _KEY_PATTERNS[ALLOW]
+DISALLOW_KEY = _KEY_PATTERNS[DISALLOW]
+SITEMAP_KEY = _KEY_PATTERNS[SITEMAP]
+CRAWL_DELAY_KEY = _KEY_PATTERNS[CRAWL_DELAY]
+REQUEST_RATE_KEY = _KEY_PATTERNS[REQUEST_RATE]
 RULE_KEY = f"{ALLOW_KEY}|{DISALLOW_KEY}"
 RULE_LINE = re.compile(rf"\n[ \t\v\f]*(?:{RULE_KEY})[^\n]*")
 
