@@ -99,9 +99,18 @@ class Decision:
 
 
 class _AgentRules:
-    """What applies to one user agent: its rules, delays and the groups used."""
+    """What applies to one user agent: its rules, delays and the groups used,
+    and what :meth:`RobotsTxt.decide` learnt about where its rules are written."""
 
-    __slots__ = ("agents", "crawl_delay", "groups", "matcher", "request_rate")
+    __slots__ = (
+        "agents",
+        "crawl_delay",
+        "explained",
+        "groups",
+        "matcher",
+        "request_rate",
+        "rule_offsets",
+    )
 
     def __init__(
         self,
@@ -116,6 +125,10 @@ class _AgentRules:
         self.matcher = matcher
         self.crawl_delay = crawl_delay
         self.request_rate = request_rate
+        # For decide(), built on its first call: where the first rule line that
+        # makes each pattern starts ([Disallow, Allow]), and the answers given.
+        self.rule_offsets: tuple[dict[str, int], dict[str, int]] | None = None
+        self.explained: dict[tuple[str, bool], tuple[int | None, str]] = {}
 
 
 _NO_OFFSETS: Final = array("q")
@@ -168,7 +181,6 @@ class RobotsTxt:
         "_agents",
         "_bounds",
         "_by_agent",
-        "_explained",
         "_first_line",
         "_fixed",
         "_text",
@@ -184,7 +196,6 @@ class RobotsTxt:
         self._agents: list[tuple[str, ...]] = []
         self._first_line = 1  # the line number of the first group's first line
         self._by_agent: dict[str, _AgentRules] = {}
-        self._explained: dict[tuple[str, bool], tuple[int | None, str]] = {}
         self._fixed: _AgentRules | None = None  # allow_all / disallow_all
         self.sitemaps: tuple[str, ...] = ()
         self.truncated = False  # True when the body was longer than max_size
@@ -235,7 +246,7 @@ class RobotsTxt:
     def _find_groups(self, text: str) -> list[str]:
         """Find the groups; returns the sitemap lines met on the way."""
         bounds: list[int] = []  # where each group starts (the "\n" before its first line)
-        agents: list[list[str]] = []
+        agents: list[dict[str, None]] = []  # each group's tokens, in order
         sitemap_lines: list[str] = []
         rule_seen = False  # since the last user-agent line
         position = 0
@@ -262,10 +273,10 @@ class RobotsTxt:
                 token = _agent_token(parsed[1])
             if rule_seen or not bounds:
                 bounds.append(start)
-                agents.append([])
+                agents.append({})
                 rule_seen = False
-            if token and token not in agents[-1]:
-                agents[-1].append(sys.intern(token))
+            if token:
+                agents[-1].setdefault(sys.intern(token))
         if not bounds:
             return sitemap_lines
         # Keep only the text from the first group on, offsets shifted to match.
@@ -383,38 +394,41 @@ class RobotsTxt:
 
     def _explain(self, rules: _AgentRules, pattern: str, allow: bool) -> tuple[int | None, str]:
         """Line number and text ("Disallow: /x") of the first rule of ``rules``'
-        groups that makes this pattern with this kind (cached)."""
+        groups that makes this pattern with this kind (cached per agent)."""
         key = (pattern, allow)
-        known = self._explained.get(key)
-        if known is None:
-            found = self._rule_line(rules.groups, pattern, allow)
-            if found is None:  # not expected: the matcher's rules come from these lines
-                known = (None, f"{_KIND_NAMES[allow]}: {pattern}")
-            else:
-                offset, value = found
-                line = self._first_line + self._text.count("\n", 1, offset)
-                known = (line, f"{_KIND_NAMES[allow]}: {value}")
-            self._explained[key] = known
+        known = rules.explained.get(key)
+        if known is not None:
+            return known
+        if rules.rule_offsets is None:
+            rules.rule_offsets = self._rule_offsets(rules.groups)
+        offset = rules.rule_offsets[allow].get(pattern)
+        known = (None, f"{_KIND_NAMES[allow]}: {pattern}")  # not expected: no such line
+        if offset is not None:
+            text = self._text
+            end = text.find("\n", offset)
+            parsed = _lines.parse_line(text[offset : len(text) if end < 0 else end])
+            value = pattern if parsed is None else parsed[1]  # (it was read as this rule)
+            line = self._first_line + text.count("\n", 1, offset)
+            known = (line, f"{_KIND_NAMES[allow]}: {value}")
+        rules.explained[key] = known
         return known
 
-    def _rule_line(
-        self, groups: tuple[int, ...], pattern: str, allow: bool
-    ) -> tuple[int, str] | None:
-        """Offset and value of the first rule line of ``groups`` with this kind
-        whose value normalises to ``pattern``."""
-        kind = _lines.ALLOW if allow else _lines.DISALLOW
+    def _rule_offsets(self, groups: tuple[int, ...]) -> tuple[dict[str, int], dict[str, int]]:
+        """Where the first rule line of ``groups`` that makes each normalised
+        pattern starts, for Disallow rules and for Allow rules: one pass, so
+        explaining many decisions stays linear."""
+        offsets: tuple[dict[str, int], dict[str, int]] = ({}, {})
         text, bounds = self._text, self._bounds
         for index in groups:
             for match in _lines.RULE_LINE.finditer(text, bounds[index], bounds[index + 1]):
                 parsed = _lines.parse_line(match.group()[1:])
-                if (
-                    parsed is not None
-                    and parsed[0] == kind
-                    and parsed[1]
-                    and normalize_pattern(parsed[1]) == pattern
-                ):
-                    return match.start() + 1, parsed[1]
-        return None
+                if parsed is None or not parsed[1]:
+                    continue
+                kind, value = parsed
+                if kind == _lines.ALLOW or kind == _lines.DISALLOW:
+                    table = offsets[kind == _lines.ALLOW]
+                    table.setdefault(normalize_pattern(value), match.start() + 1)
+        return offsets
 
 
 def _has_rule(text: str, start: int, end: int) -> bool:

@@ -491,6 +491,33 @@ def test_2_2_2_decide_names_the_deciding_line_and_rule() -> None:
     assert isinstance(star, Decision)
 
 
+def test_2_2_2_decide_names_a_line_of_the_asking_agents_own_group() -> None:
+    """Two agents whose groups hold the same rule spelt differently each get their
+    own line, whoever asked first.
+
+    a: line 2 "Disallow: /x"; b: line 5 "Disallow: /%78" (the same pattern).
+    """
+    body = "User-agent: a\nDisallow: /x\n\nUser-agent: b\nDisallow: /%78\n"
+    robots = RobotsTxt.parse(body)
+    first = robots.decide("/x", user_agent="a")
+    second = robots.decide("/x", user_agent="b")
+    assert (first.line, first.rule, first.agents) == (2, "Disallow: /x", ("a",))
+    assert (second.line, second.rule, second.agents) == (5, "Disallow: /%78", ("b",))
+
+
+def test_2_2_2_decide_names_the_first_of_equal_rules() -> None:
+    """Rules that are the same once normalised: the first one written is named.
+
+    "Disallow: /%61" (line 2) and "Disallow: /a" (line 3) -> line 2, as written.
+    """
+    body = "User-agent: *\nDisallow: /%61\nDisallow: /a\nAllow: /b\n"
+    robots = RobotsTxt.parse(body)
+    decision = robots.decide("/a/x", user_agent=BOT)
+    assert (decision.allowed, decision.line, decision.rule) == (False, 2, "Disallow: /%61")
+    allow = robots.decide("/b", user_agent=BOT)
+    assert (allow.allowed, allow.line, allow.rule) == (True, 4, "Allow: /b")
+
+
 def test_2_2_2_decide_rule_is_canonical_key_and_value_as_written() -> None:
     """The rule text is "Disallow: " or "Allow: " and the value as written.
 
