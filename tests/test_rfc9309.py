@@ -885,7 +885,7 @@ def test_2_5_content_after_the_limit_is_ignored() -> None:
     assert allowed(body, "/late")
 
 
-@pytest.mark.parametrize("line", ["\n", "a\n", "Disallow: /x\n", "Sitemap: /s.xml\n"])
+@pytest.mark.parametrize("line", ["\n", "a\n", "allow\n", "Disallow: /x\n", "Sitemap: /s.xml\n"])
 def test_2_5_a_500_kib_group_of_short_lines_costs_little_memory(line: str) -> None:
     """Robustness beyond the RFC: 500 KiB of one short line repeated in one group.
 
