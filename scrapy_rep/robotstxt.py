@@ -128,7 +128,7 @@ class _AgentRules:
         # For decide(), built on its first call: where the first rule line that
         # makes each pattern starts ([Disallow, Allow]), and the answers given.
         self.rule_offsets: tuple[dict[str, int], dict[str, int]] | None = None
-        self.explained: dict[tuple[str, bool], tuple[int | None, str]] = {}
+        self.explained: dict[tuple[str, bool], tuple[int | None, str]] | None = None
 
 
 _NO_OFFSETS: Final = array("q")
@@ -396,11 +396,11 @@ class RobotsTxt:
         """Line number and text ("Disallow: /x") of the first rule of ``rules``'
         groups that makes this pattern with this kind (cached per agent)."""
         key = (pattern, allow)
+        if rules.explained is None or rules.rule_offsets is None:
+            rules.explained, rules.rule_offsets = {}, self._rule_offsets(rules.groups)
         known = rules.explained.get(key)
         if known is not None:
             return known
-        if rules.rule_offsets is None:
-            rules.rule_offsets = self._rule_offsets(rules.groups)
         offset = rules.rule_offsets[allow].get(pattern)
         known = (None, f"{_KIND_NAMES[allow]}: {pattern}")  # not expected: no such line
         if offset is not None:
