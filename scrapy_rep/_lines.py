@@ -58,26 +58,34 @@ for _kind, _spellings in _KEYS:
         _BY_START[_start] = (_kind, (*_known, _spelling))
 
 
-def any_case(*words: str) -> str:
-    """A pattern for any of ``words`` in any letter case. Cheaper than
+# The same spellings as _KEYS, factored into one expression per directive:
+# the scanners below try fewer alternatives on every line, and are smaller.
+_KEY_EXPRESSIONS = {
+    USER_AGENT: "user[- ]?agent",
+    ALLOW: "allow",
+    DISALLOW: "di(?:s(?:s?all?ow|allaw)|asllow)",
+    SITEMAP: "site-?map",
+    CRAWL_DELAY: "crawl[- ]?delay",
+    REQUEST_RATE: "request[- ]?rate",
+}
+
+
+def any_case(expression: str) -> str:
+    """``expression`` with each letter matching in either case. Cheaper than
     re.IGNORECASE, which makes every character of a scan a case-folded compare."""
-    return "|".join(
-        "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else re.escape(c) for c in word)
-        for word in words
-    )
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in expression)
 
 
-# Scanners over the text after line ends were folded to "\n" and one "\n" was
-# put in front: each match is "\n" followed by a whole candidate line.
 # Patterns for the keys of each directive, every spelling in any case.
-_KEY_PATTERNS = {kind: any_case(*spellings) for kind, spellings in _KEYS}
-USER_AGENT_KEY = _KEY_PATTERNS[USER_AGENT]
-ALLOW_KEY = _KEY_PATTERNS[ALLOW]
-DISALLOW_KEY = _KEY_PATTERNS[DISALLOW]
-SITEMAP_KEY = _KEY_PATTERNS[SITEMAP]
-CRAWL_DELAY_KEY = _KEY_PATTERNS[CRAWL_DELAY]
-REQUEST_RATE_KEY = _KEY_PATTERNS[REQUEST_RATE]
+USER_AGENT_KEY = any_case(_KEY_EXPRESSIONS[USER_AGENT])
+ALLOW_KEY = any_case(_KEY_EXPRESSIONS[ALLOW])
+DISALLOW_KEY = any_case(_KEY_EXPRESSIONS[DISALLOW])
+SITEMAP_KEY = any_case(_KEY_EXPRESSIONS[SITEMAP])
+CRAWL_DELAY_KEY = any_case(_KEY_EXPRESSIONS[CRAWL_DELAY])
+REQUEST_RATE_KEY = any_case(_KEY_EXPRESSIONS[REQUEST_RATE])
 RULE_KEY = f"{ALLOW_KEY}|{DISALLOW_KEY}"
+# Scans the text after line ends were folded to "\n" and one "\n" was put in
+# front: each match is "\n" followed by a whole Allow/Disallow line.
 RULE_LINE = re.compile(rf"\n[ \t\v\f]*(?:{RULE_KEY})[^\n]*")
 
 

@@ -62,6 +62,56 @@ def test_site_map_typo_is_a_sitemap(key: str) -> None:
     assert robots.sitemaps == ("https://example.com/s.xml",)
 
 
+@pytest.mark.parametrize("key", ["Crawl-delay", "crawl delay", "CRAWLDELAY"])
+def test_crawl_delay_spellings(key: str) -> None:
+    """Leniency beyond RFC 9309 (which has no Crawl-delay): its key spelt as the
+    other keys may be, with a hyphen, a space or neither, in any case.
+
+    User-agent: examplebot / <key>: 2.5 -> crawl_delay == 2.5.
+    """
+    robots = RobotsTxt.parse(f"User-agent: examplebot\n{key}: 2.5\n")
+    assert robots.crawl_delay(user_agent=BOT) == 2.5
+
+
+@pytest.mark.parametrize("key", ["Request-rate", "request rate", "REQUESTRATE"])
+def test_request_rate_spellings(key: str) -> None:
+    """Leniency beyond RFC 9309: Request-rate with a hyphen, a space or neither, any case.
+
+    User-agent: examplebot / <key>: 1/5 -> request_rate == (1, 5.0).
+    """
+    robots = RobotsTxt.parse(f"User-agent: examplebot\n{key}: 1/5\n")
+    assert robots.request_rate(user_agent=BOT) == (1, 5.0)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "disllow: /x",
+        "dsallow: /x",
+        "dissalllow: /x",
+        "di sallow: /x",
+        "alow: /x",
+        "user_agent: examplebot",
+        "user--agent: examplebot",
+        "site map: https://example.com/s.xml",
+        "crawl_delay: 5",
+        "request_rate: 1/5",
+    ],
+)
+def test_keys_close_to_a_known_spelling_are_not_read(line: str) -> None:
+    """The limit of the typo leniency: only Google's spellings count, nothing near them.
+
+    User-agent: examplebot / <near miss> / Disallow: /y -> /x allowed, no sitemap, no
+    delay, no rate, and the group (and its Disallow: /y) still belongs to examplebot.
+    """
+    robots = RobotsTxt.parse(f"User-agent: examplebot\n{line}\nDisallow: /y\n")
+    assert robots.allowed("/x", user_agent=BOT)
+    assert not robots.allowed("/y", user_agent=BOT)
+    assert robots.sitemaps == ()
+    assert robots.crawl_delay(user_agent=BOT) is None
+    assert robots.request_rate(user_agent=BOT) is None
+
+
 def test_missing_colon_with_exactly_two_words() -> None:
     """Leniency beyond RFC 9309: a forgotten colon works when the line is exactly two words.
 
