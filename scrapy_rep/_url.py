@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["normalize_path", "normalize_pattern", "path_of"]
+__all__ = ["normalize_path", "normalize_pattern", "path_of", "url_path"]
 
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
@@ -36,13 +36,20 @@ _ESCAPE_TO_CHANGE = re.compile(
 )
 # For the quick test that most paths and patterns pass: bytes that need no look.
 PLAIN_IN_PATH = _AS_IS.replace("%", "").encode()
-# A URL whose path needs no normalising, in one match: the path (group 1) is
+# A URL whose path needs no normalising, in one match: the path (group 2) is
 # there, starts with "/", and is plain up to the fragment or the end.
+# (The scheme and authority are taken as URL_PATH takes them, and never given
+# back: "//host" has an empty path, not the path "//host".)
 PLAIN_URL = re.compile(
-    r"(?:[^:/?#;]*://[^/?#;]*|//[^/?#;]*)?"
+    r"(?=((?:[^:/?#;]*://[^/?#;]*|//[^/?#;]*)?))\1"
     rf"(/[{re.escape(_AS_IS.replace('%', '').replace('#', ''))}]*)(?=#|\Z)"
 )
 _PLAIN_IN_PATTERN = PLAIN_IN_PATH + b"*"
+# From this length on, a path is checked for plainness with one byte-level
+# pass, which costs less than the regular expression's character class.
+LONG_URL = 256
+_URL_HEAD = re.compile(r"(?:[^:/?#;]*://[^/?#;]*|//[^/?#;]*)?")
+_PLAIN_PATH_BYTES = PLAIN_IN_PATH.replace(b"#", b"")
 
 
 def path_of(url: str) -> str:
@@ -53,6 +60,23 @@ def path_of(url: str) -> str:
     """
     path = URL_PATH.match(url)[1]  # type: ignore[index]  # the pattern matches any text
     return path if path[:1] == "/" else "/" + path
+
+
+def url_path(url: str) -> str:
+    """The path, params and query of ``url`` in normal form: what rules match."""
+    if len(url) < LONG_URL:
+        plain = PLAIN_URL.match(url)
+        if plain is not None:
+            return plain[2]
+    else:
+        path = url[_URL_HEAD.match(url).end() :]  # type: ignore[union-attr]  # always matches
+        if (
+            path[:1] == "/"
+            and path.isascii()
+            and not path.encode().translate(None, _PLAIN_PATH_BYTES)
+        ):
+            return path
+    return normalize_path(path_of(url))
 
 
 def _percent_encode(run: str) -> str:

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from scrapy_rep import Decision, RobotsTxt
-from scrapy_rep._url import normalize_path, normalize_pattern
+from scrapy_rep._url import normalize_path, normalize_pattern, path_of, url_path
 
 BOT = "examplebot"
 # REP_HYPOTHESIS_EXAMPLES=5000 for a deeper run than the everyday one.
@@ -399,3 +399,16 @@ def test_a_rule_reads_as_its_normalised_pattern(value: str, tail: str, path: str
     assert decision.allowed == normal.allowed(url, user_agent=BOT), (value, url)
     if not decision.allowed:
         assert decision.rule == f"Disallow: {written}"
+
+
+@SETTINGS
+@given(url_text, st.integers(min_value=0, max_value=400), st.sampled_from(["a", "/", "%41", "é"]))
+@example("https://example.com/a", 300, "a")
+@example("/a", 300, "%41")
+def test_url_path_is_the_normalised_path_for_short_and_long_urls(
+    url: str, padding: int, pad: str
+) -> None:
+    """url_path() (quick routes for plain short and long URLs) equals normalising the
+    path of the URL the slow, general way."""
+    url = url + pad * padding
+    assert url_path(url) == normalize_path(path_of(url))

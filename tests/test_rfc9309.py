@@ -445,6 +445,12 @@ def test_2_2_2_scheme_and_host_alone_mean_the_root() -> None:
     assert not allowed(body, "https://example.com")
     assert not allowed(body, "https://example.com/")
     assert allowed(body, "https://example.com/a")
+    # a network-path reference too: "//example.com" is host example.com, path "/"
+    assert not allowed(body, "//example.com")
+    assert not allowed("User-agent: *\nDisallow: /$\nAllow: //\n", "//example.com")
+    assert allowed("User-agent: *\nDisallow: //\n", "//example.com")
+    decision = RobotsTxt.parse(body).decide("//example.com", user_agent=BOT)
+    assert (decision.allowed, decision.line) == (False, 2)
 
 
 def test_2_2_2_allow_of_an_index_page_does_not_allow_its_directory() -> None:
