@@ -19,7 +19,8 @@ __all__ = ["normalize_path", "normalize_pattern", "path_of", "url_path"]
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
 # "scheme://authority" or "//authority", then the path, params and query.
-URL_PATH = re.compile(r"(?:[^:/?#;]*://[^/?#;]*|//[^/?#;]*)?([^#]*)")
+_SCHEME_AUTHORITY = r"(?:[^:/?#;]*://[^/?#;]*|//[^/?#;]*)?"
+URL_PATH = re.compile(rf"{_SCHEME_AUTHORITY}([^#]*)")
 
 # Characters compared as they are: unreserved and reserved ones (RFC 3986), and
 # '%'. '*' and '$' are reserved too but have a meaning in patterns (below);
@@ -41,14 +42,14 @@ PLAIN_IN_PATH = _AS_IS.replace("%", "").encode()
 # (The scheme and authority are taken as URL_PATH takes them, and never given
 # back: "//host" has an empty path, not the path "//host".)
 PLAIN_URL = re.compile(
-    r"(?=((?:[^:/?#;]*://[^/?#;]*|//[^/?#;]*)?))\1"
+    rf"(?=({_SCHEME_AUTHORITY}))\1"
     rf"(/[{re.escape(_AS_IS.replace('%', '').replace('#', ''))}]*)(?=#|\Z)"
 )
 _PLAIN_IN_PATTERN = PLAIN_IN_PATH + b"*"
 # From this length on, a path is checked for plainness with one byte-level
 # pass, which costs less than the regular expression's character class.
 LONG_URL = 256
-_URL_HEAD = re.compile(r"(?:[^:/?#;]*://[^/?#;]*|//[^/?#;]*)?")
+_URL_HEAD = re.compile(_SCHEME_AUTHORITY)
 _PLAIN_PATH_BYTES = PLAIN_IN_PATH.replace(b"#", b"")
 
 
