@@ -14,8 +14,9 @@ Rules are sorted into three kinds, each found without trying every rule:
   search lands on);
 - anchored literals (``/index.html$``): one dictionary lookup;
 - wildcard rules (``/*.pdf$``): indexed by their literal head, tried only while
-  they could still beat the best match so far, and ruled out cheaply when
-  their longest literal part is not in the path.
+  they could still beat the best match so far, and ruled out cheaply when a
+  literal part they need (their last one, which an anchored rule's path must
+  end with) is not in the path.
 
 A wildcard rule matches part by part, each at its leftmost place (``str.find``),
 which is exact for ``*`` globs and linear in path x pattern: no input can make
@@ -31,7 +32,7 @@ from collections.abc import Iterable, Sequence
 
 __all__ = ["Matcher", "allows"]
 
-_NO_KEYS: list[str] = []  # shared by matchers without plain prefixes; never changed
+_NO_KEYS: list[str] = []  # shared by matchers without prefixes or heads; never changed
 _NO_INDEXES = array("i")
 _NO_RANKS = array("q")
 
