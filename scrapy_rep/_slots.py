@@ -1,10 +1,16 @@
-"""Crawl-delay as a minimum delay of Scrapy's download slots.
+"""Scrapy's engine and downloader internals, in one room: per-slot delays, waiting.
 
-Scrapy has no public API for per-slot delays, so this is the only module of
-scrapy-rep that touches the downloader's internals: ``Downloader.slots``,
+Scrapy has no public API for per-slot delays or for requests that wait inside
+a downloader middleware, so this is the only module of scrapy-rep that
+touches the engine's and downloader's internals (with :mod:`scrapy_rep._compat`
+for what differs between Scrapy releases): ``Downloader.slots``,
 ``Downloader.per_slot_settings`` (the live copy of ``DOWNLOAD_SLOTS``),
-``Slot.delay`` and ``Slot.jitter``. ``internals_problems`` lists what is
-missing, and tests/test_slots.py fails loudly when any of it changes.
+``Slot.delay``, ``Slot.jitter``, ``Slot.latercall``,
+``Downloader._process_queue``, ``Downloader.active`` and the engine's
+``_slot`` (``nextcall``, ``closing``). :func:`internals_problems` and
+:func:`waiting_problems` list what is missing; scrapy-rep logs them as an
+ERROR at start naming the Scrapy version, and tests/test_slots.py fails when
+any of it changes.
 
 How the minimum holds against what would otherwise undercut it:
 
@@ -22,7 +28,7 @@ How the minimum holds against what would otherwise undercut it:
   recreated from ``per_slot_settings``, so the minimum is written there too.
 
 When many workers share the pacing of a slot through Redis
-(:mod:`scrapy_rep.redis`), :meth:`SlotDelays.pace_elsewhere` does the
+(:mod:`scrapy_rep.cluster`), :meth:`SlotDelays.let_cluster_pace` does the
 opposite: the slot's local delay is held at 0 (no jitter, AutoThrottle and GC
 cannot raise it), because a request released at its cluster-wide reserved
 time must leave at once. :meth:`SlotDelays.require` takes the slot back.
@@ -66,7 +72,80 @@ def internals_problems(downloader: object) -> list[str]:
     for name in ("_delay", "_jitter") if _HAS_JITTER else ("randomize_delay",):
         if not isinstance(getattr(downloader, name, None), (float, int)):
             problems.append(f"Downloader.{name} (default of new slots) is missing")
+    # Ending a wait scheduled under a former delay (_end_pending_delay).
+    if not callable(getattr(downloader, "_process_queue", None)):
+        problems.append("Downloader._process_queue(slot) is missing")
+    # Slot.__init__ sets it; its signature differs between releases, so read
+    # the attribute names it assigns instead of building one.
+    if "latercall" not in Slot.__init__.__code__.co_names:
+        problems.append("Slot.latercall is missing")
     return problems
+
+
+def waiting_problems(engine: Any) -> list[str]:
+    """What :mod:`scrapy_rep._waiting` needs from Scrapy's engine and does not find."""
+    if engine is None:
+        return ["no engine"]
+    problems = []
+    active = getattr(getattr(engine, "downloader", None), "active", None)
+    if not isinstance(active, set):
+        problems.append(f"Downloader.active is {type(active).__name__}, expected set")
+    slot = getattr(engine, "_slot", None)
+    if slot is not None:
+        if not callable(getattr(getattr(slot, "nextcall", None), "schedule", None)):
+            problems.append("ExecutionEngine._slot.nextcall.schedule() is missing")
+        if not hasattr(slot, "closing"):
+            problems.append("ExecutionEngine._slot.closing is missing")
+    return problems
+
+
+def log_problems(crawler: Crawler, *, delays: bool) -> list[str]:
+    """Log, as one ERROR naming the Scrapy version, what scrapy-rep needs from
+    the running engine and does not find (``delays``: Crawl-delay is obeyed).
+    Called at spider_opened, before any request: a Scrapy release that moved
+    an internal is reported at start, never silently."""
+    import scrapy
+
+    engine = crawler.engine
+    problems = waiting_problems(engine)
+    if delays and engine is not None:
+        problems += internals_problems(getattr(engine, "downloader", None))
+    if problems:
+        logger.error(
+            "scrapy-rep does not fully work with Scrapy %s: %s. Requests waiting for "
+            "robots.txt may count against CONCURRENT_REQUESTS%s. Please report this.",
+            scrapy.__version__,
+            "; ".join(problems),
+            ", and Crawl-delay may not be applied" if delays else "",
+        )
+    return problems
+
+
+def leave_active(engine: Any, request: Request) -> bool:
+    """Take ``request`` out of the downloader's active set (it stops counting
+    against CONCURRENT_REQUESTS) and wake the engine to fill the place; False
+    if it was not there. :func:`waiting_problems` must be empty."""
+    active: set[Request] = engine.downloader.active
+    if request not in active:
+        return False
+    active.discard(request)
+    slot = engine._slot
+    if slot is not None:
+        slot.nextcall.schedule()
+    return True
+
+
+def rejoin_active(engine: Any, request: Request) -> None:
+    """Put back a request taken out by :func:`leave_active`."""
+    engine.downloader.active.add(request)
+
+
+def engine_closing(engine: Any) -> bool:
+    """True once the engine has started closing the spider (or has none)."""
+    if engine is None:
+        return True
+    slot = getattr(engine, "_slot", None)
+    return slot is None or getattr(slot, "closing", None) is not None
 
 
 def _fitting_jitter(own_jitter: float, minimum: float, delay: float) -> float:
@@ -117,7 +196,7 @@ class SlotDelays:
         self._elsewhere.discard(key)
         self._raise_minimum(downloader, key, delay)
 
-    def pace_elsewhere(self, request: Request) -> float:
+    def let_cluster_pace(self, request: Request) -> float:
         """Hold the local delay of ``request``'s slot at 0: the cluster paces it.
 
         Returns the delay the slot would have of its own (its DOWNLOAD_SLOTS
@@ -167,14 +246,8 @@ class SlotDelays:
         if engine is None:
             return None
         downloader = getattr(engine, "downloader", None)
-        problems = internals_problems(downloader)
-        if problems:
+        if internals_problems(downloader):  # logged at start (log_problems)
             self._unsupported = True
-            logger.error(
-                "scrapy-rep cannot apply Crawl-delay with this version of Scrapy (%s): "
-                "requests are sent without it.",
-                "; ".join(problems),
-            )
             return None
         self._downloader = downloader
         return downloader
@@ -257,14 +330,13 @@ _set_jitter: Callable[[Slot, float], None] = (
 def _end_pending_delay(downloader: Downloader, slot: Slot) -> None:
     """Cancel the wait the slot scheduled under its former delay: until it
     fires, the slot sends nothing, and a request released at its reserved
-    time would leave late."""
-    latercall = getattr(slot, "latercall", None)
-    process_queue = getattr(downloader, "_process_queue", None)
-    if latercall is None or not callable(process_queue):
+    time would leave late. (internals_problems checks both names.)"""
+    latercall = slot.latercall
+    if latercall is None:
         return
     latercall.cancel()
     slot.latercall = None
-    process_queue(slot)
+    downloader._process_queue(slot)
 
 
 def _clamp(slot: Slot, minimum: float, own_jitter: float) -> None:

@@ -1,15 +1,20 @@
 """Every setting scrapy-rep reads, read and validated once.
 
 ``Config.from_settings(settings)`` raises :class:`~scrapy_rep.exceptions.InvalidSetting`
-(a ``ValueError``) naming the setting for any value it cannot use, so a typo
-stops the crawl at start instead of silently changing what it obeys.
+(a ``ValueError``) naming the setting for any value it cannot use, so a wrong
+value stops the crawl at start instead of silently changing what it obeys.
+What is odd but usable (a ``REP_*`` name nobody reads, a user agent sites
+will not recognise) is collected in :attr:`Config.warnings`, logged once at
+start. Every default is the dataclass field's, written once.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from scrapy.settings import BaseSettings, Settings
@@ -17,6 +22,7 @@ from scrapy.settings import BaseSettings, Settings
 from scrapy_rep._agent import product_token
 from scrapy_rep.exceptions import InvalidSetting
 from scrapy_rep.policy import Policy
+from scrapy_rep.robotstxt import DEFAULT_MAX_SIZE
 
 UNREACHABLE_MODES = ("disallow", "allow", "defer")
 NOINDEX_MODES = ("keep", "drop")
@@ -25,12 +31,17 @@ REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    obey: bool = True
+    obey: bool = False
     user_agent: str = "*"
     """Product token matched against ``User-agent:`` lines."""
+    explicit_agent: bool = False
+    """The token comes from ROBOTSTXT_USER_AGENT (a request's own User-Agent
+    header then does not change it)."""
     user_agent_problem: str = ""
     """Non-empty when no token could be found in USER_AGENT (then ``*``)."""
-    max_size: int = 512_000
+    warnings: tuple[str, ...] = ()
+    """Usable but odd settings, logged once at start."""
+    max_size: int = DEFAULT_MAX_SIZE
     fetch_timeout: float = 10.0
     fetch_retries: int = 1
     max_redirects: int = 5
@@ -49,7 +60,7 @@ class Config:
     meta_robots: bool = True
     meta_noindex: str = "keep"
     redis_url: str | None = None
-    """Shared state for many workers (scrapy_rep.redis); None: each worker alone."""
+    """Shared state for many workers (scrapy_rep.cluster); None: each worker alone."""
     redis_robots: bool = True
     redis_delay: bool = True
     redis_prefix: str = "rep:"
@@ -74,44 +85,108 @@ class Config:
             settings = Settings(dict(settings))
         read = _Reader(settings)
         user_agent, problem = _user_agent(settings)
-        cache_ttl = read.number("REP_CACHE_TTL", 86_400.0, minimum=0.0, exclusive=True)
-        retry_min = read.number("REP_RETRY_MIN", 60.0, minimum=0.0, exclusive=True)
-        return cls(
-            obey=read.boolean("ROBOTSTXT_OBEY", False),
+        explicit = bool(settings.get("ROBOTSTXT_USER_AGENT"))
+        cache_ttl = read.number("REP_CACHE_TTL", minimum=0.0, exclusive=True)
+        retry_min = read.number("REP_RETRY_MIN", minimum=0.0, exclusive=True)
+        config = cls(
+            obey=read.boolean("ROBOTSTXT_OBEY"),
             user_agent=user_agent,
+            explicit_agent=explicit,
             user_agent_problem=problem,
-            max_size=read.integer("REP_MAX_SIZE", 512_000, minimum=1),
-            fetch_timeout=read.number("REP_FETCH_TIMEOUT", 10.0, minimum=0.0, exclusive=True),
-            fetch_retries=read.integer("REP_FETCH_RETRIES", 1, minimum=0),
-            max_redirects=read.integer("REP_MAX_REDIRECTS", 5, minimum=0),
-            unreachable=read.choice("REP_UNREACHABLE", "disallow", UNREACHABLE_MODES),
-            defer_max=read.number("REP_DEFER_MAX", 600.0, minimum=0.0),
+            max_size=read.integer("REP_MAX_SIZE", minimum=1),
+            fetch_timeout=read.number("REP_FETCH_TIMEOUT", minimum=0.0, exclusive=True),
+            fetch_retries=read.integer("REP_FETCH_RETRIES", minimum=0),
+            max_redirects=read.integer("REP_MAX_REDIRECTS", minimum=0),
+            unreachable=read.choice("REP_UNREACHABLE", UNREACHABLE_MODES),
+            defer_max=read.number("REP_DEFER_MAX", minimum=0.0),
             cache_ttl=cache_ttl,
-            cache_min_ttl=read.number("REP_CACHE_MIN_TTL", 60.0, minimum=0.0, maximum=cache_ttl),
-            cache_max_origins=read.integer("REP_CACHE_MAX_ORIGINS", 10_000, minimum=1),
-            stale_max=read.number("REP_STALE_MAX", 30 * 86_400.0, minimum=0.0),
+            cache_min_ttl=read.number("REP_CACHE_MIN_TTL", minimum=0.0, maximum=cache_ttl),
+            cache_max_origins=read.integer("REP_CACHE_MAX_ORIGINS", minimum=1),
+            stale_max=read.number("REP_STALE_MAX", minimum=0.0),
             retry_min=retry_min,
-            retry_max=read.number("REP_RETRY_MAX", 3_600.0, minimum=retry_min),
-            dry_run=read.boolean("REP_DRY_RUN", False),
-            obey_crawl_delay=read.boolean("REP_OBEY_CRAWL_DELAY", True),
-            max_crawl_delay=read.number("REP_MAX_CRAWL_DELAY", 60.0, minimum=0.0),
-            max_waiting=read.integer("REP_MAX_WAITING", 256, minimum=0),
-            meta_robots=read.boolean("REP_META_ROBOTS", True),
-            meta_noindex=read.choice("REP_META_NOINDEX", "keep", NOINDEX_MODES),
+            retry_max=read.number("REP_RETRY_MAX", minimum=retry_min),
+            dry_run=read.boolean("REP_DRY_RUN"),
+            obey_crawl_delay=read.boolean("REP_OBEY_CRAWL_DELAY"),
+            max_crawl_delay=read.number("REP_MAX_CRAWL_DELAY", minimum=0.0),
+            max_waiting=read.integer("REP_MAX_WAITING", minimum=0),
+            meta_robots=read.boolean("REP_META_ROBOTS"),
+            meta_noindex=read.choice("REP_META_NOINDEX", NOINDEX_MODES),
             redis_url=_redis_url(read),
-            redis_robots=read.boolean("REP_REDIS_ROBOTS", True),
-            redis_delay=read.boolean("REP_REDIS_DELAY", True),
-            redis_prefix=read.text("REP_REDIS_PREFIX", "rep:"),
-            redis_timeout=read.number("REP_REDIS_TIMEOUT", 1.0, minimum=0.0, exclusive=True),
-            redis_retry=read.number("REP_REDIS_RETRY", 30.0, minimum=0.0),
-            redis_keep=read.number("REP_REDIS_KEEP", 86_400.0, minimum=0.0),
+            redis_robots=read.boolean("REP_REDIS_ROBOTS"),
+            redis_delay=read.boolean("REP_REDIS_DELAY"),
+            redis_prefix=read.text("REP_REDIS_PREFIX"),
+            redis_timeout=read.number("REP_REDIS_TIMEOUT", minimum=0.0, exclusive=True),
+            redis_retry=read.number("REP_REDIS_RETRY", minimum=0.0),
+            redis_keep=read.number("REP_REDIS_KEEP", minimum=0.0),
         )
+        warnings = [problem] if problem else []
+        warnings += _agent_mismatch(settings, user_agent, explicit)
+        warnings += _unknown_settings(settings, read.names)
+        warnings += _parser_setting(settings)
+        return dataclasses.replace(config, warnings=tuple(warnings))
+
+
+_DEFAULTS = Config()
+# Setting name -> Config field where it is not REP_<FIELD>.
+_FIELD_OF = {"ROBOTSTXT_OBEY": "obey"}
+_FIELDS = frozenset(field.name for field in fields(Config))
+
+
+def default_of(name: str) -> Any:
+    """The default of setting ``name``: its Config field's (REP_MAX_SIZE -> max_size)."""
+    field = _FIELD_OF.get(name) or name.removeprefix("REP_").lower()
+    if field not in _FIELDS:
+        raise KeyError(f"{name} has no Config field")
+    return getattr(_DEFAULTS, field)
+
+
+ROBOT_PARSER = "scrapy_rep.RobotParser"
+
+
+def _unknown_settings(settings: BaseSettings, known: set[str]) -> list[str]:
+    """One warning per REP_* setting nobody reads, naming the closest known one."""
+    warnings = []
+    for name in sorted(str(key) for key in settings if str(key).startswith("REP_")):
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        warnings.append(f"unknown setting {name} is ignored{hint}")
+    return warnings
+
+
+def _agent_mismatch(settings: BaseSettings, token: str, explicit: bool) -> list[str]:
+    """Sites read USER_AGENT; robots.txt is obeyed for ROBOTSTXT_USER_AGENT."""
+    if not explicit:
+        return []
+    header = settings.get("USER_AGENT")
+    sent = product_token(header) if isinstance(header, (str, bytes)) else None
+    if sent is not None and sent.lower() == token.lower():
+        return []
+    return [
+        f"USER_AGENT {header!r} does not name {token!r} (ROBOTSTXT_USER_AGENT): sites see "
+        f"one crawler while robots.txt is obeyed for another; set USER_AGENT = "
+        f"'{token}/1.0 (+https://your.site/bot)'"
+    ]
+
+
+def _parser_setting(settings: BaseSettings) -> list[str]:
+    """ROBOTSTXT_PARSER only matters to Scrapy's own middleware, off with scrapy-rep's."""
+    default = Settings().get("ROBOTSTXT_PARSER")
+    parser = settings.get("ROBOTSTXT_PARSER")
+    if parser in (None, default, ROBOT_PARSER) or settings.getpriority("ROBOTSTXT_PARSER") == 0:
+        return []
+    name = parser if isinstance(parser, str) else getattr(parser, "__qualname__", repr(parser))
+    return [
+        f"ROBOTSTXT_PARSER = {name!r} is not used: scrapy_rep.RobotsTxtMiddleware reads "
+        "robots.txt with its own parser (ROBOTSTXT_PARSER is for Scrapy's middleware)"
+    ]
 
 
 def _redis_url(read: _Reader) -> str | None:
     """REP_REDIS_URL, else scrapy-redis's REDIS_URL; None when neither is set."""
     for name in ("REP_REDIS_URL", "REDIS_URL"):
-        raw = read.settings.get(name)
+        raw = read._raw(name)
         if raw is None or raw == "":
             continue
         if not isinstance(raw, str) or not raw.startswith(REDIS_URL_SCHEMES):
@@ -148,13 +223,18 @@ def _user_agent(settings: BaseSettings) -> tuple[str, str]:
 
 
 class _Reader:
+    """Reads settings, each with its Config default; remembers the names read."""
+
     def __init__(self, settings: BaseSettings) -> None:
         self.settings = settings
+        self.names: set[str] = set()
 
     def _raw(self, name: str) -> Any:
+        self.names.add(name)
         return self.settings.get(name)
 
-    def boolean(self, name: str, default: bool) -> bool:
+    def boolean(self, name: str) -> bool:
+        default: bool = default_of(name)
         if self._raw(name) is None:
             return default
         try:
@@ -165,7 +245,6 @@ class _Reader:
     def number(
         self,
         name: str,
-        default: float,
         *,
         minimum: float | None = None,
         maximum: float | None = None,
@@ -173,7 +252,7 @@ class _Reader:
     ) -> float:
         raw = self._raw(name)
         if raw is None:
-            return default
+            return float(default_of(name))
         if isinstance(raw, bool):
             raise InvalidSetting(name, f"expected a number of seconds, got {raw!r}")
         try:
@@ -185,10 +264,10 @@ class _Reader:
         _check_bounds(name, value, minimum, maximum, exclusive)
         return value
 
-    def integer(self, name: str, default: int, *, minimum: int | None = None) -> int:
+    def integer(self, name: str, *, minimum: int | None = None) -> int:
         raw = self._raw(name)
         if raw is None:
-            return default
+            return int(default_of(name))
         if isinstance(raw, bool):
             raise InvalidSetting(name, f"expected an integer, got {raw!r}")
         try:
@@ -200,18 +279,18 @@ class _Reader:
         _check_bounds(name, value, minimum, None, False)
         return value
 
-    def text(self, name: str, default: str) -> str:
+    def text(self, name: str) -> str:
         raw = self._raw(name)
         if raw is None:
-            return default
+            return str(default_of(name))
         if not isinstance(raw, str) or not raw:
             raise InvalidSetting(name, f"expected a non-empty string, got {raw!r}")
         return raw
 
-    def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
+    def choice(self, name: str, choices: tuple[str, ...]) -> str:
         raw = self._raw(name)
         if raw is None:
-            return default
+            return str(default_of(name))
         value = raw.strip().lower() if isinstance(raw, str) else raw
         if value not in choices:
             allowed = ", ".join(repr(c) for c in choices)

@@ -21,7 +21,7 @@ from scrapy import Request
 from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse, Response, TextResponse
 
-from scrapy_rep._directives import (
+from scrapy_rep._page_directives import (
     NO_DIRECTIVES,
     Directives,
     header_directives,

@@ -1,16 +1,19 @@
 """Fetch outcome -> rules and freshness (RFC 9309 §2.3.1 and §2.4). No Scrapy.
 
-========================  ===============  ==========================================
-robots.txt fetch result   outcome          rules applied to the origin
-========================  ===============  ==========================================
-2xx                       ``parsed``       the body (at most ``max_size`` bytes)
-3xx beyond the hop limit  ``allow_all``    none ("unavailable")
-4xx except 429            ``allow_all``    none ("unavailable")
-429, 5xx, network error   ``disallow_all`` the last good rules if younger than
-                                           ``stale_max`` (stale-if-error), else
-                                           none: :attr:`Entry.robots` is None and
-                                           the middleware's REP_UNREACHABLE decides
-========================  ===============  ==========================================
+==========================  ===================  ======================================
+robots.txt fetch result     outcome              rules applied to the origin
+==========================  ===================  ======================================
+2xx                         ``parsed``           the body (at most ``max_size`` bytes)
+3xx beyond the hop limit    ``unavailable``      none: everything allowed (§2.3.1.3)
+4xx except 429              ``unavailable``      none: everything allowed (§2.3.1.3)
+429, 5xx, network error     ``unreachable``      the last good rules if younger than
+                                                 ``stale_max`` (stale-if-error), else
+                                                 none: :attr:`Entry.robots` is None and
+                                                 REP_UNREACHABLE decides (§2.3.1.4)
+refused by a local          ``refused_locally``  none: everything allowed, as Scrapy's
+downloader middleware                            own middleware does (no server or
+(``IgnoreRequest``)                              network error happened)
+==========================  ===================  ======================================
 
 Good results stay fresh for ``Cache-Control: max-age`` clamped to
 ``[min_ttl, ttl]``, else ``ttl``. Unreachable results are retried after an
@@ -27,8 +30,10 @@ from email.utils import parsedate_to_datetime
 from scrapy_rep.robotstxt import RobotsTxt
 
 PARSED = "parsed"
-ALLOW_ALL = "allow_all"
-DISALLOW_ALL = "disallow_all"
+UNAVAILABLE = "unavailable"
+UNREACHABLE = "unreachable"
+REFUSED_LOCALLY = "refused_locally"
+OUTCOMES = (PARSED, UNAVAILABLE, UNREACHABLE, REFUSED_LOCALLY)
 
 _MAX_AGE = re.compile(r"(?:^|[,\s])max-age\s*=\s*\"?(\d+)", re.IGNORECASE)
 _NO_CACHE = re.compile(r"(?:^|[,\s])(?:no-cache|no-store)\b", re.IGNORECASE)
@@ -41,7 +46,7 @@ class Entry:
     robots: RobotsTxt | None
     """Rules to apply; None when unreachable with no good rules to fall back on."""
     outcome: str
-    """Result of the latest fetch: ``parsed``, ``allow_all`` or ``disallow_all``."""
+    """Result of the latest fetch: one of :data:`OUTCOMES`."""
     expires: float
     """Time (``time.time()``) after which the robots.txt is fetched again."""
     fetched: float
@@ -51,7 +56,7 @@ class Entry:
     reason: str = ""
     """Why the latest fetch was not ``parsed``: ``HTTP 404``, ``TimeoutError``..."""
     delay: float = 0.0
-    """Effective Crawl-delay for the crawler's own token (set by the middleware)."""
+    """Seconds between requests for the crawler's own token (:func:`delay_for`)."""
     truncated: bool = False
     status: int | None = None
     """HTTP status of the latest fetch's final response (None: no response)."""
@@ -63,9 +68,14 @@ class Entry:
     """Bytes of robots.txt body received by the latest fetch."""
 
     @property
+    def ruleless(self) -> bool:
+        """No robots.txt rules: unavailable, or refused locally (everything allowed)."""
+        return self.outcome == UNAVAILABLE or self.outcome == REFUSED_LOCALLY
+
+    @property
     def stale(self) -> bool:
         """Serving the last good rules after a failed fetch."""
-        return self.outcome == DISALLOW_ALL and self.robots is not None
+        return self.outcome == UNREACHABLE and self.robots is not None
 
 
 def max_age(cache_control: str | None) -> float | None:
@@ -94,14 +104,16 @@ def retry_after(value: str | None, now: float) -> float | None:
     return max(0.0, when.timestamp() - now)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Policy:
-    ttl: float = 86_400.0
-    min_ttl: float = 60.0
-    stale_max: float = 30 * 86_400.0
-    retry_min: float = 60.0
-    retry_max: float = 3_600.0
-    max_size: int = 512_000
+    """How long results stay good (the defaults live in :class:`~scrapy_rep.config.Config`)."""
+
+    ttl: float
+    min_ttl: float
+    stale_max: float
+    retry_min: float
+    retry_max: float
+    max_size: int
 
     def freshness(self, cache_control: str | None) -> float:
         age = max_age(cache_control)
@@ -138,17 +150,23 @@ class Policy:
                 retry_after_seconds=retry_after(retry_after_header, now),
             )
         # 3xx left unfollowed (no usable Location) and 4xx: "unavailable"
-        return self.allow_all(f"HTTP {status}", now=now, cache_control=cache_control)
+        return self.unavailable(f"HTTP {status}", now=now, cache_control=cache_control)
 
-    def allow_all(self, reason: str, *, now: float, cache_control: str | None = None) -> Entry:
+    def unavailable(self, reason: str, *, now: float, cache_control: str | None = None) -> Entry:
         """Unavailable robots.txt (4xx, too many redirects): crawl everything."""
         return Entry(
             RobotsTxt.allow_all(),
-            ALLOW_ALL,
+            UNAVAILABLE,
             now + self.freshness(cache_control),
             now,
             reason=reason,
         )
+
+    def refused_locally(self, reason: str, *, now: float) -> Entry:
+        """The robots.txt request never left: a downloader middleware of the
+        crawl refused it (an offline HTTP cache without it, say). Nothing was
+        said by the site, so no rules; asked again after the usual freshness."""
+        return Entry(RobotsTxt.allow_all(), REFUSED_LOCALLY, now + self.ttl, now, reason=reason)
 
     def backoff(self, failures: int, retry_after_seconds: float | None = None) -> float:
         if retry_after_seconds is not None:
@@ -167,7 +185,7 @@ class Policy:
     ) -> Entry:
         """Unreachable robots.txt: complete disallow, or the last good rules."""
         failures = 1
-        if previous is not None and previous.outcome == DISALLOW_ALL:
+        if previous is not None and previous.outcome == UNREACHABLE:
             failures = previous.failures + 1
         expires = now + self.backoff(failures, retry_after_seconds)
         if (
@@ -177,7 +195,7 @@ class Policy:
         ):
             return Entry(
                 previous.robots,
-                DISALLOW_ALL,
+                UNREACHABLE,
                 expires,
                 previous.fetched,
                 failures,
@@ -185,4 +203,16 @@ class Policy:
                 previous.delay,
                 previous.truncated,
             )
-        return Entry(None, DISALLOW_ALL, expires, now, failures, reason)
+        return Entry(None, UNREACHABLE, expires, now, failures, reason)
+
+
+def delay_for(robots: RobotsTxt, agent: str, max_delay: float) -> tuple[float, float]:
+    """``(applied, asked)`` seconds between requests for ``agent``: ``asked`` is
+    the larger of Crawl-delay and Request-rate's seconds per request, ``applied``
+    is ``asked`` capped at ``max_delay`` (``REP_MAX_CRAWL_DELAY``). The one rule
+    for the middleware and ``scrapy robots`` alike."""
+    asked = robots.crawl_delay(user_agent=agent) or 0.0
+    rate = robots.request_rate(user_agent=agent)
+    if rate is not None and rate[0] > 0:
+        asked = max(asked, rate[1] / rate[0])
+    return min(asked, max_delay), asked

@@ -102,7 +102,7 @@ async def test_3xx_more_than_five_redirects_is_unavailable_and_allows_all(
     assert site.hits("/rules.txt") == 0  # the 6th redirect is not followed
     assert site.hits("/private/a") == 1
     assert result.stats["rep/robotstxt/redirects_exceeded"] == 1
-    assert result.stats["rep/robotstxt/outcome/allow_all"] == 1
+    assert result.stats["rep/robotstxt/outcome/unavailable"] == 1
 
 
 # -- 4xx -----------------------------------------------------------------------------------------
@@ -116,7 +116,7 @@ async def test_4xx_allows_all_whatever_its_body_says(site: ScriptedServer, statu
 
     assert site.hits("/private/0") == site.hits("/private/1") == 1
     assert result.stats[f"rep/robotstxt/response_status_count/{status}"] == 1
-    assert result.stats["rep/robotstxt/outcome/allow_all"] == 1
+    assert result.stats["rep/robotstxt/outcome/unavailable"] == 1
     assert "rep/forbidden" not in result.stats
 
 
@@ -134,7 +134,7 @@ async def test_429_and_5xx_disallow_all_and_drop_with_a_reason(
 
     assert site.hits("/robots.txt") == 1
     assert site.hits() == 1  # nothing but robots.txt reached the server
-    assert result.stats["rep/robotstxt/outcome/disallow_all"] == 1
+    assert result.stats["rep/robotstxt/outcome/unreachable"] == 1
     assert result.stats["rep/unreachable/dropped"] == 3
     failure = result.failures[urls[0]]
     assert isinstance(failure.value, RobotsTxtUnavailable)
@@ -250,7 +250,8 @@ async def test_dry_run_lets_everything_through_and_counts(site: ScriptedServer) 
     site.robots(ROBOTS)
     result = await run_crawl(pages(site, "/private", 3), {"REP_DRY_RUN": True})
     assert all(site.hits(f"/private/{i}") == 1 for i in range(3))
-    assert result.stats["rep/forbidden"] == 3
+    assert result.stats["rep/dry_run/forbidden"] == 3
+    assert "rep/forbidden" not in result.stats  # would-be drops are not counted as drops
     assert not result.failures
 
 

@@ -7,11 +7,12 @@ from urllib.parse import urlparse
 import pytest
 
 from scrapy_rep.cache import MemoryRulesCache
+from scrapy_rep.config import Config
 from scrapy_rep.origin import OriginKeys, origin_of, origin_text, robots_url
-from scrapy_rep.policy import ALLOW_ALL, DISALLOW_ALL, PARSED, Policy, max_age, retry_after
+from scrapy_rep.policy import PARSED, UNAVAILABLE, UNREACHABLE, max_age, retry_after
 
 NOW = 1_000_000.0
-POLICY = Policy(ttl=86_400, min_ttl=60, stale_max=30 * 86_400, retry_min=60, retry_max=3_600)
+POLICY = Config().policy
 RULES = b"User-agent: *\nDisallow: /private\n"
 
 
@@ -41,14 +42,14 @@ def test_max_age_is_honoured_within_bounds(cache_control: str, fresh_for: float)
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 410, 451, 300, 399])
 def test_4xx_and_unfollowed_3xx_allow_all(status: int) -> None:
     entry = POLICY.on_response(status, b"User-agent: *\nDisallow: /", url="u", now=NOW)
-    assert entry.outcome == ALLOW_ALL
+    assert entry.outcome == UNAVAILABLE
     assert entry.robots is not None and entry.robots.allowed("/x", user_agent="bot")
 
 
 @pytest.mark.parametrize("status", [429, 500, 502, 503, 599])
 def test_429_and_5xx_disallow_all_without_rules_to_fall_back_on(status: int) -> None:
     entry = POLICY.on_response(status, b"User-agent: *\nAllow: /", url="u", now=NOW)
-    assert entry.outcome == DISALLOW_ALL
+    assert entry.outcome == UNREACHABLE
     assert entry.robots is None
     assert entry.reason == f"HTTP {status}"
     assert entry.expires == NOW + 60

@@ -22,7 +22,7 @@ from scrapy.http import Response
 from servers import PAGE, Reply, ScriptedServer
 
 from scrapy_rep import RobotsTxtUnavailable
-from scrapy_rep._downloader import internals_problems
+from scrapy_rep._slots import waiting_problems
 
 ROBOTS = b"User-agent: *\nDisallow: /private\n"
 
@@ -129,12 +129,12 @@ async def test_the_waiting_internals_are_where_scrapy_kept_them(site: ScriptedSe
 
     def listen(crawler: Crawler) -> None:
         def opened(spider: Any) -> None:
-            problems.append(internals_problems(crawler.engine))
+            problems.append(waiting_problems(crawler.engine))
 
         crawler.signals.connect(opened, signal=signals.spider_opened, weak=False)
 
     await run_crawl([site.url("/")], before=listen)
-    assert problems == [[]], "Scrapy changed: see scrapy_rep/_downloader.py"
+    assert problems == [[]], "Scrapy changed: see scrapy_rep/_slots.py"
 
 
 # -- REP_UNREACHABLE = defer -----------------------------------------------------------------------

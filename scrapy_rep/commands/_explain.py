@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from scrapy_rep.config import Config
-from scrapy_rep.policy import ALLOW_ALL, DISALLOW_ALL, PARSED, Entry
+from scrapy_rep.policy import PARSED, REFUSED_LOCALLY, UNAVAILABLE, UNREACHABLE, Entry, delay_for
 from scrapy_rep.robotstxt import RobotsTxt
 
 ALLOWED = "allowed"
@@ -69,14 +69,14 @@ class Report:
 
 
 def delay_of(robots: RobotsTxt, agent: str, config: Config) -> Delay:
-    """The slot delay the middleware would set (its ``_delay`` rule)."""
-    crawl_delay = robots.crawl_delay(user_agent=agent)
-    rate = robots.request_rate(user_agent=agent)
-    asked = crawl_delay or 0.0
-    if rate is not None and rate[0] > 0:
-        asked = max(asked, rate[1] / rate[0])
-    applied = min(asked, config.max_crawl_delay) if config.obey_crawl_delay else 0.0
-    return Delay(crawl_delay, rate, asked, applied)
+    """The slot delay a crawl would set (the middleware's rule: policy.delay_for)."""
+    applied, asked = delay_for(robots, agent, config.max_crawl_delay)
+    return Delay(
+        robots.crawl_delay(user_agent=agent),
+        robots.request_rate(user_agent=agent),
+        asked,
+        applied if config.obey_crawl_delay else 0.0,
+    )
 
 
 def explain(
@@ -88,7 +88,7 @@ def explain(
         verdicts = tuple(_unreachable_verdict(url, entry, config) for url in urls)
         return Report(source, from_file, entry, None, None, verdicts)
     decisions = [(url, robots.decide(url, user_agent=agent)) for url in urls]
-    no_rule = "no robots.txt rules apply" if entry.outcome == ALLOW_ALL else "no rule matched"
+    no_rule = "no robots.txt rules apply" if entry.ruleless else "no rule matched"
     verdicts = tuple(
         Verdict(
             url,
@@ -137,12 +137,14 @@ def _fetch_lines(report: Report, config: Config, now: float) -> list[tuple[str, 
         what = entry.reason or "no response"
         if entry.status is not None and not what.startswith("HTTP "):
             what = f"HTTP {entry.status}, {what}"
-        if entry.outcome == ALLOW_ALL:
+        if entry.outcome == UNAVAILABLE:
             what += ": no usable robots.txt, everything allowed"
+        elif entry.outcome == REFUSED_LOCALLY:
+            what = f"not requested: a downloader middleware refused it ({what}); no rules"
         else:
             what = f"unreachable ({what})"
     left = entry.expires - now
-    if entry.robots is not None and entry.outcome != DISALLOW_ALL:
+    if entry.robots is not None and entry.outcome != UNREACHABLE:
         if left > 0:
             what += f"; fresh until {_when(entry.expires)} (expires in {_seconds(left)})"
         else:  # from a shared cache: the next request of a crawl refetches it
@@ -177,7 +179,7 @@ def _fetch_lines(report: Report, config: Config, now: float) -> list[tuple[str, 
 
 def _group_text(report: Report, agent: str) -> str | None:
     group = report.group
-    if group is None or report.entry.outcome == ALLOW_ALL:
+    if group is None or report.entry.ruleless:
         return None
     if not group:
         return f"none: no group names {agent!r} and there is no 'User-agent: *' group"
@@ -223,10 +225,10 @@ def render_text(reports: Sequence[Report], config: Config, *, now: float | None 
         group = _group_text(report, config.user_agent)
         if group is not None:
             facts.append(("group", group))
-        if report.delay is not None and report.entry.outcome != ALLOW_ALL:
+        if report.delay is not None and not report.entry.ruleless:
             facts.append(("delay", _delay_text(report.delay, config)))
         robots = report.entry.robots
-        if robots is not None and report.entry.outcome != ALLOW_ALL:
+        if robots is not None and not report.entry.ruleless:
             sitemaps = robots.sitemaps or ("none",)
             facts.extend(("sitemaps" if i == 0 else "", url) for i, url in enumerate(sitemaps))
         if out:

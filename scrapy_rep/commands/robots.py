@@ -24,11 +24,11 @@ from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as Scrapy
 from scrapy.exceptions import UsageError
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
-from scrapy.utils.misc import load_object
 from scrapy.utils.project import inside_project
 from twisted.internet.defer import DeferredList
 from twisted.python.failure import Failure
 
+from scrapy_rep import _compat
 from scrapy_rep.commands._explain import Report, explain, render_json, render_text
 from scrapy_rep.config import Config
 from scrapy_rep.exceptions import InvalidSetting
@@ -299,16 +299,8 @@ def _check_arguments(args: list[str], *, local: bool) -> list[str]:
 def _use_scrapy_rep_middleware(settings: BaseSettings) -> None:
     """scrapy-rep's middleware on (the project's own, if it enables it or a
     subclass), Scrapy's off, whatever the project says, for this crawl only."""
-    components = settings.get_component_priority_dict_with_base("DOWNLOADER_MIDDLEWARES")
-    enabled = False
-    for component, order in components.items():
-        try:
-            cls = load_object(component) if isinstance(component, str) else component
-        except (ImportError, NameError, ValueError, AttributeError):
-            continue
-        if order is not None and isinstance(cls, type) and issubclass(cls, RobotsTxtMiddleware):
-            enabled = True
-    if not enabled:
+    enabled = _compat.enabled_downloader_middlewares(settings)
+    if not any(isinstance(cls, type) and issubclass(cls, RobotsTxtMiddleware) for cls in enabled):
         settings.set_in_component_priority_dict(
             "DOWNLOADER_MIDDLEWARES", RobotsTxtMiddleware, MIDDLEWARE_ORDER
         )

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scrapy_rep._directives import (
+from scrapy_rep._page_directives import (
     NO_DIRECTIVES,
     Directives,
     addresses,

@@ -1,0 +1,121 @@
+"""Requests waiting inside ``process_request`` without holding a place in CONCURRENT_REQUESTS.
+
+Scrapy counts a request as active in the downloader from the moment its
+downloader middlewares start, so requests waiting in ``process_request`` for
+their origin's robots.txt (or, with shared state, for their cluster-wide
+Crawl-delay turn) would fill ``CONCURRENT_REQUESTS`` and stall origins that
+could go ahead. While a request waits, it is taken out of the downloader's
+active set and put back before ``process_request`` returns (the downloader
+removes it when its download ends, so it must be there again). At most
+``REP_MAX_WAITING`` requests wait that way; the others wait as in Scrapy,
+inside the limit. So the downloader never holds more than
+``CONCURRENT_REQUESTS + REP_MAX_WAITING`` requests, and origins' own
+concurrency and delays still apply to each one.
+
+What else keeps this sound:
+
+- the engine keeps a waiting request in its own in-progress set, so it waits
+  for it before closing; its idle check only looks at the downloader's active
+  set, so ``spider_idle`` is answered with ``DontCloseSpider`` while any
+  request is detached;
+- after taking a request out, the engine is woken so it pulls more from the
+  scheduler at once instead of at its next 5 s heartbeat;
+- every sleep ends early, with False, once the engine starts closing.
+
+The engine internals this needs are in :mod:`scrapy_rep._slots`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import DontCloseSpider
+from scrapy.utils.asyncio import call_later, create_looping_call
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.defer import Deferred
+
+from scrapy_rep import _slots
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.utils.asyncio import CallLaterResult
+
+CLOSING_CHECK_INTERVAL = 1.0
+"""Seconds between checks, while anything sleeps, of whether the engine is closing."""
+
+
+class Waiting:
+    """Requests waiting outside the downloader's active set, and their sleeps."""
+
+    def __init__(self, crawler: Crawler, cap: int) -> None:
+        self._crawler = crawler
+        self.cap = cap
+        self.count = 0
+        self._supported: bool | None = None  # checked on first use: no engine before
+        self._sleepers: dict[Deferred[bool], CallLaterResult] = {}
+        self._closing_watch: Any = None
+        crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
+        crawler.signals.connect(self.wake_all, signal=signals.engine_stopped)
+
+    # -- out of the active set -------------------------------------------------
+
+    def detach(self, request: Request) -> bool:
+        """Take ``request`` out of the downloader's active set if allowed;
+        True if it was taken out (then :meth:`reattach` must follow)."""
+        if self.count >= self.cap or not self._can_detach():
+            return False
+        if not _slots.leave_active(self._crawler.engine, request):
+            return False
+        self.count += 1
+        return True
+
+    def reattach(self, request: Request) -> None:
+        _slots.rejoin_active(self._crawler.engine, request)
+        self.count -= 1
+
+    def _can_detach(self) -> bool:
+        if self._supported is None:  # what is missing was logged at start (_slots)
+            self._supported = not _slots.waiting_problems(self._crawler.engine)
+        return self._supported
+
+    def _spider_idle(self) -> None:
+        # Detached requests are invisible to the engine's idle check.
+        if self.count:
+            raise DontCloseSpider
+
+    # -- sleeping ----------------------------------------------------------------
+
+    async def sleep(self, seconds: float) -> bool:
+        """Sleep; False if woken early because the spider is closing."""
+        wake: Deferred[bool] = Deferred()
+        self._sleepers[wake] = call_later(max(seconds, 0.0), self._wake, wake, True)
+        if self._closing_watch is None:
+            self._closing_watch = create_looping_call(self._watch_closing)
+            self._closing_watch.start(CLOSING_CHECK_INTERVAL, now=False)
+        return await maybe_deferred_to_future(wake)
+
+    def wake_all(self) -> None:
+        """End every sleep now (with False): the spider closes."""
+        for wake in list(self._sleepers):
+            self._wake(wake, False)
+        self._stop_watch()
+
+    def _wake(self, wake: Deferred[bool], timer_fired: bool) -> None:
+        call = self._sleepers.pop(wake, None)
+        if call is not None and not timer_fired:
+            call.cancel()
+        if not wake.called:
+            wake.callback(timer_fired)
+
+    def _watch_closing(self) -> None:
+        if self._sleepers and _slots.engine_closing(self._crawler.engine):
+            self.wake_all()
+        elif not self._sleepers:
+            self._stop_watch()
+
+    def _stop_watch(self) -> None:
+        if self._closing_watch is not None:
+            self._closing_watch.stop()
+            self._closing_watch = None

@@ -1,0 +1,143 @@
+"""Politeness shared by many Scrapy processes through Redis (``REP_REDIS_URL``).
+
+Two pieces, each on by its own setting, both keyed under ``REP_REDIS_PREFIX``
+and every key with a TTL, so Redis holds a bounded amount per origin and slot.
+
+robots.txt (``REP_REDIS_ROBOTS``): :class:`RedisRulesCache`
+    Each worker keeps its in-process LRU of rules: requests to an origin it
+    knows are checked without Redis. When its copy is missing or expired, one
+    script call either returns the origin's state from Redis or takes the
+    origin's fetch lock (``SET NX PX``: it expires, so a worker that dies
+    while fetching blocks nobody for long). The lock holder downloads
+    robots.txt the usual way and, in one more call, stores the result and
+    releases the lock. The others poll with backoff (50 ms doubling to 1 s)
+    until the result is there, or the lock is free (they take it), or twice the
+    lock's lifetime has passed (they fetch themselves). Redis keeps the
+    robots.txt body, at most ``REP_MAX_SIZE`` + 1 bytes (one byte more, so that
+    a re-parse cuts an over-long file at the same line), and what the fetch
+    found: outcome, expiry, consecutive failures, reason, status. Other workers
+    re-parse the body (parsing is fast; parser objects are never pickled).
+    Unreachable results travel with their retry time and failure count, so
+    the whole cluster backs off together, and an expired state is kept
+    ``REP_REDIS_KEEP`` seconds longer: the next fetch, by any worker, counts
+    failures on from it and can serve its rules as stale-if-error.
+
+Crawl-delay (``REP_REDIS_DELAY``): :class:`ClusterDelay`
+    Each request to an origin with a Crawl-delay (or Request-rate) reserves the
+    next free send time of its download slot in one script call, on Redis's
+    clock (``TIME``): ``at = max(now, next_free)``, ``next_free = at +
+    spacing``, and the call answers ``at - now``. The worker waits that long,
+    out of the downloader's active set (like requests waiting for robots.txt),
+    then lets the request go.
+
+    The slot's *local* delay must then be zero (``SlotDelays.let_cluster_pace``),
+    because lateness is what breaks the spacing: the next reservation, maybe
+    another worker's, is ``spacing`` after this one's reserved time, not after
+    its actual sending. A local delay (Crawl-delay, ``DOWNLOAD_DELAY``, jitter,
+    AutoThrottle) would hold the released request back and send it late, so
+    the slot's own delay is folded into the reserved spacing instead
+    (``max(Crawl-delay, own delay)``) and AutoThrottle does not move it. For
+    the same reason, a worker that wakes more than 20 ms after its reserved
+    time (a busy event loop) reserves again instead of sending late (the third
+    time, it goes). Each worker keeps at most one reservation per slot
+    outstanding; its other requests for the slot wait in order behind it,
+    in-process, so a worker that dies leaves at most one unused turn in
+    Redis's schedule. The worker that downloads an origin's robots.txt
+    reserves a turn for it too: it was a request to the origin.
+
+Redis down or slow (:class:`RedisLink`)
+    Calls time out after ``REP_REDIS_TIMEOUT`` seconds and are not retried. On
+    a failure, one WARNING per outage, and for ``REP_REDIS_RETRY`` seconds the
+    worker does not try Redis at all: robots.txt is fetched locally, and
+    Crawl-delay becomes the slot's local minimum again. Then the next call
+    tries Redis again; once it answers, an INFO line says so and shared state
+    resumes.
+
+Shared state needs the asyncio reactor (``redis.asyncio``); on another
+reactor :meth:`SharedState.connect` logs a WARNING and keeps all state local.
+
+Modules: :mod:`~scrapy_rep.cluster.link` (the client, outages),
+:mod:`~scrapy_rep.cluster.rules` (robots.txt), :mod:`~scrapy_rep.cluster.pacing`
+(Crawl-delay).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from scrapy import signals
+
+from scrapy_rep.cluster.link import RedisLink, RedisUnavailable, reactor_problem
+from scrapy_rep.cluster.pacing import CLOSING, LOCAL, PACED, ClusterDelay
+from scrapy_rep.cluster.rules import RedisRulesCache
+from scrapy_rep.exceptions import InvalidSetting
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+    from scrapy_rep.config import Config
+
+__all__ = [
+    "CLOSING",
+    "LOCAL",
+    "PACED",
+    "ClusterDelay",
+    "RedisLink",
+    "RedisRulesCache",
+    "RedisUnavailable",
+    "SharedState",
+    "reactor_problem",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedState:
+    """What this worker shares through Redis: robots.txt, Crawl-delay, both or none."""
+
+    rules: RedisRulesCache | None = None
+    delay: ClusterDelay | None = None
+
+    @classmethod
+    def connect(cls, crawler: Crawler, config: Config, *, pacing: bool) -> SharedState:
+        """The shared state the settings ask for (``pacing``: Crawl-delay is
+        obeyed at all); nothing shared without ``REP_REDIS_URL`` / ``REDIS_URL``."""
+        robots = config.redis_robots
+        delay = config.redis_delay and pacing
+        if config.redis_url is None or not (robots or delay):
+            return cls()
+        problem = reactor_problem()
+        if problem is not None:
+            logger.warning(
+                "scrapy-rep: REP_REDIS_URL is set but %s: robots.txt and Crawl-delay stay "
+                "local to this worker. Shared state needs TWISTED_REACTOR = "
+                "'twisted.internet.asyncioreactor.AsyncioSelectorReactor'.",
+                problem,
+            )
+            return cls()
+        stats = crawler.stats
+        assert stats is not None
+        try:
+            link = RedisLink(config, stats)
+        except ImportError:
+            raise InvalidSetting(
+                "REP_REDIS_URL",
+                "shared state needs the Redis client: pip install 'scrapy-rep[redis]'",
+            ) from None
+        crawler.signals.connect(link.close, signal=signals.engine_stopped)
+        shared = " and ".join(
+            name for name, on in (("robots.txt", robots), ("Crawl-delay", delay)) if on
+        )
+        logger.info(
+            "scrapy-rep: sharing %s with other workers through Redis at %s (keys %s*)",
+            shared,
+            link.url,
+            config.redis_prefix,
+        )
+        return cls(
+            RedisRulesCache(link, config, stats) if robots else None,
+            ClusterDelay(link, config, stats) if delay else None,
+        )

@@ -1,0 +1,144 @@
+"""The Redis client of a worker, and whether Redis is worth trying now.
+
+Calls time out after ``REP_REDIS_TIMEOUT`` seconds and are not retried. On a
+failure: one WARNING per outage, and for ``REP_REDIS_RETRY`` seconds no call
+is tried at all (the callers fall back to local state). Needs an asyncio loop
+(``redis.asyncio``): :func:`reactor_problem` says when there is none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from scrapy.statscollectors import StatsCollector
+
+    from scrapy_rep.config import Config
+
+    Sleep = Callable[[float], Awaitable[bool]]
+    """Sleep that many seconds; False when woken early because the spider closes."""
+
+logger = logging.getLogger(__name__)
+
+MAX_CONNECTIONS = 32
+"""Connections to Redis per worker; more calls at once queue for one."""
+
+
+class RedisUnavailable(Exception):
+    """Redis did not answer (or is in its retry pause): use local state."""
+
+
+def safe_url(url: str) -> str:
+    """The URL without its password, for logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit(parts._replace(netloc=user + netloc))
+
+
+class RedisLink:
+    """The Redis client, and whether Redis is worth trying now."""
+
+    def __init__(self, config: Config, stats: StatsCollector) -> None:
+        from redis.asyncio import Redis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
+        assert config.redis_url is not None
+        self.url = safe_url(config.redis_url)
+        self.client: Any = Redis.from_url(
+            config.redis_url,
+            max_connections=MAX_CONNECTIONS,
+            socket_timeout=config.redis_timeout,
+            socket_connect_timeout=config.redis_timeout,
+            retry=Retry(NoBackoff(), 0),  # our own fallback replaces retries
+        )
+        # A burst of calls (hundreds of new origins at once) queues here for
+        # one of a few connections. Queueing is no sign of a slow Redis (a
+        # busy worker queues too), so it has no timeout; calls do.
+        self._connections = asyncio.Semaphore(MAX_CONNECTIONS)
+        self._errors: tuple[type[BaseException], ...] = _redis_errors()
+        self._retry = config.redis_retry
+        self._stats = stats
+        self._outage = False
+        self._outage_since = 0.0
+        self._next_try = 0.0
+
+    @property
+    def up(self) -> bool:
+        """False during the pause after a failure (``REP_REDIS_RETRY``)."""
+        return not self._outage or time.monotonic() >= self._next_try
+
+    def script(self, source: str) -> Any:
+        return self.client.register_script(source)
+
+    async def call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """One script call (one round trip); RedisUnavailable when it fails."""
+        if not self.up:
+            raise RedisUnavailable
+        async with self._connections:
+            if not self.up:  # failed while this call queued
+                raise RedisUnavailable
+            self._stats.inc_value("rep/redis/calls")
+            started = time.monotonic()
+            try:
+                reply = await script(keys=keys, args=args)
+            except self._errors as exc:
+                self._failed(exc)
+                raise RedisUnavailable from exc
+        # Only a call made after the outage began ends it: one that was under
+        # way before proves little.
+        if self._outage and started >= self._outage_since:
+            self._outage = False
+            logger.info("scrapy-rep: Redis at %s answers again: shared state resumed", self.url)
+        return reply
+
+    def _failed(self, exc: BaseException) -> None:
+        self._stats.inc_value("rep/redis/errors")
+        now = time.monotonic()
+        self._next_try = now + self._retry
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if self._outage:
+            logger.debug("scrapy-rep: Redis at %s still unavailable (%s)", self.url, reason)
+            return
+        self._outage = True
+        self._outage_since = now
+        self._stats.inc_value("rep/redis/outages")
+        logger.warning(
+            "scrapy-rep: Redis at %s unavailable (%s): this worker fetches robots.txt and "
+            "applies Crawl-delay on its own until Redis answers again (next try in %g s)",
+            self.url,
+            reason,
+            self._retry,
+        )
+
+    async def close(self) -> None:
+        with contextlib.suppress(*self._errors):
+            await self.client.aclose()
+
+
+def _redis_errors() -> tuple[type[BaseException], ...]:
+    from redis.exceptions import RedisError
+
+    return (RedisError, OSError, asyncio.TimeoutError)
+
+
+def reactor_problem() -> str | None:
+    """Why shared state cannot run here, or None (it needs an asyncio loop)."""
+    from scrapy.utils.asyncio import is_asyncio_available
+
+    try:
+        if is_asyncio_available():
+            return None
+    except RuntimeError:
+        return "no Twisted reactor and no asyncio loop is running"
+    return "the Twisted reactor is not the asyncio one"

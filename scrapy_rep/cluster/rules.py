@@ -1,0 +1,256 @@
+"""robots.txt shared through Redis: one fetch per origin for the whole cluster.
+
+See :mod:`scrapy_rep.cluster` for the protocol (claim, fetch lock, publish).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from scrapy_rep.cache import MemoryRulesCache
+from scrapy_rep.cluster.link import RedisUnavailable
+from scrapy_rep.origin import origin_text
+from scrapy_rep.policy import OUTCOMES, PARSED, REFUSED_LOCALLY, UNAVAILABLE, Entry
+from scrapy_rep.robotstxt import RobotsTxt
+
+if TYPE_CHECKING:
+    from scrapy.statscollectors import StatsCollector
+
+    from scrapy_rep.cluster.link import RedisLink, Sleep
+    from scrapy_rep.config import Config
+    from scrapy_rep.origin import Origin
+
+logger = logging.getLogger(__name__)
+
+LOCK_MARGIN = 5.0
+"""Seconds a robots.txt fetch lock outlives the longest fetch (timeout x attempts)."""
+FIRST_POLL = 0.05
+LAST_POLL = 1.0
+
+
+# KEYS: the origin's state (a hash), its fetch lock. ARGV: now (the caller's
+# clock, like Entry.expires), lock token, lock lifetime (ms).
+# -> {1, meta, body, base}: fresh state; {2, meta, body, base}: the lock is
+# ours (meta may be nil, or an expired state); {3}: someone else fetches.
+_CLAIM = """
+local state = redis.call('HMGET', KEYS[1], 'meta', 'expires', 'body', 'base')
+if state[1] and tonumber(state[2] or '0') > tonumber(ARGV[1]) then
+  return {1, state[1], state[3], state[4]}
+end
+if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then
+  return {2, state[1], state[3], state[4]}
+end
+return {3}
+"""
+
+# KEYS: the origin's state, its fetch lock. ARGV: meta, expires, TTL (ms),
+# lock token, mode ("body": a new body; "keep": keep the stored body, the stale
+# rules; "plain": no body), body, base URL of the body, meta to store instead
+# when "keep" finds no body.
+_PUBLISH = """
+if ARGV[5] == 'keep' and redis.call('HEXISTS', KEYS[1], 'body') == 1 then
+  redis.call('HSET', KEYS[1], 'meta', ARGV[1], 'expires', ARGV[2])
+else
+  redis.call('DEL', KEYS[1])
+  if ARGV[5] == 'body' then
+    redis.call('HSET', KEYS[1], 'meta', ARGV[1], 'expires', ARGV[2], 'body', ARGV[6],
+               'base', ARGV[7])
+  elseif ARGV[5] == 'keep' then
+    redis.call('HSET', KEYS[1], 'meta', ARGV[8], 'expires', ARGV[2])
+  else
+    redis.call('HSET', KEYS[1], 'meta', ARGV[1], 'expires', ARGV[2])
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+if redis.call('GET', KEYS[2]) == ARGV[4] then
+  redis.call('DEL', KEYS[2])
+end
+return 1
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What :meth:`RedisRulesCache.claim` found for an origin."""
+
+    entry: Entry | None
+    """Redis's state of the origin: fresh (``fresh``), else the expired one or None."""
+    fresh: bool = False
+    """``entry`` is fresh: use it, download nothing. Otherwise download, then
+    :meth:`RedisRulesCache.publish` (which releases the fetch lock if held)."""
+
+
+class RedisRulesCache:
+    """The rules cache on Redis, an in-process LRU in front (see the module docstring).
+
+    ``get``/``put`` are the middleware's synchronous cache interface and only
+    touch the local LRU; ``claim``/``publish`` are called by the middleware's
+    robots.txt fetch, the only place that talks to Redis.
+    """
+
+    def __init__(self, link: RedisLink, config: Config, stats: StatsCollector) -> None:
+        self.link = link
+        self.local = MemoryRulesCache(config.cache_max_origins)
+        self._prefix = config.redis_prefix
+        self._max_size = config.max_size
+        self._keep = config.redis_keep
+        attempts = config.fetch_retries + 1
+        self.lock_seconds = config.fetch_timeout * attempts + LOCK_MARGIN
+        self.wait_max = 2 * self.lock_seconds
+        self._token = f"{uuid.uuid4().hex}:{os.getpid()}"
+        self._stats = stats
+        self._claim = link.script(_CLAIM)
+        self._publish = link.script(_PUBLISH)
+
+    def get(self, origin: Origin) -> Entry | None:
+        return self.local.get(origin)
+
+    def put(self, origin: Origin, entry: Entry) -> None:
+        self.local.put(origin, entry)
+
+    def _keys(self, origin: Origin) -> list[str]:
+        text = origin_text(origin)
+        return [f"{self._prefix}robots:{text}", f"{self._prefix}robots-lock:{text}"]
+
+    async def claim(self, origin: Origin, sleep: Sleep) -> Claim:
+        """Redis's fresh state of ``origin``, or its fetch lock, waiting while
+        another worker fetches. ``Claim(None)`` means: fetch locally (Redis
+        unavailable, the wait too long, or the spider closing)."""
+        keys = self._keys(origin)
+        deadline = time.monotonic() + self.wait_max
+        pause = FIRST_POLL
+        waited = False
+        while True:
+            args = [repr(time.time()), self._token, int(self.lock_seconds * 1000)]
+            try:
+                reply = await self.link.call(self._claim, keys, args)
+            except RedisUnavailable:
+                self._stats.inc_value("rep/redis/robots/local")
+                return Claim(None)
+            status = int(reply[0])
+            if status != 3:
+                entry = self._decode(origin, *reply[1:4])
+                if status == 1 and entry is not None:
+                    self._stats.inc_value("rep/redis/robots/received")
+                    return Claim(entry, fresh=True)
+                if status == 2:
+                    return Claim(entry)
+                return Claim(None)  # unreadable state: fetch, and overwrite it
+            if not waited:
+                waited = True
+                self._stats.inc_value("rep/redis/robots/waited")
+            if time.monotonic() + pause > deadline:
+                self._stats.inc_value("rep/redis/robots/wait_expired")
+                logger.info(
+                    "scrapy-rep: another worker has been fetching the robots.txt of %s for "
+                    "%g s: fetching it here",
+                    origin_text(origin),
+                    self.wait_max,
+                )
+                return Claim(None)
+            if not await sleep(pause):
+                return Claim(None)
+            pause = min(pause * 2, LAST_POLL)
+
+    async def publish(self, origin: Origin, entry: Entry, body: bytes | None) -> None:
+        """Store this worker's fetch result for the others (and release the
+        origin's lock if this worker holds it). ``body``: the robots.txt body
+        of a ``parsed`` result."""
+        fallback = ""
+        if entry.robots is None:
+            meta, mode = _meta(entry, "none"), "plain"
+        elif entry.outcome in (UNAVAILABLE, REFUSED_LOCALLY):
+            meta, mode = _meta(entry, "allow_all"), "plain"
+        elif entry.outcome == PARSED:
+            if body is None:
+                return
+            meta, mode = _meta(entry, "body"), "body"
+        else:  # stale: the last good rules, whose body Redis may still hold
+            meta, mode = _meta(entry, "body"), "keep"
+            fallback = _meta(entry, "none")
+        ttl_ms = max(int((entry.expires - time.time() + self._keep) * 1000), 1000)
+        args = [
+            meta,
+            repr(entry.expires),
+            ttl_ms,
+            self._token,
+            mode,
+            body[: self._max_size + 1] if mode == "body" and body is not None else b"",
+            entry.url if mode == "body" else "",
+            fallback,
+        ]
+        try:
+            await self.link.call(self._publish, self._keys(origin), args)
+        except RedisUnavailable:
+            return
+        self._stats.inc_value("rep/redis/robots/published")
+
+    def _decode(
+        self, origin: Origin, meta: bytes | None, body: bytes | None, base: bytes | None
+    ) -> Entry | None:
+        if not meta:
+            return None
+        try:
+            data = json.loads(meta)
+            rules = data["rules"]
+            robots: RobotsTxt | None
+            if rules == "body":
+                if body is None:
+                    return None
+                url = base.decode("utf-8", "replace") if base else None
+                robots = RobotsTxt.parse(body, url=url, max_size=self._max_size)
+            elif rules == "allow_all":
+                robots = RobotsTxt.allow_all()
+            elif rules == "none":
+                robots = None
+            else:
+                raise ValueError(f"unknown rules {rules!r}")
+            outcome = data["outcome"]
+            if outcome not in OUTCOMES:
+                raise ValueError(f"unknown outcome {outcome!r}")
+            status = data["status"]
+            return Entry(
+                robots,
+                outcome,
+                float(data["expires"]),
+                float(data["fetched"]),
+                failures=int(data["failures"]),
+                reason=str(data["reason"]),
+                truncated=bool(data["truncated"]),
+                status=None if status is None else int(status),
+                url=str(data["url"]),
+                redirects=int(data["redirects"]),
+                size=int(data["size"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.debug(
+                "scrapy-rep: unreadable shared state of %s in Redis (%s): fetching robots.txt",
+                origin_text(origin),
+                exc,
+            )
+            return None
+
+
+def _meta(entry: Entry, rules: str) -> str:
+    return json.dumps(
+        {
+            "rules": rules,
+            "outcome": entry.outcome,
+            "expires": entry.expires,
+            "fetched": entry.fetched,
+            "failures": entry.failures,
+            "reason": entry.reason,
+            "truncated": entry.truncated,
+            "status": entry.status,
+            "url": entry.url,
+            "redirects": entry.redirects,
+            "size": entry.size,
+        },
+        separators=(",", ":"),
+    )
