@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test lint typecheck pytest redis-server demo bench-parser bench-crawl bench-cluster clean
+.PHONY: venv test test-fast lint typecheck pytest redis-server demo bench-parser bench-crawl bench-cluster clean
 
 venv: $(STAMP)
 
@@ -32,6 +32,10 @@ redis-server:
 	  echo "warning: could not install redis-server (Debian: apt-get install -y redis-server)"
 
 test: lint typecheck pytest
+
+# Everything but the subprocess and real-time-delay tests (marked slow): under 30 s.
+test-fast: venv
+	$(VENV)/bin/pytest -q -m "not slow"
 
 demo: venv
 	$(PY) example_project/demo.py

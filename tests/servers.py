@@ -17,9 +17,10 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import pairwise
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,7 +29,8 @@ from urllib.parse import urlsplit
 class Reply:
     status: int = 200
     body: bytes = b""
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] | list[tuple[str, str]] = field(default_factory=dict)
+    """Response headers; a list of pairs may repeat a name (two X-Robots-Tag lines)."""
     delay: float = 0.0
     """Seconds to wait before answering (timeouts, slow robots.txt)."""
     wait_for: threading.Event | None = None
@@ -66,9 +68,12 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(reply.delay)
         try:
             self.send_response(reply.status)
-            headers = {"Content-Type": "text/html" if reply.status == 200 else "text/plain"}
-            headers.update(reply.headers)
-            for name, value in headers.items():
+            headers = reply.headers
+            pairs = list(headers.items() if isinstance(headers, dict) else headers)
+            if not any(name.lower() == "content-type" for name, _ in pairs):
+                content_type = "text/html" if reply.status == 200 else "text/plain"
+                pairs.insert(0, ("Content-Type", content_type))
+            for name, value in pairs:
                 self.send_header(name, value)
             self.send_header("Content-Length", str(len(reply.body)))
             self.end_headers()
@@ -156,6 +161,14 @@ class ScriptedServer:
         with self._lock:
             return list(self._hits)
 
+    def page_hits(self, prefix: str = "/") -> list[Hit]:
+        """Hits on paths starting with ``prefix``, robots.txt excepted, in order."""
+        return [h for h in self.log() if h.path.startswith(prefix) and h.path != "/robots.txt"]
+
+    def pages(self) -> list[str]:
+        """Paths requested, robots.txt excepted, in arrival order."""
+        return [hit.path for hit in self.page_hits()]
+
     # -- addresses -------------------------------------------------------------
 
     @property
@@ -174,6 +187,12 @@ class ScriptedServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def gaps(hits: Iterable[Hit | float]) -> list[float]:
+    """Seconds between consecutive arrivals (hits or times), in time order, to the ms."""
+    times = sorted(h.time if isinstance(h, Hit) else h for h in hits)
+    return [round(b - a, 3) for a, b in pairwise(times)]
 
 
 def refused_port() -> int:

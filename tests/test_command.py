@@ -12,7 +12,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from servers import Reply, ScriptedServer
+
+pytestmark = pytest.mark.slow  # scrapy robots subprocesses
 
 SCRAPY = str(Path(sys.executable).with_name("scrapy"))
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow  # scrapy crawl subprocesses
+
 PROJECT = Path(__file__).resolve().parent.parent / "example_project"
 
 

@@ -7,13 +7,10 @@ server tells whether the page's links were followed.
 from __future__ import annotations
 
 import logging
-import threading
 import warnings
-from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -24,16 +21,19 @@ from scrapy.exceptions import ScrapyDeprecationWarning
 from scrapy.http import HtmlResponse, Response, TextResponse
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.test import get_crawler
+from servers import Reply, ScriptedServer
 
 from scrapy_rep import MetaRobotsMiddleware
 
 
-@dataclass
-class Page:
-    body: bytes
-    content_type: str = "text/html; charset=utf-8"
-    headers: list[tuple[str, str]] = field(default_factory=list)
-    status: int = 200
+def page(
+    body: bytes,
+    content_type: str = "text/html; charset=utf-8",
+    headers: list[tuple[str, str]] | None = None,
+    status: int = 200,
+) -> Reply:
+    """A page reply; ``headers`` may repeat a name (two X-Robots-Tag lines)."""
+    return Reply(status, body, [("Content-Type", content_type), *(headers or [])])
 
 
 def html(head: str, child: str) -> bytes:
@@ -43,46 +43,10 @@ def html(head: str, child: str) -> bytes:
     ).encode()
 
 
-class PageServer:
-    """A ThreadingHTTPServer on 127.0.0.1 port 0 serving fixed pages, counting hits."""
-
-    def __init__(self) -> None:
-        self.pages: dict[str, Page] = {}
-        self.hits: Counter[str] = Counter()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                owner.hits[self.path] += 1
-                page = owner.pages.get(self.path) or Page(b"<html><body>leaf</body></html>")
-                self.send_response(page.status)
-                self.send_header("Content-Type", page.content_type)
-                self.send_header("Content-Length", str(len(page.body)))
-                for name, value in page.headers:
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(page.body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
-def server() -> Iterator[PageServer]:
-    server = PageServer()
-    yield server
-    server.close()
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as server:
+        yield server
 
 
 class LinkSpider(Spider):
@@ -172,7 +136,7 @@ class Crawl:
 
 
 async def crawl(
-    server: PageServer,
+    server: ScriptedServer,
     paths: list[str],
     settings: dict[str, Any] | None = None,
     spider: type[LinkSpider] = LinkSpider,
@@ -253,18 +217,18 @@ CASES: dict[str, Case] = {
 }
 
 
-def serve_cases(server: PageServer) -> None:
+def serve_cases(server: ScriptedServer) -> None:
     for name, case in CASES.items():
         body = html(case.head, f"/child/{name}")
         if name == "body-meta-ignored":
             body = body.replace(b"<body>", b'<body><meta name="robots" content="none">')
-        server.pages[f"/page/{name}"] = Page(body, headers=case.headers)
+        server.script(f"/page/{name}", page(body, headers=case.headers))
 
 
 @pytest.mark.parametrize("spider", [LinkSpider, AsyncLinkSpider, ListLinkSpider])
 @pytest_twisted.ensureDeferred
 async def test_each_form_of_directive(
-    server: PageServer, spider: type[LinkSpider], caplog: pytest.LogCaptureFixture
+    server: ScriptedServer, spider: type[LinkSpider], caplog: pytest.LogCaptureFixture
 ) -> None:
     serve_cases(server)
     with warnings.catch_warnings():
@@ -273,8 +237,8 @@ async def test_each_form_of_directive(
 
     not_followed = {name for name, case in CASES.items() if not case.followed}
     for name, case in CASES.items():
-        assert server.hits[f"/page/{name}"] == 1, name
-        assert server.hits[f"/child/{name}"] == (1 if case.followed else 0), name
+        assert server.hits(f"/page/{name}") == 1, name
+        assert server.hits(f"/child/{name}") == (1 if case.followed else 0), name
         # the callback read the verdict on its own response
         assert result.spider.noindex_seen[server.url(f"/page/{name}")] is case.noindex, name
     # items are kept by default (REP_META_NOINDEX = "keep"), noindex pages too
@@ -289,27 +253,31 @@ async def test_each_form_of_directive(
 
 
 @pytest_twisted.ensureDeferred
-async def test_noindex_drop_drops_the_items_of_noindex_pages(server: PageServer) -> None:
+async def test_noindex_drop_drops_the_items_of_noindex_pages(server: ScriptedServer) -> None:
     serve_cases(server)
     result = await crawl(server, [f"/page/{name}" for name in CASES], {"REP_META_NOINDEX": "drop"})
     for name, case in CASES.items():
         page = server.url(f"/page/{name}")
         assert (page in result.item_urls) is not case.noindex, name
         # dropping items does not change which links are followed
-        assert server.hits[f"/child/{name}"] == (1 if case.followed else 0), name
+        assert server.hits(f"/child/{name}") == (1 if case.followed else 0), name
     assert result.stat("rep/meta/noindex_dropped") == sum(c.noindex for c in CASES.values())
 
 
 @pytest_twisted.ensureDeferred
 async def test_dropped_requests_are_logged_with_the_reason(
-    server: PageServer, caplog: pytest.LogCaptureFixture
+    server: ScriptedServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    server.pages["/a"] = Page(
-        html('<meta name="examplebot" content="none">', "/child"),
-        headers=[("X-Robots-Tag", "nofollow")],
+    server.script(
+        "/a",
+        page(
+            html('<meta name="examplebot" content="none">', "/child"),
+            headers=[("X-Robots-Tag", "nofollow")],
+        ),
     )
-    server.pages["/b"] = Page(
-        html("", "/child/b"), headers=[("X-Robots-Tag", "unavailable_after: 2001-02-03")]
+    server.script(
+        "/b",
+        page(html("", "/child/b"), headers=[("X-Robots-Tag", "unavailable_after: 2001-02-03")]),
     )
     caplog.set_level(logging.DEBUG, logger="scrapy_rep.meta")
     await crawl(server, ["/a", "/b"], {"REP_META_NOINDEX": "drop"})
@@ -329,67 +297,83 @@ async def test_dropped_requests_are_logged_with_the_reason(
 
 
 @pytest_twisted.ensureDeferred
-async def test_x_robots_tag_applies_to_non_html_responses(server: PageServer) -> None:
+async def test_x_robots_tag_applies_to_non_html_responses(server: ScriptedServer) -> None:
     for name, value in [("nofollow", "nofollow"), ("other", "otherbot: nofollow")]:
-        server.pages[f"/{name}.pdf"] = Page(
-            b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n" + bytes(range(256)),
-            content_type="application/pdf",
-            headers=[("X-Robots-Tag", value), ("X-Next", f"/child/{name}")],
+        server.script(
+            f"/{name}.pdf",
+            page(
+                b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n" + bytes(range(256)),
+                content_type="application/pdf",
+                headers=[("X-Robots-Tag", value), ("X-Next", f"/child/{name}")],
+            ),
         )
     result = await crawl(server, ["/nofollow.pdf", "/other.pdf"])
     assert result.spider.response_types[server.url("/nofollow.pdf")] == "Response"
-    assert server.hits["/child/nofollow"] == 0
-    assert server.hits["/child/other"] == 1
+    assert server.hits("/child/nofollow") == 0
+    assert server.hits("/child/other") == 1
     assert result.stat("rep/meta/nofollow_dropped") == 1
 
 
 @pytest_twisted.ensureDeferred
-async def test_meta_tags_are_read_only_from_html(server: PageServer) -> None:
+async def test_meta_tags_are_read_only_from_html(server: ScriptedServer) -> None:
     """A text or JSON body quoting a meta tag is not a page saying it."""
     quoted = b'<html><head><meta name="robots" content="none"></head><a href="/child/txt">x</a>'
-    server.pages["/quoted.txt"] = Page(quoted, content_type="text/plain")
-    server.pages["/quoted.xhtml"] = Page(
-        quoted.replace(b"/child/txt", b"/child/xhtml"), content_type="application/xhtml+xml"
+    server.script("/quoted.txt", page(quoted, content_type="text/plain"))
+    server.script(
+        "/quoted.xhtml",
+        page(quoted.replace(b"/child/txt", b"/child/xhtml"), content_type="application/xhtml+xml"),
     )
     result = await crawl(server, ["/quoted.txt", "/quoted.xhtml"])
-    assert server.hits["/child/txt"] == 1
-    assert server.hits["/child/xhtml"] == 0  # XHTML is HTML
+    assert server.hits("/child/txt") == 1
+    assert server.hits("/child/xhtml") == 0  # XHTML is HTML
     assert result.stat("rep/meta/nofollow_dropped") == 1
 
 
 @pytest_twisted.ensureDeferred
-async def test_undecodable_or_garbage_html_never_breaks_the_crawl(server: PageServer) -> None:
-    server.pages["/garbage"] = Page(
-        b"\xff\xfe\x00<head>\x00<meta name=robots content=\xff\xfenofollow>" + bytes(range(256)),
-        content_type="text/html; charset=utf-8",
+async def test_undecodable_or_garbage_html_never_breaks_the_crawl(server: ScriptedServer) -> None:
+    server.script(
+        "/garbage",
+        page(
+            b"\xff\xfe\x00<head>\x00<meta name=robots content=\xff\xfenofollow>"
+            + bytes(range(256)),
+            content_type="text/html; charset=utf-8",
+        ),
     )
-    server.pages["/empty"] = Page(b"", content_type="text/html")
-    server.pages["/huge-head"] = Page(
-        html("<style>" + "x" * 2_000_000 + '</style><meta name="robots" content="nofollow">', "/c")
+    server.script("/empty", page(b"", content_type="text/html"))
+    server.script(
+        "/huge-head",
+        page(
+            html(
+                "<style>" + "x" * 2_000_000 + '</style><meta name="robots" content="nofollow">',
+                "/c",
+            )
+        ),
     )
     result = await crawl(server, ["/garbage", "/empty", "/huge-head"])
     assert result.stat("spider_exceptions") is None
     assert {server.url(p) for p in ["/garbage", "/empty", "/huge-head"]} <= result.item_urls
-    assert server.hits["/c"] == 0
+    assert server.hits("/c") == 0
 
 
 @pytest_twisted.ensureDeferred
-async def test_dont_obey_robotstxt_on_the_page_skips_its_directives(server: PageServer) -> None:
-    server.pages["/a"] = Page(html('<meta name="robots" content="none">', "/child"))
+async def test_dont_obey_robotstxt_on_the_page_skips_its_directives(server: ScriptedServer) -> None:
+    server.script("/a", page(html('<meta name="robots" content="none">', "/child")))
     result = await crawl(
         server, ["/a"], {"REP_META_NOINDEX": "drop"}, start_meta={"dont_obey_robotstxt": True}
     )
-    assert server.hits["/child"] == 1
+    assert server.hits("/child") == 1
     assert server.url("/a") in result.item_urls
     assert result.spider.noindex_seen[server.url("/a")] == "absent"
     assert result.stat("rep/meta/nofollow_dropped") is None
 
 
 @pytest_twisted.ensureDeferred
-async def test_dont_obey_robotstxt_on_a_yielded_request_lets_it_through(server: PageServer) -> None:
-    server.pages["/a"] = Page(html('<meta name="robots" content="nofollow">', "/child"))
+async def test_dont_obey_robotstxt_on_a_yielded_request_lets_it_through(
+    server: ScriptedServer,
+) -> None:
+    server.script("/a", page(html('<meta name="robots" content="nofollow">', "/child")))
     result = await crawl(server, ["/a"], child_meta={"dont_obey_robotstxt": True})
-    assert server.hits["/child"] == 1
+    assert server.hits("/child") == 1
     assert result.stat("rep/meta/nofollow_dropped") is None
 
 
@@ -400,11 +384,11 @@ async def test_dont_obey_robotstxt_on_a_yielded_request_lets_it_through(server: 
 )
 @pytest_twisted.ensureDeferred
 async def test_disabled_middleware_follows_everything(
-    server: PageServer, settings: dict[str, Any]
+    server: ScriptedServer, settings: dict[str, Any]
 ) -> None:
-    server.pages["/a"] = Page(html('<meta name="robots" content="none">', "/child"))
+    server.script("/a", page(html('<meta name="robots" content="none">', "/child")))
     result = await crawl(server, ["/a"], {**settings, "REP_META_NOINDEX": "drop"})
-    assert server.hits["/child"] == 1
+    assert server.hits("/child") == 1
     assert server.url("/a") in result.item_urls
     assert not any(
         isinstance(mw, MetaRobotsMiddleware)
@@ -413,27 +397,29 @@ async def test_disabled_middleware_follows_everything(
 
 
 @pytest_twisted.ensureDeferred
-async def test_token_comes_from_user_agent_without_robotstxt_user_agent(server: PageServer) -> None:
-    server.pages["/a"] = Page(html('<meta name="examplebot" content="nofollow">', "/child/a"))
-    server.pages["/b"] = Page(html('<meta name="otherbot" content="nofollow">', "/child/b"))
+async def test_token_comes_from_user_agent_without_robotstxt_user_agent(
+    server: ScriptedServer,
+) -> None:
+    server.script("/a", page(html('<meta name="examplebot" content="nofollow">', "/child/a")))
+    server.script("/b", page(html('<meta name="otherbot" content="nofollow">', "/child/b")))
     await crawl(
         server,
         ["/a", "/b"],
         {"ROBOTSTXT_USER_AGENT": None, "USER_AGENT": "ExampleBot/2.1 (+https://example.com/bot)"},
     )
-    assert server.hits["/child/a"] == 0
-    assert server.hits["/child/b"] == 1
+    assert server.hits("/child/a") == 0
+    assert server.hits("/child/b") == 1
 
 
 @pytest_twisted.ensureDeferred
-async def test_directives_of_an_error_page_still_apply(server: PageServer) -> None:
+async def test_directives_of_an_error_page_still_apply(server: ScriptedServer) -> None:
     """A 404 page handed to the callback (HTTPERROR_ALLOW_ALL) keeps its X-Robots-Tag."""
-    server.pages["/gone"] = Page(
-        html("", "/child"), status=404, headers=[("X-Robots-Tag", "nofollow")]
+    server.script(
+        "/gone", page(html("", "/child"), status=404, headers=[("X-Robots-Tag", "nofollow")])
     )
     result = await crawl(server, ["/gone"], {"HTTPERROR_ALLOW_ALL": True})
-    assert server.hits["/gone"] == 1
-    assert server.hits["/child"] == 0
+    assert server.hits("/gone") == 1
+    assert server.hits("/child") == 0
     assert result.stat("rep/meta/nofollow_dropped") == 1
 
 
@@ -457,11 +443,11 @@ def test_sync_output_path_filters_like_the_async_one() -> None:
 
 
 @pytest_twisted.ensureDeferred
-async def test_enabled_by_the_addon(server: PageServer) -> None:
+async def test_enabled_by_the_addon(server: ScriptedServer) -> None:
     """ADDONS = {"scrapy_rep.Addon": ...} alone turns the middleware on."""
-    server.pages["/a"] = Page(html('<meta name="robots" content="nofollow">', "/child"))
+    server.script("/a", page(html('<meta name="robots" content="nofollow">', "/child")))
     addon_only = {"ADDONS": {"scrapy_rep.Addon": 100}, "SPIDER_MIDDLEWARES": {}}
     result = await crawl(server, ["/a"], {**addon_only, "DOWNLOADER_MIDDLEWARES": {}})
-    assert server.hits["/a"] == 1
-    assert server.hits["/child"] == 0
+    assert server.hits("/a") == 1
+    assert server.hits("/child") == 0
     assert result.stat("rep/meta/nofollow_dropped") == 1

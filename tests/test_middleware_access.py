@@ -312,6 +312,7 @@ async def test_scrapy_robots_parsed_signal_gets_a_scrapy_robot_parser(
     assert verdicts == [(False, True, 0.01)]
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_capped_crawl_delay_warns_once_and_counts(
     site: ScriptedServer, caplog: pytest.LogCaptureFixture
@@ -327,6 +328,7 @@ async def test_capped_crawl_delay_warns_once_and_counts(
     assert min(b - a for a, b in pairwise(times)) >= 0.19
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_request_rate_counts_as_a_delay(site: ScriptedServer) -> None:
     site.robots("User-agent: *\nRequest-rate: 1/0.3\n")

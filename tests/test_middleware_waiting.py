@@ -52,6 +52,7 @@ async def test_40_concurrent_waiters_all_get_the_verdict(
     assert result.stats["rep/robotstxt/request_count"] == 1
 
 
+@pytest.mark.slow
 def test_40_concurrent_waiters_on_the_epoll_reactor(site: ScriptedServer) -> None:
     site.script("/robots.txt", Reply(body=ROBOTS, delay=0.3))
     script = Path(__file__).with_name("_epoll_crawl.py")
@@ -99,6 +100,7 @@ def slow_pages_came_after_fast_pages(slow: ScriptedServer, fast: ScriptedServer)
     return last_fast < first_slow
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_requests_to_known_origins_flow_while_others_wait(
     site: ScriptedServer, site2: ScriptedServer
@@ -112,6 +114,7 @@ async def test_requests_to_known_origins_flow_while_others_wait(
     assert not result.failures
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_without_rep_max_waiting_waiters_fill_concurrent_requests(
     site: ScriptedServer, site2: ScriptedServer
@@ -140,6 +143,7 @@ async def test_the_waiting_internals_are_where_scrapy_kept_them(site: ScriptedSe
 # -- REP_UNREACHABLE = defer -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_defer_keeps_requests_until_robots_txt_answers(site: ScriptedServer) -> None:
     site.script("/robots.txt", [Reply(status=503), Reply(status=503), Reply(body=ROBOTS)])
@@ -155,6 +159,7 @@ async def test_defer_keeps_requests_until_robots_txt_answers(site: ScriptedServe
     assert result.stats["rep/forbidden"] == 3
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_defer_drops_with_a_count_after_rep_defer_max(site: ScriptedServer) -> None:
     site.script("/robots.txt", Reply(status=503))
@@ -169,6 +174,7 @@ async def test_defer_drops_with_a_count_after_rep_defer_max(site: ScriptedServer
     assert all(result.failed_with(url) is RobotsTxtUnavailable for url in urls)
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_kept_requests_do_not_hold_up_closing_the_spider(site: ScriptedServer) -> None:
     site.script("/robots.txt", Reply(status=503))
@@ -196,6 +202,7 @@ def then(*steps: tuple[str, list[str]]) -> Any:
     return follow
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_expired_rules_are_served_while_the_refresh_loads(site: ScriptedServer) -> None:
     site.script(

@@ -13,12 +13,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import pytest
 from redis_server import RedisServer
-from servers import Hit, ScriptedServer
+from servers import ScriptedServer, gaps
+
+pytestmark = pytest.mark.slow  # worker subprocesses
 
 WORKER = Path(__file__).with_name("_redis_worker.py")
 DELAYED = b"User-agent: *\nDisallow: /private\nCrawl-delay: 1\n"
@@ -51,15 +53,6 @@ def finish(workers: list[subprocess.Popen[str]], timeout: float = 60) -> list[di
     return reports
 
 
-def page_hits(site: ScriptedServer) -> list[Hit]:
-    return [hit for hit in site.log() if hit.path != "/robots.txt"]
-
-
-def gaps(hits: list[Hit]) -> list[float]:
-    times = sorted(hit.time for hit in hits)
-    return [round(b - a, 3) for a, b in pairwise(times)]
-
-
 def worker_settings(redis: RedisServer, prefix: str, **extra: Any) -> dict[str, Any]:
     return {"REP_REDIS_URL": redis.url, "REP_REDIS_PREFIX": prefix, **extra}
 
@@ -88,16 +81,16 @@ def test_three_workers_fetch_robots_once_and_space_requests_cluster_wide(
     assert sum(r["stats"].get("rep/redis/robots/received", 0) for r in reports) >= 2
     for site in (delayed, undelayed):
         assert not [hit for hit in site.log() if hit.path.startswith("/private")]
-        paths = [hit.path for hit in page_hits(site)]
+        paths = [hit.path for hit in site.page_hits()]
         assert len(paths) == len(set(paths))  # nothing fetched twice
-    assert len(page_hits(delayed)) == 9
-    assert len(page_hits(undelayed)) == 30
+    assert len(delayed.page_hits()) == 9
+    assert len(undelayed.page_hits()) == 30
 
     # Every request to A, robots.txt included, at least 1 s after the one before,
     # whichever worker sent them; and all three workers did send some.
     spacing = gaps(delayed.log())
     assert min(spacing) >= 1 - TOLERANCE, spacing
-    assert {hit.headers.get("X-Worker") for hit in page_hits(delayed)} == {"w0", "w1", "w2"}
+    assert {hit.headers.get("X-Worker") for hit in delayed.page_hits()} == {"w0", "w1", "w2"}
 
     for report, config in zip(reports, configs, strict=True):
         fetched = set(report["responses"])
@@ -135,7 +128,7 @@ def test_scrapy_redis_scheduler_and_dupefilter_unchanged(
     assert undelayed.hits("/robots.txt") == 1
     assert delayed.hits("/private/x") == 0
     for site, count in ((delayed, 6), (undelayed, 12)):
-        paths = [hit.path for hit in page_hits(site)]
+        paths = [hit.path for hit in site.page_hits()]
         assert sorted(paths) == sorted(f"/page{i}" for i in range(count))
     spacing = gaps(delayed.log())
     assert min(spacing) >= 1 - TOLERANCE, spacing
@@ -164,8 +157,8 @@ def test_killing_redis_mid_crawl_loses_no_request(
         nonlocal killed_after
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            if len(page_hits(site)) >= 3:
-                killed_after = len(page_hits(site))
+            if len(site.page_hits()) >= 3:
+                killed_after = len(site.page_hits())
                 own_redis.stop()
                 return
             time.sleep(0.02)
@@ -177,7 +170,7 @@ def test_killing_redis_mid_crawl_loses_no_request(
 
     assert 3 <= killed_after < 12, "Redis was not killed mid-crawl"
     assert site.hits("/robots.txt") == 1
-    paths = [hit.path for hit in page_hits(site)]
+    paths = [hit.path for hit in site.page_hits()]
     assert sorted(paths) == sorted(url.split(site.origin)[1] for c in configs for url in c["urls"])
     for report, config in zip(reports, configs, strict=True):
         assert sorted(report["responses"]) == sorted(config["urls"])
@@ -185,7 +178,7 @@ def test_killing_redis_mid_crawl_loses_no_request(
         assert report["log"].count("unavailable") == 1, report["log"][-3000:]
         assert report["stats"]["rep/redis/outages"] == 1
         # On its own state, each worker still keeps 1 s between its requests.
-        mine = [hit for hit in page_hits(site) if hit.headers.get("X-Worker") == report["name"]]
+        mine = [hit for hit in site.page_hits() if hit.headers.get("X-Worker") == report["name"]]
         assert min(gaps(mine)) >= 1 - TOLERANCE
 
 
@@ -205,4 +198,4 @@ def test_other_reactors_warn_and_keep_state_local(
     assert report["failures"] == {urls[2]: "ForbiddenByRobots"}
     assert "rep/redis/calls" not in report["stats"]
     assert redis_server.client().keys(redis_prefix + "*") == []
-    assert min(gaps(page_hits(site))) >= 1 - TOLERANCE  # the local Crawl-delay
+    assert min(gaps(site.page_hits())) >= 1 - TOLERANCE  # the local Crawl-delay

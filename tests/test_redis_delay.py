@@ -6,7 +6,6 @@ worker does with its reservations.
 
 from __future__ import annotations
 
-from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -16,22 +15,15 @@ from redis_server import RedisServer
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.http import Response
-from servers import Hit, ScriptedServer
+from servers import ScriptedServer, gaps
+
+pytestmark = pytest.mark.slow  # real-time delays
 
 TOLERANCE = 0.05
 
 
 def shared(redis: RedisServer, prefix: str, **extra: Any) -> dict[str, Any]:
     return {"REP_REDIS_URL": redis.url, "REP_REDIS_PREFIX": prefix, **extra}
-
-
-def page_hits(site: ScriptedServer) -> list[Hit]:
-    return [hit for hit in site.log() if hit.path != "/robots.txt"]
-
-
-def gaps(hits: list[Hit]) -> list[float]:
-    times = [hit.time for hit in hits]
-    return [b - a for a, b in pairwise(times)]
 
 
 @pytest_twisted.ensureDeferred
@@ -93,7 +85,7 @@ async def test_the_local_slot_delay_is_folded_into_the_reserved_spacing(
     )
     assert len(result.responses) == 4
     assert slot_delays == [0.0] * 4
-    assert min(gaps(page_hits(site))) >= 0.6 - TOLERANCE
+    assert min(gaps(site.page_hits())) >= 0.6 - TOLERANCE
     assert result.stats["rep/redis/delay/paced"] == 4
 
 
@@ -121,5 +113,5 @@ async def test_delay_only_leaves_robots_txt_local(
     second = await run_crawl([site.url("/c"), site.url("/d")], settings)
     assert site.hits("/robots.txt") == 2
     assert first.stats["rep/redis/delay/paced"] == second.stats["rep/redis/delay/paced"] == 2
-    assert min(gaps(page_hits(site))) >= 0.4 - TOLERANCE  # across both crawls
+    assert min(gaps(site.page_hits())) >= 0.4 - TOLERANCE  # across both crawls
     assert redis_server.client().keys(f"{redis_prefix}robots*") == []

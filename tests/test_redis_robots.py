@@ -13,7 +13,6 @@ import os
 import signal
 import threading
 import time
-from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from crawls import CrawlResult, run_crawl
 from redis_server import RedisServer
 from scrapy import Request
 from scrapy.http import Response
-from servers import Reply, ScriptedServer, refused_port
+from servers import Reply, ScriptedServer, gaps, refused_port
 from twisted.internet.defer import Deferred, gatherResults
 
 from scrapy_rep import ForbiddenByRobots, RobotsTxtUnavailable
@@ -42,10 +41,6 @@ def state(redis: RedisServer, prefix: str, site: ScriptedServer) -> dict[bytes, 
     return result
 
 
-def pages(site: ScriptedServer) -> list[str]:
-    return [path for path in site.paths() if path != "/robots.txt"]
-
-
 @pytest_twisted.ensureDeferred
 async def test_a_second_worker_uses_the_first_ones_robots_txt(
     site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
@@ -55,7 +50,7 @@ async def test_a_second_worker_uses_the_first_ones_robots_txt(
     first = await run_crawl([site.url("/a"), site.url("/private/a")], settings)
     second = await run_crawl([site.url("/b"), site.url("/private/b")], settings)
     assert site.hits("/robots.txt") == 1
-    assert pages(site) == ["/a", "/b"]
+    assert site.pages() == ["/a", "/b"]
     assert first.failed_with(site.url("/private/a")) is ForbiddenByRobots
     assert second.failed_with(site.url("/private/b")) is ForbiddenByRobots
     assert first.stats["rep/redis/robots/published"] == 1
@@ -67,6 +62,7 @@ async def test_a_second_worker_uses_the_first_ones_robots_txt(
     assert json.loads(stored[b"meta"])["outcome"] == "parsed"
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_workers_running_together_fetch_once(
     site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
@@ -81,11 +77,12 @@ async def test_workers_running_together_fetch_once(
         ]
     )
     assert site.hits("/robots.txt") == 1
-    assert sorted(pages(site)) == ["/0", "/1"]
+    assert sorted(site.pages()) == ["/0", "/1"]
     assert sorted(r.stats.get("rep/redis/robots/waited", 0) for r in results) == [0, 1]
     assert all(r.failed_with(site.url("/private/x")) is ForbiddenByRobots for r in results)
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_a_dead_workers_lock_expires(
     site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
@@ -98,7 +95,7 @@ async def test_a_dead_workers_lock_expires(
     result = await run_crawl([site.url("/a")], shared(redis_server, redis_prefix))
     assert site.hits("/robots.txt") == 1
     assert site.log()[0].time >= locked_at + 1.4
-    assert pages(site) == ["/a"]
+    assert site.pages() == ["/a"]
     assert result.stats["rep/redis/robots/waited"] == 1
     assert result.stats["rep/redis/robots/published"] == 1
 
@@ -112,7 +109,7 @@ async def test_unreachable_robots_txt_is_shared_with_its_backoff(
     first = await run_crawl([site.url("/a")], settings)
     second = await run_crawl([site.url("/b")], settings)
     assert site.hits("/robots.txt") == 1  # the second worker backs off too
-    assert pages(site) == []
+    assert site.pages() == []
     assert first.failed_with(site.url("/a")) is RobotsTxtUnavailable
     assert second.failed_with(site.url("/b")) is RobotsTxtUnavailable
     assert second.stats["rep/redis/robots/received"] == 1
@@ -139,7 +136,7 @@ async def test_last_good_rules_served_by_every_worker_while_unreachable(
     refreshing = await run_crawl([site.url("/b"), site.url("/private/b")], settings)
     later = await run_crawl([site.url("/c"), site.url("/private/c")], settings)
     assert site.hits("/robots.txt") == 2
-    assert pages(site) == ["/a", "/b", "/c"]
+    assert site.pages() == ["/a", "/b", "/c"]
     assert refreshing.failed_with(site.url("/private/b")) is ForbiddenByRobots
     assert refreshing.stats["rep/robotstxt/stale_served"] == 1
     assert later.failed_with(site.url("/private/c")) is ForbiddenByRobots
@@ -179,6 +176,7 @@ async def test_every_key_under_the_prefix_with_a_ttl(
     assert 600_000 < client.pttl(keys[1]) <= 660_000  # freshness + REP_REDIS_KEEP
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_redis_down_from_the_start(
     site: ScriptedServer, caplog: pytest.LogCaptureFixture
@@ -190,15 +188,18 @@ async def test_redis_down_from_the_start(
             [site.url("/a"), site.url("/b"), site.url("/c"), site.url("/private/d")], settings
         )
     assert site.hits("/robots.txt") == 1
-    assert sorted(pages(site)) == ["/a", "/b", "/c"]
+    assert sorted(site.pages()) == ["/a", "/b", "/c"]
     assert result.failed_with(site.url("/private/d")) is ForbiddenByRobots
     warnings = [r.getMessage() for r in caplog.records if "Redis" in r.getMessage()]
     assert len(warnings) == 1 and "unavailable" in warnings[0], warnings
     assert result.stats["rep/redis/outages"] == 1
-    gaps = [b.time - a.time for a, b in pairwise(site.log())]
-    assert min(gaps) >= 0.45, gaps  # the local Crawl-delay
+    # The local Crawl-delay between pages. (robots.txt -> first page is spaced by
+    # the slot from when robots.txt left, so its arrival, on a fresh connection,
+    # may come late by the connection set-up: measured at the server it is shorter.)
+    assert min(gaps(site.page_hits())) >= 0.45, gaps(site.page_hits())
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_redis_too_slow_to_answer(
     site: ScriptedServer,
@@ -220,13 +221,14 @@ async def test_redis_too_slow_to_answer(
     finally:
         os.kill(own_redis.process.pid, signal.SIGCONT)
     assert site.hits("/robots.txt") == 1
-    assert sorted(pages(site)) == ["/a", "/b"]
+    assert sorted(site.pages()) == ["/a", "/b"]
     assert result.failed_with(site.url("/private/c")) is ForbiddenByRobots
     warnings = [r.getMessage() for r in caplog.records if "Redis" in r.getMessage()]
     assert len(warnings) == 1 and "Timeout" in warnings[0], warnings
     assert result.stats["rep/redis/delay/local"] == 2
 
 
+@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_back_to_shared_state_when_redis_returns(
     site: ScriptedServer,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncIterator, Iterator
-from itertools import pairwise
 from typing import Any
 from urllib.parse import urljoin
 
@@ -27,9 +26,11 @@ from scrapy.crawler import Crawler
 from scrapy.extensions.throttle import AutoThrottle
 from scrapy.http import Response
 from scrapy.utils.test import get_crawler
-from servers import Reply, ScriptedServer
+from servers import Reply, ScriptedServer, gaps
 
 from scrapy_rep._slots import SlotDelays, internals_problems
+
+pytestmark = pytest.mark.slow  # real-time delays
 
 CRAWL_DELAY = "test_crawl_delay"
 TOLERANCE = 0.05  # seconds: loopback and thread scheduling, far below any jitter
@@ -45,10 +46,6 @@ NO_JITTER = {"DOWNLOAD_DELAY_JITTER": 0.0} if SCRAPY_2_19 else {"RANDOMIZE_DOWNL
 def arrivals(site: ScriptedServer, prefix: str = "/") -> list[float]:
     """When the measured requests reached the server, in order."""
     return sorted(h.time for h in site.log() if h.path.startswith(prefix) and h.path != WARM_UP)
-
-
-def gaps(times: list[float]) -> list[float]:
-    return [round(b - a, 3) for a, b in pairwise(times)]
 
 
 def assert_spaced(times: list[float], minimum: float, count: int) -> None:
