@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from scrapy_rep.config import Config
     from scrapy_rep.origin import Origin
     from scrapy_rep.policy import Entry
+    from scrapy_rep.report import CrawlReport
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ class RobotsFetcher:
         shared_rules: RedisRulesCache | None = None,
         cluster_delay: ClusterDelay | None = None,
         sleep: Sleep,
+        report: CrawlReport,
     ) -> None:
         self.crawler = crawler
         self.config = config
@@ -91,6 +93,7 @@ class RobotsFetcher:
         self._shared_rules = shared_rules
         self._cluster_delay = cluster_delay
         self._sleep = sleep
+        self._report = report
         self._stats = crawler.stats
         self._fetches: dict[Origin, _Fetch] = {}
         self._downloads = 0  # robots.txt downloads in flight (bytes_received connected)
@@ -308,6 +311,7 @@ class RobotsFetcher:
                         delay,
                     )
         self._cache.put(origin, entry)
+        self._report.fetched(origin, entry)
         return entry
 
     def _log_unreachable(self, text: str, entry: Entry) -> None:

@@ -43,6 +43,7 @@ from scrapy_rep.exceptions import ForbiddenByRobots, InvalidSetting, RobotsTxtUn
 from scrapy_rep.fetcher import RobotsFetcher
 from scrapy_rep.origin import Origin, OriginKeys, origin_text
 from scrapy_rep.policy import delay_for
+from scrapy_rep.report import CrawlReport
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SCRAPY_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
+_UNREACHABLE_ACTIONS = {"disallow": "dropped", "allow": "let through", "defer": "kept"}
 _MAX_HEADER_AGENTS = 1_000
 """User-Agent header values whose product token is remembered."""
 
@@ -81,6 +83,7 @@ class RobotsTxtMiddleware:
             shared.rules if shared.rules is not None else MemoryRulesCache(config.cache_max_origins)
         )
         self._cluster_delay: ClusterDelay | None = shared.delay
+        self.report = CrawlReport(crawler, config)
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         self.fetcher = RobotsFetcher(
             crawler,
@@ -89,6 +92,7 @@ class RobotsTxtMiddleware:
             shared_rules=shared.rules,
             cluster_delay=shared.delay,
             sleep=self._waiting.sleep,
+            report=self.report,
         )
 
     @classmethod
@@ -105,10 +109,14 @@ class RobotsTxtMiddleware:
             logger.warning("scrapy-rep: %s", warning)
         _error_if_scrapy_middleware_enabled(crawler)
         logger.info(
-            "scrapy-rep: obeying robots.txt as %r (unreachable: %s%s)",
+            "scrapy-rep: obeying robots.txt as %r; when an origin's robots.txt is "
+            "unreachable its requests are %s (REP_UNREACHABLE = %r)%s",
             config.user_agent,
+            _UNREACHABLE_ACTIONS[config.unreachable],
             config.unreachable,
-            ", dry run" if config.dry_run else "",
+            "; dry run: nothing is dropped, would-be drops are counted under rep/dry_run/"
+            if config.dry_run
+            else "",
         )
         return cls(crawler, config)
 
@@ -169,7 +177,7 @@ class RobotsTxtMiddleware:
         if self._slots is None:
             return None
         delay = entry.delay if agent == self._ua else self._delay(robots, agent)
-        return self._pace(request, delay) if delay else None
+        return self._pace(request, origin, delay) if delay else None
 
     def _agent_of(self, request: Request) -> str:
         """The token robots.txt is read for: meta ``rep_user_agent``, else the
@@ -199,6 +207,7 @@ class RobotsTxtMiddleware:
         if decision.allowed:  # cannot differ from allowed(); never drop on doubt
             return
         self._stats.inc_value("rep/dry_run/forbidden" if self._dry_run else "rep/forbidden")
+        self.report.forbidden(origin, decision, dry_run=self._dry_run)
         where = f" line {decision.line} ({decision.rule})" if decision.line else ""
         logger.debug(
             "%s by robots.txt%s: %s",
@@ -232,6 +241,7 @@ class RobotsTxtMiddleware:
 
     def _drop_unreachable(self, request: Request, origin: Origin, reason: str, stat: str) -> None:
         self._stats.inc_value(stat.replace("rep/", "rep/dry_run/", 1) if self._dry_run else stat)
+        self.report.dropped(origin, reason, dry_run=self._dry_run)
         text = origin_text(origin)
         logger.debug(
             "%s: robots.txt of %s unreachable (%s): %s",
@@ -292,10 +302,13 @@ class RobotsTxtMiddleware:
 
     # -- Crawl-delay ----------------------------------------------------------------
 
-    def _pace(self, request: Request, delay: float) -> Coroutine[Any, Any, None] | None:
+    def _pace(
+        self, request: Request, origin: Origin, delay: float
+    ) -> Coroutine[Any, Any, None] | None:
         """Apply the origin's delay: the slot's local minimum, or a turn
         reserved cluster-wide when Redis paces it (scrapy_rep.cluster)."""
         assert self._slots is not None
+        self.report.paced(origin, delay)
         cluster = self._cluster_delay
         if cluster is None:
             self._slots.require(request, delay)
