@@ -28,6 +28,7 @@ from urllib.parse import urlparse
 
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
+    from twisted.internet.defer import Deferred
 
     from scrapy_rep.cluster import ClusterDelay
     from scrapy_rep.policy import Entry
@@ -275,13 +277,20 @@ class RobotsTxtMiddleware:
     async def _await_rules(
         self, request: Request, origin: Origin, entry: Entry | None
     ) -> Entry | None:
-        """The origin's entry once known; under REP_UNREACHABLE=defer, once
-        reachable (None when the request was dropped meanwhile)."""
-        deadline: float | None = None
+        """The origin's entry once known; under REP_UNREACHABLE = 'defer', once
+        reachable, for at most REP_DEFER_MAX seconds after robots.txt was first
+        found unreachable, fetches in flight included (None: the request was
+        dropped meanwhile)."""
+        defer = self.config.unreachable == "defer" and not self._dry_run
+        deadline: float | None = None  # set once the origin is found unreachable
         while True:
             if entry is None or (entry.robots is None and entry.expires <= time.time()):
-                entry = await maybe_deferred_to_future(self.fetcher.join(origin, request))
-            if entry.robots is not None or self.config.unreachable != "defer" or self._dry_run:
+                entry = await self._join(origin, request, deadline)
+                if entry is None:  # the deadline came during the fetch
+                    reason = f"still unreachable after {self.config.defer_max:g} s"
+                    self._drop_unreachable(request, origin, reason, "rep/deferred/expired")
+                    return None
+            if entry.robots is not None or not defer:
                 if deadline is not None:
                     self._stats.inc_value("rep/deferred/released")
                 return entry
@@ -299,6 +308,18 @@ class RobotsTxtMiddleware:
                 )
                 return None
             entry = self._cache.get(origin)
+
+    async def _join(self, origin: Origin, request: Request, deadline: float | None) -> Entry | None:
+        """The entry of the origin's fetch (started for ``request`` if none is in
+        flight); None if ``deadline`` comes first."""
+        waiter: Deferred[Entry | None] = self.fetcher.join(origin, request)  # type: ignore[assignment]
+        if deadline is None:
+            return await maybe_deferred_to_future(waiter)
+        timer = call_later(max(deadline - time.time(), 0.0), _give_up, waiter)
+        try:
+            return await maybe_deferred_to_future(waiter)
+        finally:
+            timer.cancel()
 
     # -- Crawl-delay ----------------------------------------------------------------
 
@@ -337,6 +358,11 @@ class RobotsTxtMiddleware:
             raise IgnoreRequest(
                 f"the spider closed while the request waited for its Crawl-delay turn: {request}"
             )
+
+
+def _give_up(waiter: Deferred[Entry | None]) -> None:
+    if not waiter.called:  # the fetch then finds it called and passes it by
+        waiter.callback(None)
 
 
 def _error_if_scrapy_middleware_enabled(crawler: Crawler) -> None:

@@ -46,7 +46,8 @@ def origin_of(parsed: ParseResult) -> Origin | None:
         port = parsed.port
     except ValueError:
         return None
-    return (scheme, _ascii_host(host), port or default_port)
+    # Port 0 is a port of its own (nothing listens there), not the default one.
+    return (scheme, _ascii_host(host), default_port if port is None else port)
 
 
 def origin_text(origin: Origin) -> str:

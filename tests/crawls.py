@@ -7,6 +7,7 @@ request: responses by URL, failures (exceptions) by URL, and the stats.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,8 @@ class CrawlResult:
     crawler: Crawler
     responses: dict[str, Response] = field(default_factory=dict)
     failures: dict[str, Failure] = field(default_factory=dict)
+    failed_at: dict[str, float] = field(default_factory=dict)
+    """When each failure reached its errback (time.monotonic())."""
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -82,7 +85,9 @@ class ListSpider(Spider):
 
     def failed(self, failure: Failure) -> None:
         request = getattr(failure, "request", None)
-        self.result.failures[request.url if request is not None else "?"] = failure
+        url = request.url if request is not None else "?"
+        self.result.failures[url] = failure
+        self.result.failed_at[url] = time.monotonic()
 
 
 async def run_crawl(

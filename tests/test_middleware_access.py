@@ -344,3 +344,14 @@ async def test_rep_obey_crawl_delay_false_ignores_it(site: ScriptedServer) -> No
     result = await run_crawl(pages(site, "/p", 3), {"REP_OBEY_CRAWL_DELAY": False})
     assert all(site.hits(f"/p/{i}") == 1 for i in range(3))
     assert "rep/crawl_delay/applied" not in result.stats
+
+
+@pytest_twisted.ensureDeferred
+async def test_port_0_is_an_origin_of_its_own() -> None:
+    """http://h:0/ is not http://h/: its robots.txt is asked of port 0 (where
+    nothing can answer), never taken from the port-80 service."""
+    result = await run_crawl(["http://127.0.0.1:0/a"])
+    failure = result.failures["http://127.0.0.1:0/a"].value
+    assert isinstance(failure, RobotsTxtUnavailable)
+    assert failure.origin == "http://127.0.0.1:0"
+    assert result.stats["rep/robotstxt/outcome/unreachable"] == 1

@@ -93,6 +93,7 @@ def test_retry_after_parsing() -> None:
         ("https://example.com/a", ("https", "example.com", 443)),
         ("https://example.com:443/", ("https", "example.com", 443)),
         ("http://example.com:8080/", ("http", "example.com", 8080)),
+        ("http://example.com:0/", ("http", "example.com", 0)),  # not port 80
         ("http://bücher.example/", ("http", "xn--bcher-kva.example", 80)),
         ("http://xn--bcher-kva.example/", ("http", "xn--bcher-kva.example", 80)),
         ("http://[::1]:8000/", ("http", "::1", 8000)),

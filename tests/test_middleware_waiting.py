@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,28 @@ async def test_defer_keeps_requests_until_robots_txt_answers(site: ScriptedServe
     assert result.stats["rep/deferred"] == 5
     assert result.stats["rep/deferred/released"] == 5
     assert result.stats["rep/forbidden"] == 3
+
+
+@pytest.mark.slow
+@pytest_twisted.ensureDeferred
+async def test_rep_defer_max_also_bounds_a_fetch_in_flight(site: ScriptedServer) -> None:
+    """REP_DEFER_MAX counts from the first unreachable answer, and a robots.txt
+    fetch still under way at the deadline does not keep the requests longer."""
+    site.script(
+        "/robots.txt",
+        [Reply(status=503), Reply(status=503), Reply(status=503, delay=6.0)],
+    )
+    started = time.monotonic()
+    result = await run_crawl(
+        [site.url("/a")],
+        {"REP_UNREACHABLE": "defer", "REP_RETRY_MIN": 0.3, "REP_DEFER_MAX": 1.0,
+         "REP_FETCH_TIMEOUT": 10},
+    )  # fmt: skip
+    dropped_after = result.failed_at[site.url("/a")] - started
+    assert result.failed_with(site.url("/a")) is RobotsTxtUnavailable
+    assert site.hits("/robots.txt") == 3 and site.hits("/a") == 0
+    assert result.stats["rep/deferred/expired"] == 1
+    assert dropped_after < 4.0, dropped_after  # not after the third answer (6 s)
 
 
 @pytest.mark.slow
