@@ -4,15 +4,22 @@
 ``get``/``put`` on the hot path. :class:`MemoryRulesCache` (the default) is an
 LRU bounded by ``REP_CACHE_MAX_ORIGINS``; a shared (Redis) cache implements
 the same two methods.
+
+An unreachable origin pushed out of the LRU keeps its backoff: its retry time,
+failure count and reason stay in a second table, as bounded (an entry is a
+few hundred bytes), until the origin comes back. Without it, a small cache would ask a failing server again each
+time one of its requests comes back, instead of after ``REP_RETRY_MIN`` and
+more. (Its last good rules, when it had some, are not kept: evicted is evicted.)
 """
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from typing import Protocol
 
 from scrapy_rep.origin import Origin
-from scrapy_rep.policy import Entry
+from scrapy_rep.policy import UNREACHABLE, Entry
 
 
 class RulesCache(Protocol):
@@ -26,24 +33,49 @@ class RulesCache(Protocol):
 class MemoryRulesCache:
     """In-process LRU of origins' rules; evicts the least recently used."""
 
-    __slots__ = ("_entries", "max_origins")
+    __slots__ = ("_backoffs", "_entries", "max_origins")
 
     def __init__(self, max_origins: int) -> None:
         self.max_origins = max_origins
         self._entries: OrderedDict[Origin, Entry] = OrderedDict()
+        # Evicted unreachable origins: (retry time, failures, reason, when it failed).
+        self._backoffs: OrderedDict[Origin, tuple[float, int, str, float]] = OrderedDict()
 
     def get(self, origin: Origin) -> Entry | None:
         entry = self._entries.get(origin)
         if entry is not None:
             self._entries.move_to_end(origin)
-        return entry
+            return entry
+        if self._backoffs:
+            return self._backoff(origin)
+        return None
 
     def put(self, origin: Origin, entry: Entry) -> None:
         entries = self._entries
         entries[origin] = entry
         entries.move_to_end(origin)
+        self._backoffs.pop(origin, None)
         while len(entries) > self.max_origins:
-            entries.popitem(last=False)
+            evicted, old = entries.popitem(last=False)
+            if old.outcome == UNREACHABLE and old.expires > time.time():
+                self._remember_backoff(evicted, old)
+
+    def _remember_backoff(self, origin: Origin, entry: Entry) -> None:
+        backoffs = self._backoffs
+        backoffs[origin] = (entry.expires, entry.failures, entry.reason, entry.fetched)
+        while len(backoffs) > self.max_origins:
+            backoffs.popitem(last=False)
+
+    def _backoff(self, origin: Origin) -> Entry | None:
+        """An evicted origin's backoff, back in the LRU (expired or not: the
+        next fetch counts its failures on)."""
+        kept = self._backoffs.pop(origin, None)
+        if kept is None:
+            return None
+        expires, failures, reason, fetched = kept
+        entry = Entry(None, UNREACHABLE, expires, fetched, failures, reason)
+        self.put(origin, entry)
+        return entry
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -214,6 +214,7 @@ class RobotsFetcher:
                 reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 return policy.on_error(reason, now=time.time(), previous=previous), None
             finally:
+                self._sizes.pop(request, None)
                 self._watch_sizes(-1)
             status = response.status
             self._stats.inc_value("rep/robotstxt/response_count")

@@ -355,3 +355,20 @@ async def test_port_0_is_an_origin_of_its_own() -> None:
     assert isinstance(failure, RobotsTxtUnavailable)
     assert failure.origin == "http://127.0.0.1:0"
     assert result.stats["rep/robotstxt/outcome/unreachable"] == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_evicted_unreachable_origin_keeps_its_backoff(
+    site: ScriptedServer, site2: ScriptedServer
+) -> None:
+    """With room for one origin, the 503 origin is pushed out by the other one
+    each time, but its robots.txt is not asked again before REP_RETRY_MIN."""
+    site.script("/robots.txt", Reply(status=503))
+    urls = [server.url(f"/{i}") for i in range(3) for server in (site, site2)]
+    result = await run_crawl(
+        urls, {"REP_CACHE_MAX_ORIGINS": 1, "CONCURRENT_REQUESTS": 1, "REP_MAX_WAITING": 0}
+    )
+    assert site.hits("/robots.txt") == 1
+    assert site2.hits("/robots.txt") == 3  # a parsed file is simply fetched again
+    assert all(result.failed_with(site.url(f"/{i}")) is RobotsTxtUnavailable for i in range(3))
+    assert sorted(site2.pages()) == ["/0", "/1", "/2"]
