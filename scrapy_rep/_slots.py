@@ -163,12 +163,16 @@ class SlotDelays:
     """Minimum delays between request starts, per download slot.
 
     ``require(request, delay)`` makes the delay of the request's download
-    slot at least ``delay`` seconds for the rest of the crawl; when several
-    origins share a slot, the largest minimum wins.
+    slot at least ``delay`` seconds; when several origins share a slot, the
+    largest minimum wins. At most ``max_slots`` slots are remembered (the
+    oldest first gives its DOWNLOAD_SLOTS entry back): the middleware calls
+    ``require`` for every request of an origin with a delay, so a slot that
+    is still in use gets its minimum back with its next request.
     """
 
-    def __init__(self, crawler: Crawler) -> None:
+    def __init__(self, crawler: Crawler, max_slots: int) -> None:
         self._crawler = crawler
+        self._max_slots = max_slots
         # Bound on first use: middlewares are built before the engine exists.
         self._downloader: Downloader | None = None
         self._unsupported = False
@@ -210,11 +214,7 @@ class SlotDelays:
         if downloader is None:
             return 0.0
         key = downloader.get_slot_key(request)
-        if key not in self._own_settings:
-            own = dict(downloader.per_slot_settings.get(key, {}))
-            self._own_settings[key] = own
-            self._own_jitter[key] = self._own_slot_jitter(downloader, own)
-        own = self._own_settings[key]
+        own = self._own(downloader, key)
         # DOWNLOAD_DELAY, not the downloader's default: AutoThrottle sets that
         # to its start delay, which it would lower later, and here cannot.
         own_delay = float(own.get("delay", self._crawler.settings.getfloat("DOWNLOAD_DELAY")))
@@ -231,6 +231,27 @@ class SlotDelays:
             _end_pending_delay(downloader, slot)
         logger.debug("Download slot %r: paced cluster-wide, no local delay", key)
         return own_delay
+
+    def _own(self, downloader: Downloader, key: str) -> dict[str, Any]:
+        """The slot's own DOWNLOAD_SLOTS entry, remembered the first time we touch it."""
+        own = self._own_settings.get(key)
+        if own is None:
+            own = self._own_settings[key] = dict(downloader.per_slot_settings.get(key, {}))
+            self._own_jitter[key] = self._own_slot_jitter(downloader, own)
+            if len(self._own_settings) > self._max_slots:
+                self._forget(downloader, next(iter(self._own_settings)))
+        return own
+
+    def _forget(self, downloader: Downloader, key: str) -> None:
+        """Give the slot its own DOWNLOAD_SLOTS entry back and drop what we kept."""
+        own = self._own_settings.pop(key)
+        if own:
+            downloader.per_slot_settings[key] = own
+        else:
+            downloader.per_slot_settings.pop(key, None)
+        self._own_jitter.pop(key, None)
+        self._minimum.pop(key, None)
+        self._elsewhere.discard(key)
 
     def _listen(self) -> None:
         if not self._listening:
@@ -255,11 +276,7 @@ class SlotDelays:
     def _raise_minimum(self, downloader: Downloader, key: str, delay: float) -> None:
         if not delay > 0:  # also refuses NaN
             return
-        if key not in self._own_settings:
-            own = dict(downloader.per_slot_settings.get(key, {}))
-            self._own_settings[key] = own
-            self._own_jitter[key] = self._own_slot_jitter(downloader, own)
-        own = self._own_settings[key]
+        own = self._own(downloader, key)
         own_jitter = self._own_jitter[key]
         self._minimum[key] = delay
         self._listen()

@@ -6,10 +6,11 @@ LRU bounded by ``REP_CACHE_MAX_ORIGINS``; a shared (Redis) cache implements
 the same two methods.
 
 An unreachable origin pushed out of the LRU keeps its backoff: its retry time,
-failure count and reason stay in a second table, as bounded (an entry is a
-few hundred bytes), until the origin comes back. Without it, a small cache would ask a failing server again each
-time one of its requests comes back, instead of after ``REP_RETRY_MIN`` and
-more. (Its last good rules, when it had some, are not kept: evicted is evicted.)
+failure count and reason stay in a second table, as bounded (an entry is a few
+hundred bytes), until the origin comes back. Without it, a small cache would
+ask a failing server again each time one of its requests comes back, instead
+of after ``REP_RETRY_MIN`` and more. (Its last good rules, when it had some,
+are not kept: evicted is evicted.)
 """
 
 from __future__ import annotations

@@ -78,7 +78,9 @@ class RobotsTxtMiddleware:
         self._dry_run = config.dry_run
         self._stats = crawler.stats
         self._keys = OriginKeys()
-        self._slots = SlotDelays(crawler) if config.obey_crawl_delay else None
+        self._slots = (
+            SlotDelays(crawler, config.cache_max_origins) if config.obey_crawl_delay else None
+        )
         self._waiting = Waiting(crawler, config.max_waiting)
         shared = SharedState.connect(crawler, config, pacing=self._slots is not None)
         self._cache = (

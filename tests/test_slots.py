@@ -62,7 +62,7 @@ class RequireCrawlDelay:
     """Calls SlotDelays.require(request, meta[CRAWL_DELAY]) from process_request."""
 
     def __init__(self, crawler: Crawler) -> None:
-        self.slots = SlotDelays(crawler)
+        self.slots = SlotDelays(crawler, max_slots=10_000)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RequireCrawlDelay:
