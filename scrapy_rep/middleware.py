@@ -77,7 +77,7 @@ class RobotsTxtMiddleware:
         self._header_agents: dict[bytes, str] | None = None if config.explicit_agent else {}
         self._dry_run = config.dry_run
         self._stats = crawler.stats
-        self._keys = OriginKeys()
+        self._keys = OriginKeys(config.cache_max_origins)
         self._slots = (
             SlotDelays(crawler, config.cache_max_origins) if config.obey_crawl_delay else None
         )

@@ -8,7 +8,8 @@ request: responses by URL, failures (exceptions) by URL, and the stats.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,9 +18,39 @@ from scrapy.crawler import Crawler
 from scrapy.http import Response
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.test import get_crawler
+from twisted.internet.defer import Deferred, succeed
+from twisted.internet.interfaces import IResolverSimple
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 USER_AGENT = "ExampleBot/1.0 (+http://example.com/bot)"
+
+
+@implementer(IResolverSimple)
+class _LoopbackResolver:
+    def __init__(self, fallback: IResolverSimple) -> None:
+        self.fallback = fallback
+
+    def getHostByName(self, name: str, timeout: Sequence[int] = ()) -> Deferred[str]:
+        if name.endswith(".test"):
+            return succeed("127.0.0.1")
+        return self.fallback.getHostByName(name, timeout)
+
+
+@contextmanager
+def loopback_names() -> Iterator[None]:
+    """Every ``*.test`` host name resolves to 127.0.0.1 meanwhile, so that one
+    local server stands for thousands of origins (``http://o1.test:PORT``, ...).
+    (Scrapy installs DNS_RESOLVER only when a CrawlerProcess starts.)"""
+    from twisted.internet import reactor
+
+    previous = reactor.resolver  # type: ignore[attr-defined]
+    reactor.installResolver(_LoopbackResolver(previous))  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        reactor.installResolver(previous)  # type: ignore[attr-defined]
+
 
 BASE_SETTINGS: dict[str, Any] = {
     "ADDONS": {"scrapy_rep.Addon": 100},

@@ -92,6 +92,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 256  # many origins connect at once in broad-crawl tests
     owner: ScriptedServer
 
 
