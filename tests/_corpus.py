@@ -3,8 +3,9 @@
 It ships in ``tests/data/`` (see its README.md): ``robots-data.tar.xz`` holds the corpus
 bodies, the benchmark URLs (``robots-bench-urls/site-urls.tsv``) and the synthetic worst
 cases; ``MANIFEST.tsv`` lists the corpus. The archive is unpacked once per process, on
-first use (about 0.5 s), into a temporary directory removed at exit. ``$REP_CORPUS_DIR``
-names another corpus directory instead, with ``robots-bench-urls/`` beside it.
+first use (0.5 s on a quiet machine), into a temporary directory removed at exit.
+``$REP_CORPUS_DIR`` names another corpus directory instead, with ``robots-bench-urls/``
+beside it.
 
 Missing data fails the tests rather than skipping them: it ships with the repository and the
 sdist, so a missing file means a broken checkout or package, which a skip would hide.
@@ -20,7 +21,7 @@ import tarfile
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 ARCHIVE = DATA_DIR / "robots-data.tar.xz"
@@ -43,26 +44,13 @@ def unpacked() -> Path:
 
 
 def _unpack(archive: Path, target: Path) -> None:
-    """Write the archive's files under ``target``, refusing links and paths that leave it.
-
-    One streaming pass, files written directly: 0.3 s of CPU here, where
-    ``TarFile.extractall`` takes 1.6 s (it reads the xz stream twice and sets each
-    file's mode and times).
-    """
-    parents: set[Path] = set()
-    with tarfile.open(archive, "r|xz") as members:
-        for member in members:
-            if member.isdir():
-                continue
-            name = PurePosixPath(member.name)
-            source = members.extractfile(member) if member.isfile() else None
-            if source is None or name.is_absolute() or ".." in name.parts:
-                raise ValueError(f"{archive}: unexpected member {member.name!r}")
-            path = target.joinpath(*name.parts)
-            if path.parent not in parents:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                parents.add(path.parent)
-            path.write_bytes(source.read())
+    # Most of the time goes to creating the 2,166 files (decompressing takes 0.2 s of CPU):
+    # TMPDIR=/dev/shm makes it quicker on a busy disk.
+    with tarfile.open(archive) as tar:
+        if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12: no links, nothing outside
+            tar.extractall(target, filter="data")
+        else:
+            tar.extractall(target)  # older patch releases; the archive is our own
 
 
 def corpus_dir() -> Path:
