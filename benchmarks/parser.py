@@ -14,8 +14,9 @@ with the figure, the ratio to Protego and whether scrapy_rep meets the target of
 3. memory retained by the parsed corpus after answering (tracemalloc) <= 1/3 of Protego
 4. worst case: parse + one decision for a 2,000-character URL      >= 3x faster than Protego
 
-Data: the corpus is $REP_CORPUS_DIR, else <repo>/../shared/data/robots-corpus (file list from
-its MANIFEST.tsv); robots-bench-urls/site-urls.tsv and robots-synthetic/ are its siblings.
+Data: the corpus is $REP_CORPUS_DIR, else the tests' copy (tests/data/robots-data.tar.xz,
+unpacked to a temporary directory; see tests/_corpus.py); file list from its MANIFEST.tsv;
+robots-bench-urls/site-urls.tsv and robots-synthetic/ are its siblings.
 
 What is fair, and what was done:
 - scrapy_rep gets the raw bytes and decodes them itself, inside the clock. The peers only take
@@ -282,8 +283,14 @@ class Data:
 
 
 def find_corpus() -> Path:
-    env = os.environ.get("REP_CORPUS_DIR")
-    return Path(env) if env else REPO.parent / "shared" / "data" / "robots-corpus"
+    """$REP_CORPUS_DIR, else the tests' copy: the same rule, and the same bytes, as the tests."""
+    sys.path.insert(0, str(REPO / "tests"))
+    import _corpus
+
+    try:
+        return _corpus.corpus_dir()
+    except FileNotFoundError:
+        return _corpus.ARCHIVE  # reported as missing by missing_data()
 
 
 def missing_data(data: Data) -> list[str]:
@@ -716,7 +723,7 @@ def main(argv: list[str] | None = None) -> int:
     data = Data(find_corpus())
     missing = missing_data(data)
     if missing:
-        print("benchmark data not found (set REP_CORPUS_DIR to the robots-corpus directory):")
+        print("benchmark data not found (tests/data/, or REP_CORPUS_DIR names a corpus directory):")
         for path in missing:
             print(f"  missing: {path}")
         return 2

@@ -1,13 +1,15 @@
-"""Every real robots.txt of the shared corpus parses and answers.
+"""Every real robots.txt of the corpus parses and answers.
 
-The corpus (2,166 files from public crawls, byte-exact) is found through
-``$REP_CORPUS_DIR`` or ``../shared/data/robots-corpus``; see tests/_corpus.py.
+The corpus (2,166 files from public crawls, byte-exact) ships in tests/data/ (or is found
+through ``$REP_CORPUS_DIR``); see tests/_corpus.py. Missing data fails these tests.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Iterable
+from pathlib import Path
 
 import pytest
 from _corpus import CorpusFile, manifest, require_corpus, site_urls, site_urls_path
@@ -35,11 +37,8 @@ def corpus() -> list[CorpusFile]:
 
 @pytest.fixture(scope="module")
 def urls_by_site(corpus: list[CorpusFile]) -> dict[str, list[str]]:
-    path = site_urls_path()
-    if not path.is_file():
-        pytest.skip(f"benchmark URLs not found at {path}; set REP_CORPUS_DIR")
     urls: dict[str, list[str]] = defaultdict(list)
-    for site, url in site_urls(path):
+    for site, url in site_urls(site_urls_path()):
         if len(urls[site]) < SITE_URLS_PER_FILE:
             urls[site].append(url)
     return urls
@@ -54,12 +53,31 @@ def first_failures(failures: list[str], limit: int = 10) -> str:
 
 
 def test_manifest_lists_every_corpus_file(corpus: list[CorpusFile]) -> None:
-    """MANIFEST.tsv lists 2,166 files; each is present with the size it lists."""
+    """MANIFEST.tsv lists 2,166 files; each is present, byte for byte as listed (size and
+    sha256: line ends, BOMs and non-UTF-8 bytes survived packing and unpacking)."""
     assert len(corpus) == 2166
-    wrong = [f"{f.filename}: {f.path.stat().st_size} != {f.size}" for f in corpus if not (
-        f.path.is_file() and f.path.stat().st_size == f.size
-    )]  # fmt: skip
+    wrong = []
+    for entry in corpus:
+        data = entry.path.read_bytes() if entry.path.is_file() else None
+        if data is None:
+            wrong.append(f"{entry.filename}: missing")
+        elif len(data) != entry.size or hashlib.sha256(data).hexdigest() != entry.sha256:
+            wrong.append(f"{entry.filename}: not the listed bytes ({len(data)} for {entry.size})")
     assert not wrong, first_failures(wrong)
+
+
+def test_missing_data_fails_the_tests_instead_of_skipping_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The data ships with the repository and the sdist: a corpus directory without its
+    files fails the corpus tests (naming what is missing), so no run passes without them."""
+    monkeypatch.setenv("REP_CORPUS_DIR", str(tmp_path / "robots-corpus"))
+    with pytest.raises(pytest.fail.Exception, match=r"not found at .*MANIFEST\.tsv"):
+        require_corpus()
+    (tmp_path / "robots-corpus").mkdir()
+    (tmp_path / "robots-corpus" / "MANIFEST.tsv").write_text("filename\n")
+    with pytest.raises(pytest.fail.Exception, match=r"not found at .*site-urls\.tsv"):
+        require_corpus()
 
 
 def test_every_corpus_file_parses_and_answers(

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from _corpus import corpus_dir, manifest, missing_message, site_urls, site_urls_path
+from _corpus import corpus_dir, manifest, missing_message, require_corpus, site_urls, site_urls_path
 from w3lib.url import safe_url_string
 
 from scrapy_rep import RobotsTxt
@@ -245,10 +245,7 @@ def rule_url_cases(directory: Path, rules_per_file: int) -> Iterator[tuple[str, 
 
 @pytest.fixture(scope="module")
 def directory() -> Path:
-    found = corpus_dir()
-    if not (found / "MANIFEST.tsv").is_file() or not site_urls_path().is_file():
-        pytest.skip(missing_message(found))
-    return found
+    return require_corpus()
 
 
 def test_agrees_with_google_on_every_site_url(directory: Path) -> None:
@@ -322,10 +319,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rules-per-file", type=int, default=100, metavar="N")
     parser.add_argument("--examples", type=int, default=3, metavar="N", help="shown per class")
     args = parser.parse_args(argv)
-    directory = corpus_dir()
-    if not (directory / "MANIFEST.tsv").is_file() or not site_urls_path().is_file():
-        print(missing_message(directory), file=sys.stderr)
+    try:
+        directory = corpus_dir()
+    except FileNotFoundError as error:
+        print(error, file=sys.stderr)
         return 2
+    for needed in (directory / "MANIFEST.tsv", site_urls_path()):
+        if not needed.is_file():
+            print(missing_message(needed), file=sys.stderr)
+            return 2
     unexplained = 0
     for title, cases in (
         ("site URLs", site_url_cases(directory)),

@@ -1,0 +1,221 @@
+"""The package as users and contributors receive it.
+
+``python -m build`` makes the sdist and the wheel without a single warning, ``twine check``
+passes both, both carry the LICENSE, the sdist carries every file of the repository (so its
+suite imports: helpers, data, example project), and that suite runs from the unpacked sdist
+against the sdist's own ``scrapy_rep``.
+
+The build runs without isolation (``--no-isolation``): an isolated build would download
+setuptools from an index on every run, so the test extra installs the backend instead, and
+``build`` checks that it satisfies ``[build-system] requires``. About 15 s on an idle
+machine: deselect with ``-m "not slow"``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+# Files the repository tracks but the sdist leaves out on purpose: CI wiring, git's own file.
+NOT_SHIPPED = {".ci/run", ".gitignore"}
+# Never copied into the build: caches and what earlier builds or installs left behind.
+CACHES = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "*.pyc", ".*_cache")
+LEFTOVERS = shutil.ignore_patterns(*CACHES, ".hypothesis", ".scrapy")
+# The sdist's fast subset: the RFC 9309 parser tests, one real crawl against a local
+# server, and the corpus check (the data unpacks byte for byte from the sdist).
+SDIST_SUBSET = [
+    "tests/test_rfc9309.py",
+    "tests/test_middleware_access.py::test_2xx_rules_drop_disallowed_requests_with_line_and_rule",
+    "tests/test_corpus.py::test_manifest_lists_every_corpus_file",
+]
+# setuptools lists the files it handles on lines starting with these words; a file name
+# that contains "warn" must not count as a warning.
+FILE_LINES = ("copying ", "adding ", "creating ", "hard linking ", "writing ", "reading ")
+
+
+@dataclass
+class Dist:
+    sdist: Path
+    wheel: Path
+    output: str  # what `python -m build` printed, stdout and stderr
+    source_files: set[str]  # what the build was made from, relative to the repository
+    tmp: Path
+
+
+def source_files() -> set[str]:
+    """The repository's files: what git tracks or would track (untracked but not ignored),
+    else (an unpacked sdist) every file but caches."""
+    if (REPO / ".git").exists() and shutil.which("git"):
+        listing = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
+        listed = subprocess.run(listing, cwd=REPO, check=True, capture_output=True, text=True)
+        return {name for name in listed.stdout.split("\0") if name and (REPO / name).is_file()}
+    found = set()
+    for directory, dirs, files in os.walk(REPO):
+        ignored = LEFTOVERS(directory, [*dirs, *files])
+        dirs[:] = [name for name in dirs if name not in ignored]
+        base = Path(directory).relative_to(REPO)
+        found |= {(base / name).as_posix() for name in files if name not in ignored}
+    return found
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ, **extra)
+    # Set in some shells and containers; makes setuptools warn "byte-compiling is disabled",
+    # a remark on the environment, not on the package.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    # The sdist's suite must read the sdist's own data.
+    env.pop("REP_CORPUS_DIR", None)
+    return env
+
+
+def run(args: list[str], cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args, cwd=cwd, env=clean_env(**extra), capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
+    """sdist and wheel, built by `python -m build` from a copy of the repository's files
+    (the developer's tree stays untouched; leftovers there cannot sneak in)."""
+    tmp = tmp_path_factory.mktemp("packaging")
+    files = source_files()
+    source = tmp / "source"
+    for name in files:
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, source / name)
+    out = tmp / "dist"
+    built = run([sys.executable, "-m", "build", "--no-isolation", "-o", str(out), "."], source)
+    output = built.stdout + built.stderr
+    assert built.returncode == 0, output
+    (sdist,) = out.glob("*.tar.gz")
+    (wheel,) = out.glob("*.whl")
+    return Dist(sdist, wheel, output, files, tmp)
+
+
+@pytest.fixture(scope="module")
+def unpacked_sdist(dist: Dist) -> Path:
+    with tarfile.open(dist.sdist) as archive:
+        if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12: refuses links and escapes
+            archive.extractall(dist.tmp / "sdist", filter="data")
+        else:
+            archive.extractall(dist.tmp / "sdist")  # the sdist was just built here
+    (root,) = (dist.tmp / "sdist").iterdir()
+    return root
+
+
+def sdist_names(dist: Dist) -> set[str]:
+    with tarfile.open(dist.sdist) as archive:
+        return {m.name.split("/", 1)[1] for m in archive.getmembers() if m.isfile()}
+
+
+def test_build_prints_no_warning(dist: Dist) -> None:
+    """`python -m build` (sdist, then the wheel from the sdist) says nothing to worry about:
+    no deprecated licence table, no MANIFEST.in pattern that matches nothing."""
+    warnings = [
+        line
+        for line in dist.output.splitlines()
+        if "warn" in line.lower() and not line.lstrip().lower().startswith(FILE_LINES)
+    ]
+    assert not warnings, "\n".join(warnings)
+    assert f"Successfully built {dist.sdist.name} and {dist.wheel.name}" in dist.output
+
+
+def test_twine_check_passes_both(dist: Dist) -> None:
+    """`twine check --strict`: PyPI would accept the metadata and render the README."""
+    checked = run(
+        [sys.executable, "-m", "twine", "check", "--strict", str(dist.sdist), str(dist.wheel)],
+        dist.tmp,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.count("PASSED") == 2, checked.stdout
+
+
+def test_license_is_in_the_sdist_and_the_wheel(dist: Dist) -> None:
+    """The BSD-3-Clause text ships in both, declared as an SPDX expression."""
+    text = (REPO / "LICENSE").read_bytes()
+    assert text.startswith(b"BSD 3-Clause License")
+    with tarfile.open(dist.sdist) as archive:
+        (top,) = {m.name.split("/", 1)[0] for m in archive.getmembers()}
+        sdist_license = archive.extractfile(f"{top}/LICENSE")
+        assert sdist_license is not None and sdist_license.read() == text
+        pkg_info = archive.extractfile(f"{top}/PKG-INFO")
+        assert pkg_info is not None
+        sdist_metadata = pkg_info.read().decode()
+    with zipfile.ZipFile(dist.wheel) as wheel:
+        info = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+        dist_info = info.removesuffix("METADATA")
+        assert wheel.read(f"{dist_info}licenses/LICENSE") == text
+        wheel_metadata = wheel.read(info).decode()
+    for metadata in (sdist_metadata, wheel_metadata):
+        assert "License-Expression: BSD-3-Clause" in metadata
+        assert "License-File: LICENSE" in metadata
+
+
+def test_wheel_holds_the_typed_package_and_the_command_only(dist: Dist) -> None:
+    """The wheel installs scrapy_rep (typed) and the `scrapy robots` command, no tests."""
+    with zipfile.ZipFile(dist.wheel) as wheel:
+        names = wheel.namelist()
+        entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+        assert "robots = scrapy_rep.commands.robots:Command" in wheel.read(entry_points).decode()
+    assert "scrapy_rep/py.typed" in names
+    assert {name.split("/", 1)[0] for name in names} == {
+        "scrapy_rep",
+        Path(entry_points).parent.name,
+    }
+
+
+def test_sdist_carries_every_file_of_the_repository(dist: Dist) -> None:
+    """Tests, their helpers and data, example project, benchmarks, Makefile, changelog:
+    everything but CI wiring, so `make test` runs from the unpacked sdist."""
+    missing = sorted(dist.source_files - NOT_SHIPPED - sdist_names(dist))
+    assert not missing, f"not in the sdist (MANIFEST.in?): {missing}"
+
+
+def test_sdist_suite_collects_against_the_sdists_own_package(unpacked_sdist: Path) -> None:
+    """From the unpacked sdist, `import scrapy_rep` finds the sdist's copy, and every test
+    module imports (each one yields tests, none errors)."""
+    env = {"PYTHONPATH": str(unpacked_sdist)}
+    where = "import scrapy_rep; print(scrapy_rep.__file__)"
+    imported = run([sys.executable, "-c", where], unpacked_sdist, **env)
+    assert imported.returncode == 0, imported.stderr
+    assert Path(imported.stdout.strip()).is_relative_to(unpacked_sdist)
+
+    collected = run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        unpacked_sdist,
+        **env,
+    )
+    output = collected.stdout + collected.stderr
+    assert collected.returncode == 0, output
+    modules = {line.split("::", 1)[0] for line in collected.stdout.splitlines() if "::" in line}
+    expected = {f"tests/{path.name}" for path in (unpacked_sdist / "tests").glob("test_*.py")}
+    assert modules == expected, output
+
+
+def test_sdist_suite_runs_parser_tests_a_crawl_and_the_corpus_check(
+    unpacked_sdist: Path,
+) -> None:
+    """The fast subset passes from the unpacked sdist, nothing skipped."""
+    ran = run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SDIST_SUBSET],
+        unpacked_sdist,
+        PYTHONPATH=str(unpacked_sdist),
+    )
+    output = ran.stdout + ran.stderr
+    assert ran.returncode == 0, output
+    summary = re.search(r"(\d+) passed", output)
+    assert summary and int(summary[1]) >= len(SDIST_SUBSET), output
+    assert "skipped" not in output, output
