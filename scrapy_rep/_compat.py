@@ -66,9 +66,8 @@ def problems() -> list[str]:
 
 
 def check() -> None:
-    """Raise RuntimeError, naming the installed Scrapy, if :func:`problems` finds any.
-
-    Not NotConfigured: Scrapy would then quietly run without the component."""
+    """Raise RuntimeError naming the installed Scrapy if :func:`problems` finds
+    any (not NotConfigured: Scrapy would quietly run without the component)."""
     found = problems()
     if found:
         raise RuntimeError(
@@ -80,53 +79,44 @@ def check() -> None:
 
 # -- component priority dicts ---------------------------------------------------
 
-# Before Scrapy 2.15, a class key did not replace the import path of the same
-# component in NAME_BASE: both stayed, so {ScrapyRobotsTxtMiddleware: None} left
-# Scrapy's middleware on. An import-path key works on every release.
+# Scrapy 2.14 keeps a class key and the import path of the same class in
+# NAME_BASE as two components: {ScrapyRobotsTxtMiddleware: None} left Scrapy's
+# middleware on. An import-path key overrides the base on every release.
 _CLASS_KEYS_REPLACE_BASE = _release(SCRAPY_VERSION) >= (2, 15)
 
 
 def set_component(
     settings: BaseSettings, name: str, cls: type, order: int | None, *, default: bool = False
 ) -> None:
-    """``settings.set_in_component_priority_dict`` (``setdefault_...`` with
-    ``default=True``) that also overrides ``cls``'s entry in ``NAME_BASE`` on
-    Scrapy 2.14. Unnecessary from Scrapy 2.15."""
+    """``settings.set_in_component_priority_dict`` (``setdefault_...`` if
+    ``default``), overriding ``NAME_BASE`` on 2.14 too. Unnecessary from 2.15."""
     if default:
         settings.setdefault_in_component_priority_dict(name, cls, order)
     else:
         settings.set_in_component_priority_dict(name, cls, order)
-    if _CLASS_KEYS_REPLACE_BASE:
-        return
     components = settings.getdict(name)
-    if cls in components:
+    if not _CLASS_KEYS_REPLACE_BASE and cls in components:
         components[f"{cls.__module__}.{cls.__qualname__}"] = components.pop(cls)
         settings.set(name, components, settings.getpriority(name) or 0)
 
 
-def enabled_components(settings: BaseSettings, name: str) -> list[tuple[Any, float]]:
-    """The enabled components of ``name`` and ``NAME_BASE`` as the installed
-    Scrapy builds them, in order: (loaded object, or the key when it does not
-    load; order). get_component_priority_dict_with_base is Scrapy 2.15.1's;
-    2.14 and 2.15.0 merge with getwithbase, where on 2.14 a class key and the
-    import path of the same class are two components (both built)."""
+def downloader_middlewares(settings: BaseSettings) -> list[tuple[Any, float]]:
+    """The enabled downloader middlewares, base included, as the installed
+    Scrapy builds them: (class, or the key if it does not load; order), in order.
+
+    get_component_priority_dict_with_base is 2.15.1's; before, getwithbase
+    (on 2.14 a class key and its import path are two middlewares, both built)."""
     merge = getattr(settings, "get_component_priority_dict_with_base", None)
+    name = "DOWNLOADER_MIDDLEWARES"
     merged = merge(name) if merge is not None else settings.getwithbase(name)
     enabled: list[tuple[Any, float]] = []
     for key, order in merged.items():
-        if order is None:
-            continue
-        try:
-            component = load_object(key) if isinstance(key, str) else key
-        except (ImportError, NameError, ValueError, AttributeError):
-            component = key
-        enabled.append((component, order))
-    return sorted(enabled, key=lambda pair: pair[1])  # stable, as Scrapy sorts
-
-
-def downloader_middlewares(settings: BaseSettings) -> list[tuple[Any, float]]:
-    """The enabled downloader middlewares, base included, with their orders."""
-    return enabled_components(settings, "DOWNLOADER_MIDDLEWARES")
+        if order is not None:
+            try:
+                enabled.append((load_object(key) if isinstance(key, str) else key, order))
+            except (ImportError, NameError, ValueError, AttributeError):
+                enabled.append((key, order))
+    return sorted(enabled, key=lambda pair: pair[1])  # stable, as Scrapy's sort
 
 
 # -- signals -------------------------------------------------------------------
@@ -147,9 +137,8 @@ async def send_robots_parsed(crawler: Crawler, robotparser: RobotParser, request
 
 
 def sitemapindex_urls(spider: SitemapSpider, entries: Iterable[dict[str, Any]]) -> Iterator[str]:
-    """The sitemap URLs of an index that ``sitemap_follow`` lets through.
-
-    SitemapSpider._get_urls_from_sitemapindex from Scrapy 2.15."""
+    """Sitemap URLs of an index that ``sitemap_follow`` lets through.
+    SitemapSpider._get_urls_from_sitemapindex from 2.15."""
     method = getattr(spider, "_get_urls_from_sitemapindex", None)
     if method is not None:
         yield from method(entries)
@@ -163,9 +152,8 @@ def sitemapindex_urls(spider: SitemapSpider, entries: Iterable[dict[str, Any]]) 
 def urlset_urls_and_callbacks(
     spider: SitemapSpider, entries: Iterable[dict[str, Any]]
 ) -> Iterator[tuple[str, Callable[..., Any]]]:
-    """(page URL, callback of the first matching ``sitemap_rules``) of a urlset.
-
-    SitemapSpider._get_urls_and_callbacks_from_urlset from Scrapy 2.15."""
+    """(page URL, callback of its first ``sitemap_rules`` match) of a urlset.
+    SitemapSpider._get_urls_and_callbacks_from_urlset from 2.15."""
     method = getattr(spider, "_get_urls_and_callbacks_from_urlset", None)
     if method is not None:
         yield from method(entries)
