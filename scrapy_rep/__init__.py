@@ -22,6 +22,7 @@ _LAZY = {
     "MetaRobotsMiddleware": "scrapy_rep.meta",
     "RobotsSitemapMixin": "scrapy_rep.sitemaps",
     "RobotsSitemapSpider": "scrapy_rep.sitemaps",
+    "RobotParser": "scrapy_rep.robotparser",
 }
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "Decision",
     "ForbiddenByRobots",
     "MetaRobotsMiddleware",
+    "RobotParser",
     "RobotsSitemapMixin",
     "RobotsSitemapSpider",
     "RobotsTxt",
@@ -41,6 +43,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers
     from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtUnavailable
     from scrapy_rep.meta import MetaRobotsMiddleware
     from scrapy_rep.middleware import RobotsTxtMiddleware
+    from scrapy_rep.robotparser import RobotParser
     from scrapy_rep.sitemaps import RobotsSitemapMixin, RobotsSitemapSpider
 
 

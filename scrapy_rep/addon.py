@@ -20,31 +20,49 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyRobotsTxtMiddleware
-from scrapy.utils.misc import load_object
+
+from scrapy_rep import _compat
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 MIDDLEWARE_ORDER = 100
 META_MIDDLEWARE_ORDER = 100
-META_MIDDLEWARE = "scrapy_rep.meta.MetaRobotsMiddleware"
+MIDDLEWARE = "scrapy_rep.RobotsTxtMiddleware"
+META_MIDDLEWARE = "scrapy_rep.MetaRobotsMiddleware"
 
 
 class Addon:
+    @classmethod
+    def update_pre_crawler_settings(cls, settings: BaseSettings) -> None:
+        # Before the crawler exists: an unsupported Scrapy stops `scrapy crawl`
+        # with exit status 1 (later, Scrapy would log the error and exit 0).
+        _compat.check()
+
     def update_settings(self, settings: BaseSettings) -> None:
+        from scrapy_rep.meta import MetaRobotsMiddleware
         from scrapy_rep.middleware import RobotsTxtMiddleware
 
-        settings.setdefault_in_component_priority_dict(
-            "DOWNLOADER_MIDDLEWARES", RobotsTxtMiddleware, MIDDLEWARE_ORDER
+        middlewares = "DOWNLOADER_MIDDLEWARES"
+        _compat.set_component(
+            settings,
+            middlewares,
+            RobotsTxtMiddleware,
+            MIDDLEWARE_ORDER,
+            default=True,
+            path=MIDDLEWARE,
         )
-        settings.setdefault_in_component_priority_dict(
-            "DOWNLOADER_MIDDLEWARES", ScrapyRobotsTxtMiddleware, None
-        )
+        _compat.set_component(settings, middlewares, ScrapyRobotsTxtMiddleware, None, default=True)
         try:
             meta_robots = settings.getbool("REP_META_ROBOTS", True)
         except ValueError:
             meta_robots = True  # the middlewares report the invalid value at start
         if meta_robots:
-            settings.setdefault_in_component_priority_dict(
-                "SPIDER_MIDDLEWARES", load_object(META_MIDDLEWARE), META_MIDDLEWARE_ORDER
+            _compat.set_component(
+                settings,
+                "SPIDER_MIDDLEWARES",
+                MetaRobotsMiddleware,
+                META_MIDDLEWARE_ORDER,
+                default=True,
+                path=META_MIDDLEWARE,
             )

@@ -359,14 +359,11 @@ class RobotsFetcher:
                 origin=text,
                 response=response,
             )
-            scrapy_signal = _compat.robots_parsed_signal()
-            if scrapy_signal is not None:
-                # Scrapy's documentation: the request that triggered the download.
-                await sig.send_catch_log_async(
-                    signal=scrapy_signal,
-                    robotparser=RobotParser(entry.robots, self.config.user_agent),
-                    request=trigger if trigger is not None else response.request,
-                )
+            # Scrapy's documentation: the request that triggered the download.
+            request = trigger if trigger is not None else response.request
+            if request is not None:
+                parser = RobotParser(entry.robots)
+                await _compat.send_robots_parsed(self.crawler, parser, request)
         if previous is None:
             sitemaps = entry.robots.sitemaps if entry.outcome == PARSED and entry.robots else ()
             await sig.send_catch_log_async(

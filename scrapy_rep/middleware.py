@@ -101,6 +101,7 @@ class RobotsTxtMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RobotsTxtMiddleware:
+        _compat.check()
         try:
             config = Config.from_settings(crawler.settings)
         except InvalidSetting as exc:  # one clean line before Scrapy's traceback
@@ -370,7 +371,8 @@ def _give_up(waiter: Deferred[Entry | None]) -> None:
 def _error_if_scrapy_middleware_enabled(crawler: Crawler) -> None:
     from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyMiddleware
 
-    if ScrapyMiddleware in _compat.enabled_downloader_middlewares(crawler.settings):
+    enabled = _compat.downloader_middlewares(crawler.settings)
+    if any(cls is ScrapyMiddleware for cls, _ in enabled):
         logger.error(
             "Scrapy's own RobotsTxtMiddleware is enabled next to "
             "scrapy_rep.RobotsTxtMiddleware: it fetches robots.txt a second time and "

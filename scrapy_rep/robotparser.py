@@ -1,39 +1,70 @@
-"""``scrapy_rep.RobotParser`` (placeholder, see compat branch)."""
+"""``scrapy_rep.RobotParser``: scrapy-rep's parser for Scrapy's own middleware.
+
+For projects that keep Scrapy's ``RobotsTxtMiddleware``::
+
+    ROBOTSTXT_PARSER = "scrapy_rep.RobotParser"
+
+Scrapy's middleware still decides what is fetched and when (keyed by host,
+any status parsed, errors mean allow all, no Crawl-delay); this parser gives it
+RFC 9309 matching. scrapy-rep's middleware also passes one to handlers of
+Scrapy's ``robots_parsed`` signal.
+
+The user agent Scrapy passes (``ROBOTSTXT_USER_AGENT``, else the request's
+User-Agent header, else ``USER_AGENT``) is reduced to its product token, as
+scrapy-rep's middleware does; a string naming none (a browser's) gets the
+``*`` group.
+"""
 
 from __future__ import annotations
 
+import string
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
-from scrapy.robotstxt import RobotParser as ScrapyRobotParser
+from scrapy.robotstxt import RobotParser as _ScrapyRobotParser
 
 from scrapy_rep._agent import product_token
+from scrapy_rep.config import Config
 from scrapy_rep.robotstxt import RobotsTxt
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+    from typing_extensions import Self
+
+__all__ = ["RobotParser"]
+
+# Kept as they are when a URL comes as bytes: every printable ASCII character
+# but the space, "%" included so that existing escapes stay escapes.
+_URL_SAFE = string.punctuation
 
 
-class RobotParser(ScrapyRobotParser):
-    """Our rules behind Scrapy's RobotParser interface."""
+class RobotParser(_ScrapyRobotParser):
+    """A :class:`scrapy.robotstxt.RobotParser` over :class:`scrapy_rep.RobotsTxt`."""
 
-    def __init__(self, robots: RobotsTxt, user_agent: str) -> None:
+    def __init__(self, robots: RobotsTxt) -> None:
         self.robots = robots
-        self._user_agent = user_agent
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler, robotstxt_body: bytes) -> RobotParser:
-        from scrapy_rep.config import Config
-
-        token = Config.from_settings(crawler.settings).user_agent
-        return cls(RobotsTxt.parse(robotstxt_body), token)
-
-    def _token(self, user_agent: str | bytes) -> str:
-        return product_token(user_agent) or self._user_agent
+    def from_crawler(cls, crawler: Crawler | None, robotstxt_body: bytes) -> Self:
+        # REP_MAX_SIZE bounds what is read, as in scrapy-rep's middleware;
+        # Scrapy's tests call this with crawler=None.
+        if crawler is None:
+            return cls(RobotsTxt.parse(robotstxt_body))
+        max_size = Config.from_settings(crawler.settings).max_size
+        return cls(RobotsTxt.parse(robotstxt_body, max_size=max_size))
 
     def allowed(self, url: str | bytes, user_agent: str | bytes) -> bool:
         if isinstance(url, bytes):
-            url = url.decode("utf-8", "replace")
-        return self.robots.allowed(url, user_agent=self._token(user_agent))
+            # byte for byte: non-ASCII bytes percent-encoded, whatever their charset
+            url = quote(url, safe=_URL_SAFE)
+        return self.robots.allowed(url, user_agent=_token(user_agent))
 
     def crawl_delay(self, user_agent: str | bytes) -> float | None:
-        return self.robots.crawl_delay(user_agent=self._token(user_agent))
+        return self.robots.crawl_delay(user_agent=_token(user_agent))
+
+    def __repr__(self) -> str:
+        return f"<scrapy_rep.RobotParser {self.robots!r}>"
+
+
+def _token(user_agent: str | bytes | None) -> str:
+    return product_token(user_agent) or "*"

@@ -31,6 +31,7 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.sitemap import Sitemap
 from twisted.python.failure import Failure
 
+from scrapy_rep import _compat
 from scrapy_rep import signals as rep_signals
 from scrapy_rep.exceptions import ForbiddenByRobots
 from scrapy_rep.middleware import RobotsTxtMiddleware
@@ -197,7 +198,7 @@ class RobotsSitemapMixin(_Base):
             )
             return []
         listed = list(iterloc(entries, self.sitemap_alternate_links))
-        followed = list(self._get_urls_from_sitemapindex(entries))
+        followed = list(_compat.sitemapindex_urls(self, entries))
         self._rep_count_skipped(len(listed) - len(followed), f"robots.txt of {origin}")
         return list(self._rep_sitemap_requests(followed, 0))
 
@@ -311,7 +312,7 @@ class RobotsSitemapMixin(_Base):
                 stats.inc_value(_STAT + "invalid")
                 return
             listed = list(iterloc(entries, self.sitemap_alternate_links))
-            followed = list(self._get_urls_from_sitemapindex(entries))
+            followed = list(_compat.sitemapindex_urls(self, entries))
             self._rep_count_skipped(len(listed) - len(followed), response.url)
             yield from self._rep_sitemap_requests(followed, depth + 1)
         elif sitemap is not None and kind == "urlset":
@@ -327,7 +328,7 @@ class RobotsSitemapMixin(_Base):
         stats = self.crawler.stats
         meta = {} if self.sitemap_obey_robotstxt else {"dont_obey_robotstxt": True}
         try:
-            pairs = list(self._get_urls_and_callbacks_from_urlset(self.sitemap_filter(entries)))
+            pairs = list(_compat.urlset_urls_and_callbacks(self, self.sitemap_filter(entries)))
         except Exception:
             logger.warning("Broken sitemap: %s", response, extra={"spider": self})
             stats.inc_value(_STAT + "invalid")

@@ -1,52 +1,28 @@
-"""Behaviours of Scrapy's own RobotsTxtMiddleware that its users rely on, kept by ours.
+"""What scrapy-rep adds to the Scrapy behaviours its users rely on
+(tests/test_scrapy_parity.py runs those side by side with Scrapy's middleware).
 
-Each test runs a real crawl against a local server: a request's own
-User-Agent header, the request carried by Scrapy's ``robots_parsed`` signal,
-a robots.txt request refused by another downloader middleware (an offline
-HTTP cache replay), and the warnings for settings that would silently do
-nothing (``ROBOTSTXT_PARSER``, misspelt ``REP_*`` names).
+Each test runs a real crawl against a local server: the delay of a request's
+own User-Agent, the outcome, stat and log line of a robots.txt request refused
+by another downloader middleware (an offline HTTP cache replay), and the
+warnings for settings that would silently do nothing (``ROBOTSTXT_PARSER``,
+misspelt ``REP_*`` names).
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_twisted
 from crawls import run_crawl
-from scrapy import Request, signals
-from scrapy.crawler import Crawler
+from scrapy import Request
 from servers import ScriptedServer, gaps
-
-from scrapy_rep import ForbiddenByRobots
 
 OTHERBOT = "User-agent: OtherBot\nDisallow: /private\n"
 
 
 # -- the request's own User-Agent header ----------------------------------------------------------
-
-
-@pytest_twisted.ensureDeferred
-async def test_a_request_user_agent_header_is_the_agent_obeyed(site: ScriptedServer) -> None:
-    """As in Scrapy: without ROBOTSTXT_USER_AGENT, a User-Agent header the spider
-    set on a request is the agent its robots.txt group is chosen for."""
-    site.robots(OTHERBOT)
-    as_otherbot = Request(site.url("/private/a"), headers={"User-Agent": "OtherBot/1.0"})
-    result = await run_crawl([as_otherbot, site.url("/private/b")])
-    assert site.hits("/private/a") == 0
-    assert result.failed_with(site.url("/private/a")) is ForbiddenByRobots
-    assert site.hits("/private/b") == 1  # USER_AGENT (ExampleBot): no group, allowed
-
-
-@pytest_twisted.ensureDeferred
-async def test_robotstxt_user_agent_wins_over_the_request_header(site: ScriptedServer) -> None:
-    """ROBOTSTXT_USER_AGENT names the crawler for every request, whatever its header."""
-    site.robots(OTHERBOT)
-    as_otherbot = Request(site.url("/private/a"), headers={"User-Agent": "OtherBot/1.0"})
-    await run_crawl([as_otherbot], {"ROBOTSTXT_USER_AGENT": "ExampleBot"})
-    assert site.hits("/private/a") == 1
 
 
 @pytest.mark.slow
@@ -62,26 +38,6 @@ async def test_the_header_agent_gets_its_own_crawl_delay(site: ScriptedServer) -
 
 
 # -- robots_parsed ------------------------------------------------------------------------------
-
-
-@pytest_twisted.ensureDeferred
-async def test_scrapy_robots_parsed_carries_the_request_that_triggered_the_fetch(
-    site: ScriptedServer,
-) -> None:
-    robots_parsed = getattr(signals, "robots_parsed", None)
-    if robots_parsed is None:
-        pytest.skip("Scrapy's robots_parsed signal exists since Scrapy 2.18")
-    site.robots("User-agent: *\nDisallow: /private\n")
-    seen: list[tuple[str, bool]] = []
-
-    def listen(crawler: Crawler) -> None:
-        def parsed(robotparser: Any, request: Request) -> None:
-            seen.append((request.url, robotparser.allowed(site.url("/private/x"), "ExampleBot")))
-
-        crawler.signals.connect(parsed, signal=robots_parsed, weak=False)
-
-    await run_crawl([site.url("/a")], before=listen)
-    assert seen == [(site.url("/a"), False)]
 
 
 # -- a robots.txt request refused locally ---------------------------------------------------------

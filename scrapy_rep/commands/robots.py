@@ -299,11 +299,9 @@ def _check_arguments(args: list[str], *, local: bool) -> list[str]:
 def _use_scrapy_rep_middleware(settings: BaseSettings) -> None:
     """scrapy-rep's middleware on (the project's own, if it enables it or a
     subclass), Scrapy's off, whatever the project says, for this crawl only."""
-    enabled = _compat.enabled_downloader_middlewares(settings)
+    enabled = [cls for cls, _ in _compat.downloader_middlewares(settings)]
     if not any(isinstance(cls, type) and issubclass(cls, RobotsTxtMiddleware) for cls in enabled):
-        settings.set_in_component_priority_dict(
-            "DOWNLOADER_MIDDLEWARES", RobotsTxtMiddleware, MIDDLEWARE_ORDER
+        _compat.set_component(
+            settings, "DOWNLOADER_MIDDLEWARES", RobotsTxtMiddleware, MIDDLEWARE_ORDER
         )
-    settings.set_in_component_priority_dict(
-        "DOWNLOADER_MIDDLEWARES", ScrapyRobotsTxtMiddleware, None
-    )
+    _compat.set_component(settings, "DOWNLOADER_MIDDLEWARES", ScrapyRobotsTxtMiddleware, None)
