@@ -348,6 +348,7 @@ class Totals:
         "dropped",
         "dry_dropped",
         "dry_forbidden",
+        "evicted",
         "forbidden",
         "paced",
         "records",
@@ -355,6 +356,7 @@ class Totals:
 
     def __init__(self) -> None:
         self.records = 0
+        self.evicted = 0
         self.affected_origins = 0
         self.forbidden = 0
         self.dropped = 0
@@ -364,6 +366,7 @@ class Totals:
 
     def add(self, record: OriginRecord) -> None:
         self.records += 1
+        self.evicted += record.evicted
         self.affected_origins += record.affected > 0
         self.forbidden += record.forbidden
         self.dropped += record.dropped
@@ -458,11 +461,19 @@ class _Summary:
 
     def __str__(self) -> str:
         totals = self.report.totals
+        # past the bound an origin may have several records: say records, not origins
+        noun = "origin record" if totals.evicted else "origin"
         lines = [
             f"scrapy-rep report: robots.txt changed what happened to "
-            f"{totals.affected_origins} of {_plural(totals.records, 'origin')} "
+            f"{totals.affected_origins} of {_plural(totals.records, noun)} "
             f"({_counts(totals)})"
         ]
+        if totals.evicted:
+            bound = self.report.config.cache_max_origins
+            lines.append(
+                f"  more origins than REP_CACHE_MAX_ORIGINS = {bound}: {totals.evicted} records "
+                "left memory early; an origin met again after that has another record"
+            )
         rest = Totals()
         for name in Totals.__slots__:
             setattr(rest, name, getattr(totals, name))
@@ -478,7 +489,7 @@ class _Summary:
         if rest.records:
             what = _counts(rest) if rest.affected_origins else "none affected"
             others = "the other" if self.top else "all"
-            lines.append(f"  {others} {_plural(rest.records, 'origin')}: {what}")
+            lines.append(f"  {others} {_plural(rest.records, noun)}: {what}")
         report_file = self.report.file
         if report_file is not None:
             lines.append(
