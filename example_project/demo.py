@@ -4,16 +4,22 @@
 2. runs two crawls in this project, as a user would: ``scrapy crawl links``
    from the home page of most sites, following links; then ``scrapy crawl
    sitemaps`` on the ``maps`` site, reading the sitemaps its robots.txt lists;
-3. stops the site and prints what happened per origin: pages fetched, requests
-   forbidden by robots.txt (with the deciding line), the Crawl-delay applied
-   (with the gaps the site measured between requests), unreachable origins,
-   pages that said nofollow or noindex and what the crawler did, and the pages
-   crawled from robots.txt sitemaps.
+3. stops the site and prints what happened per origin: pages crawled, and
+   what robots.txt did, as scrapy-rep's own report (``REP_REPORT``, the file
+   any crawl can write) tells it: requests forbidden with the deciding lines,
+   the delay applied (next to the gaps the site measured between requests),
+   unreachable origins and their dropped requests; then pages that said
+   nofollow or noindex and what the crawler did, and the pages crawled from
+   robots.txt sitemaps.
+
+The site's access log says what reached it; the spiders' feeds what they
+got; ``REP_REPORT`` what robots.txt changed; the ``StatsFile`` extension of
+the project the stats. Nothing is read from the crawls' logs.
 
 Options: ``--builtin`` runs the same crawls with Scrapy's own
-RobotsTxtMiddleware instead, for comparison; ``--stats`` adds the crawls'
-``rep/`` stats; ``--keep DIR`` keeps the crawls' logs, feeds, reports and the
-site's access log in DIR.
+RobotsTxtMiddleware instead, for comparison (it writes no report); ``--stats``
+adds the crawls' ``rep/`` stats; ``--keep DIR`` keeps the crawls' logs, feeds,
+reports and the site's access log in DIR.
 """
 
 from __future__ import annotations
@@ -47,13 +53,14 @@ class Crawl:
     returncode: int
     seconds: float
     items: list[dict[str, Any]]  # the spider's feed: pages and dropped requests
-    report: dict[str, Any]  # RobotsReport extension: robots per origin, forbidden, stats
+    stats: dict[str, Any]  # StatsFile extension: finish reason and stats
+    origins: dict[str, dict[str, Any]]  # REP_REPORT: what robots.txt did, by origin URL
     log_path: Path
     stderr: str  # what `scrapy crawl` printed besides its log file
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and bool(self.report)
+        return self.returncode == 0 and bool(self.stats)
 
     def failure(self) -> str:
         """Why the crawl failed, in its own words (end of its stderr and log)."""
@@ -95,6 +102,14 @@ class DemoRun:
 
     def hits_of(self, name: str) -> list[dict[str, Any]]:
         return [hit for hit in self.hits if hit["origin"] == name]
+
+    def robots(self, name: str) -> dict[str, Any] | None:
+        """scrapy-rep's REP_REPORT record of one origin (None: not in any report)."""
+        for crawl in self.crawls.values():
+            record = crawl.origins.get(self.origins.get(name, ""))
+            if record is not None:
+                return record
+        return None
 
 
 class SiteProcess:
@@ -148,7 +163,9 @@ def crawl_command(spider: str, urls: list[str], workdir: Path, *, builtin: bool)
         "-O",
         str(workdir / f"{spider}-items.jsonl"),
         "-s",
-        f"ROBOTS_REPORT_FILE={workdir / f'{spider}-report.json'}",
+        f"REP_REPORT={workdir / f'{spider}-robots.jsonl'}",
+        "-s",
+        f"STATS_FILE={workdir / f'{spider}-stats.json'}",
         "-s",
         f"LOG_FILE={workdir / f'{spider}-crawl.log'}",
         "-s",
@@ -189,7 +206,8 @@ def run_crawl(
         returncode=returncode,
         seconds=time.monotonic() - started,
         items=_read_jsonl(workdir / f"{spider}-items.jsonl"),
-        report=_read_json(workdir / f"{spider}-report.json"),
+        stats=_read_json(workdir / f"{spider}-stats.json"),
+        origins=_by_origin(_read_jsonl(workdir / f"{spider}-robots.jsonl")),
         log_path=workdir / f"{spider}-crawl.log",
         stderr=stderr,
     )
@@ -218,37 +236,34 @@ def _read_json(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text("utf-8")) if path.exists() else {}
 
 
+def _by_origin(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """REP_REPORT records by origin. A broad crawl may write several records of one
+    origin (docs/report.md): their counts add up, the latest says what robots.txt was."""
+    merged: dict[str, dict[str, Any]] = {}
+    for record in records:
+        known = merged.get(record["origin"])
+        if known is not None:
+            for key in ("forbidden", "dropped", "paced", "fetches"):
+                record[key] += known[key]
+            record["forbidden_rules"] += known["forbidden_rules"]
+            if record["outcome"] is None:
+                record["outcome"], record["reason"] = known["outcome"], known["reason"]
+        merged[record["origin"]] = record
+    return merged
+
+
 # ---------------------------------------------------------------- the report
 
 
 def drops(run: DemoRun) -> list[dict[str, Any]]:
-    """Requests that never reached the site, with why. The links spider's errback
-    reports its own; the sitemap spider's page requests have no errback, so the
-    ones robots.txt forbade come from the request_forbidden signal (RobotsReport)."""
-    found = [item for item in run.items if item["kind"] == "dropped"]
-    urls = {item["url"] for item in found}
-    for crawl in run.crawls.values():
-        for said in crawl.report.get("forbidden", []):
-            if said["url"] not in urls:
-                urls.add(said["url"])
-                exception = "scrapy_rep.signals.request_forbidden"
-                found.append({"kind": "dropped", "exception": exception, "message": "", **said})
-    return found
+    """Requests of the links spider that never reached the site, with why (its errback)."""
+    return [item for item in run.items if item["kind"] == "dropped"]
 
 
-def forbidden(run: DemoRun) -> list[dict[str, Any]]:
-    """Requests robots.txt forbade (scrapy-rep's ForbiddenByRobots or request_forbidden
-    signal, or Scrapy's own IgnoreRequest("Forbidden by robots.txt"))."""
-    return [
-        item
-        for item in drops(run)
-        if item["exception"].endswith((".ForbiddenByRobots", ".request_forbidden"))
-        or item["message"] == "Forbidden by robots.txt"
-    ]
-
-
-def unreachable(run: DemoRun) -> list[dict[str, Any]]:
-    return [item for item in drops(run) if item["exception"].endswith(".RobotsTxtUnavailable")]
+def forbidden_rules(run: DemoRun, name: str) -> list[tuple[int | None, str, int]]:
+    """``(line, rule, requests)`` robots.txt forbade on one origin, from REP_REPORT."""
+    record = run.robots(name) or {}
+    return [(r["line"], r["rule"], r["count"]) for r in record.get("forbidden_rules", [])]
 
 
 def robots_fetches(run: DemoRun, name: str) -> list[str]:
@@ -313,82 +328,91 @@ def _stats_line(stats: dict[str, Any], prefix: str) -> str:
 
 
 def format_report(run: DemoRun, *, builtin: bool = False, with_stats: bool = False) -> str:
-    robots = {
-        origin: said
-        for crawl in run.crawls.values()
-        for origin, said in crawl.report.get("robots", {}).items()
-    }
     middleware = "Scrapy's built-in RobotsTxtMiddleware" if builtin else "scrapy-rep"
     pages: Counter[str] = Counter(
         run.name_of(item["url"]) for item in run.items if item["kind"] == "page"
     )
-    # requests that never reached the site: robots.txt's, and links of nofollow pages
-    dropped: Counter[str] = Counter(run.name_of(item["url"]) for item in drops(run))
-    for page in page_directives(run):
-        dropped[page["site"]] += len(page["not_followed"])
-
     out = [f"scrapy-rep demo: {len(run.sites)} sites on 127.0.0.1, robots.txt by {middleware}"]
     for number, crawl in enumerate(run.crawls.values(), 1):
         out.append(
             f"crawl {number}: scrapy crawl {crawl.spider} ({', '.join(crawl.sites)}): "
-            f"{crawl.seconds:.1f} s, {crawl.report.get('reason', '?')}, "
+            f"{crawl.seconds:.1f} s, {crawl.stats.get('reason', '?')}, "
             f"exit code {crawl.returncode}"
         )
     out += [
         "",
-        f"{'site':<6} {'address':<16} {'robots.txt answers':<34} {'fetched':>7} {'dropped':>7}",
+        f"{'site':<6} {'address':<16} {'robots.txt answers':<34} {'outcome':<12}"
+        f"{'crawled':>7} {'forbidden':>9} {'dropped':>7} {'paced':>5}",
     ]
     for name in run.sites:
         answers = " ".join(robots_fetches(run, name)) or "-"
         address = run.origins[name].removeprefix("http://")
-        out.append(f"{name:<6} {address:<16} {answers:<34} {pages[name]:>7} {dropped[name]:>7}")
-
-    out += ["", "Forbidden by robots.txt:"]
-    for item in forbidden(run) or [{"url": "(none)", "line": None, "rule": None}]:
-        where = f"line {item['line']}: {item['rule']}" if item["line"] else item.get("rule") or ""
-        out.append(f"  {item['url']:<46} {where}".rstrip())
-
-    out += ["", "Crawl-delay:"]
-    delays = {
-        run.name_of(origin): said["crawl_delay"]
-        for origin, said in robots.items()
-        if said.get("crawl_delay")
-    }
-    for name, delay in delays.items():
-        gaps = request_gaps(run, name)
-        shown = ", ".join(f"{gap:.2f}" for gap in gaps) or "-"
-        out.append(f"  {name}: Crawl-delay {delay:g} s; gaps between its page requests: {shown} s")
-    if not delays:
-        out.append("  (none)")
-
-    out += ["", "Unreachable (robots.txt could not be fetched: nothing crawled there):"]
-    lost = unreachable(run)
-    for name in sorted({run.name_of(item["url"]) for item in lost}):
-        mine = [item for item in lost if run.name_of(item["url"]) == name]
-        answers = ", ".join(
-            f"{status} x{count}" for status, count in Counter(robots_fetches(run, name)).items()
+        record = run.robots(name) or {}
+        counts = [str(record.get(key, "-")) for key in ("forbidden", "dropped", "paced")]
+        out.append(
+            f"{name:<6} {address:<16} {answers:<34} {record.get('outcome') or '-':<12}"
+            f"{pages[name]:>7} {counts[0]:>9} {counts[1]:>7} {counts[2]:>5}"
         )
-        reason = mine[0].get("reason") or mine[0]["message"]
-        out.append(f"  {name}: robots.txt answered {answers} ({reason})")
-        out.append(f"      dropped: {', '.join(item['url'] for item in mine)}")
-    if not lost:
-        out.append("  (none)")
-
-    explained = {id(item) for item in [*forbidden(run), *lost]}
-    others = [item for item in drops(run) if id(item) not in explained]
-    if others:
-        out += ["", "Other failed requests:"]
-        out += [f"  {item['url']}: {item['exception']}: {item['message']}" for item in others]
-
+    if builtin:
+        said = [item for item in drops(run) if item["message"] == "Forbidden by robots.txt"]
+        out += ["", "Forbidden by robots.txt (the links spider's errback; no rule named):"]
+        out += [f"  {item['url']}" for item in said] or ["  (none)"]
+        out.append("(Scrapy's RobotsTxtMiddleware writes no per-origin report: no REP_REPORT)")
+    else:
+        out += _robots_sections(run)
     out += _directives_section(run)
-    out += _sitemaps_section(run, robots)
+    out += _sitemaps_section(run)
 
     if with_stats:
         for crawl in run.crawls.values():
-            stats = crawl.report.get("stats", {})
+            stats = crawl.stats.get("stats", {})
             rep = [f"  {key}: {value}" for key, value in sorted(stats.items()) if key[:4] == "rep/"]
             out += ["", f"rep/ stats of scrapy crawl {crawl.spider}:", *(rep or ["  (none)"])]
     return "\n".join(out)
+
+
+def _robots_sections(run: DemoRun) -> list[str]:
+    """What robots.txt changed, per site, from scrapy-rep's REP_REPORT records."""
+    out = ["", "Forbidden by robots.txt (never requested; the deciding lines, REP_REPORT):"]
+    for name in run.sites:
+        for line, rule, count in forbidden_rules(run, name):
+            out.append(f"  {name:<6} {f'line {line}: {rule}':<30} x{count}")
+    if len(out) == 2:
+        out.append("  (none)")
+
+    out += ["", "Crawl-delay (REP_REPORT; the gaps the site measured between page requests):"]
+    delayed = [name for name in run.sites if (run.robots(name) or {}).get("paced")]
+    for name in delayed:
+        record = run.robots(name) or {}
+        shown = ", ".join(f"{gap:.2f}" for gap in request_gaps(run, name)) or "-"
+        out.append(
+            f"  {name}: one request every {record['delay']:g} s ({record['delay_source']}), "
+            f"{record['paced']} requests paced; gaps: {shown} s"
+        )
+    if not delayed:
+        out.append("  (none)")
+
+    out += ["", "Unreachable (robots.txt could not be fetched: nothing crawled there):"]
+    lost = [name for name in run.sites if (run.robots(name) or {}).get("outcome") == "unreachable"]
+    for name in lost:
+        record = run.robots(name) or {}
+        answers = ", ".join(
+            f"{status} x{count}" for status, count in Counter(robots_fetches(run, name)).items()
+        )
+        dropped = record["dropped"]
+        out.append(
+            f"  {name}: robots.txt answered {answers}; {dropped} "
+            f"{'request' if dropped == 1 else 'requests'} dropped ({record['dropped_reason']})"
+        )
+    if not lost:
+        out.append("  (none)")
+
+    explained = ("ForbiddenByRobots", "RobotsTxtUnavailable")
+    others = [item for item in drops(run) if not item["exception"].endswith(explained)]
+    if others:
+        out += ["", "Other failed requests:"]
+        out += [f"  {item['url']}: {item['exception']}: {item['message']}" for item in others]
+    return out
 
 
 def _directives_section(run: DemoRun) -> list[str]:
@@ -414,19 +438,19 @@ def _directives_section(run: DemoRun) -> list[str]:
         out.append("  (none)")
     links = run.crawls.get("links")
     if links is not None:
-        stats = links.report.get("stats", {})
+        stats = links.stats.get("stats", {})
         out.append(f"  rep/meta stats: {_stats_line(stats, 'rep/meta/')}")
     return out
 
 
-def _sitemaps_section(run: DemoRun, robots: dict[str, dict[str, Any]]) -> list[str]:
+def _sitemaps_section(run: DemoRun) -> list[str]:
     """What the sitemap crawl found in robots.txt, fetched and crawled, per site."""
     crawl = run.crawls.get("sitemaps")
     if crawl is None:
         return []
     out = ["", "Sitemaps from robots.txt (scrapy crawl sitemaps, a RobotsSitemapSpider):"]
     for name in crawl.sites:
-        listed = robots.get(run.origins[name], {}).get("sitemaps")
+        record = run.robots(name)
         fetched = sitemap_paths(run, name)
         shown = [
             f"{path} x{count}" if count > 1 else path for path, count in sorted(fetched.items())
@@ -438,29 +462,36 @@ def _sitemaps_section(run: DemoRun, robots: dict[str, dict[str, Any]]) -> list[s
             for item in crawl.items
             if item["kind"] == "page" and run.name_of(item["url"]) == name
         )
-        refused = [item for item in forbidden(run) if run.name_of(item["url"]) == name]
         robots_txt = sum(hit["path"] == "/robots.txt" for hit in run.hits_of(name))
         times = "once" if robots_txt == 1 else f"{robots_txt} times"
         out += [
             f"  {'robots.txt of ' + name:<19} fetched {times}, for its rules and its sitemaps",
             "  Sitemap: lines      "
-            + (", ".join(map(run.path_of, listed)) if listed else "(not reported)"),
+            + (str(record["sitemaps"]) if record is not None else "(no report)"),
             f"  sitemaps fetched    {', '.join(shown) or '-'}",
             f"  pages crawled       {', '.join(crawled) or '-'}",
         ]
         out += [
-            f"  forbidden page      {run.path_of(item['url'])} "
-            f"(line {item['line']}: {item['rule']}), never requested"
-            for item in refused
+            f"  forbidden           {count} listed page(s) by line {line} ({rule}), never requested"
+            for line, rule, count in forbidden_rules(run, name)
         ]
-        listed_pages = crawl.report.get("stats", {}).get("rep/sitemaps/pages", 0)
-        if not refused and listed_pages > len(crawled):  # Scrapy's middleware says nothing
+        listed_pages = crawl.stats.get("stats", {}).get("rep/sitemaps/pages", 0)
+        if record is None and listed_pages > len(crawled):  # Scrapy's middleware says nothing
             out.append(
                 f"  not crawled         {listed_pages - len(crawled)} page(s), no reason given"
             )
-    stats = crawl.report.get("stats", {})
+    stats = crawl.stats.get("stats", {})
     out.append(f"  rep/sitemaps stats: {_stats_line(stats, 'rep/sitemaps/')}")
     return out
+
+
+NEXT_STEPS = """
+Next: the same for your own crawls. In your project's settings.py, change the existing
+ADDONS line to ADDONS = {"scrapy_rep.Addon": 100}, set ROBOTSTXT_OBEY = True and
+ROBOTSTXT_USER_AGENT to your crawler's name (USER_AGENT should name it too). Each crawl
+then says at INFO what robots.txt forbade or slowed, with a per-site summary at the end;
+REP_REPORT = "robots-report.jsonl" also writes it per origin (the demo's crawls did:
+keep their logs and reports with --keep DIR). See the README and docs/report.md."""
 
 
 def main() -> int:
@@ -486,6 +517,7 @@ def main() -> int:
     print(format_report(run, builtin=args.builtin, with_stats=args.stats))
     if args.keep:
         print(f"\nfiles kept in {workdir}")
+    print(NEXT_STEPS)
     return 0
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -67,6 +68,11 @@ class Config:
     redis_timeout: float = 1.0
     redis_retry: float = 30.0
     redis_keep: float = 86_400.0
+    # -- report (scrapy_rep.report)
+    report: str | None = None
+    """REP_REPORT: file (.json or .jsonl) the per-origin report is written to; None: none."""
+    report_top: int = 10
+    """REP_REPORT_TOP: origins listed in the summary logged at spider close."""
 
     @property
     def policy(self) -> Policy:
@@ -118,6 +124,8 @@ class Config:
             redis_timeout=read.number("REP_REDIS_TIMEOUT", minimum=0.0, exclusive=True),
             redis_retry=read.number("REP_REDIS_RETRY", minimum=0.0),
             redis_keep=read.number("REP_REDIS_KEEP", minimum=0.0),
+            report=_report_path(read),
+            report_top=read.integer("REP_REPORT_TOP", minimum=0),
         )
         warnings = [problem] if problem else []
         warnings += _agent_mismatch(settings, user_agent, explicit)
@@ -195,6 +203,19 @@ def _redis_url(read: _Reader) -> str | None:
             )
         return raw
     return None
+
+
+def _report_path(read: _Reader) -> str | None:
+    """REP_REPORT: a path ending in .json or .jsonl (the format follows it), or None."""
+    raw = read._raw("REP_REPORT")
+    if raw is None or raw == "":
+        return None
+    path = os.fspath(raw) if isinstance(raw, (str, os.PathLike)) else None
+    if not isinstance(path, str) or not path.lower().endswith((".json", ".jsonl")):
+        raise InvalidSetting(
+            "REP_REPORT", f"expected a file path ending in .json or .jsonl, got {raw!r}"
+        )
+    return path
 
 
 def _user_agent(settings: BaseSettings) -> tuple[str, str]:

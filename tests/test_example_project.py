@@ -41,7 +41,7 @@ def served(run: Any, name: str) -> list[str]:
 
 
 def stats(run: Any, spider: str) -> dict[str, Any]:
-    return dict(run.crawls[spider].report["stats"])
+    return dict(run.crawls[spider].stats["stats"])
 
 
 def pages(run: Any, spider: str, name: str) -> dict[str, dict[str, Any]]:
@@ -55,30 +55,39 @@ def pages(run: Any, spider: str, name: str) -> dict[str, dict[str, Any]]:
 
 def test_the_crawls_finish_and_identify_themselves(run: Any) -> None:
     assert run.ok, run.failure()
-    assert [crawl.report["reason"] for crawl in run.crawls.values()] == ["finished", "finished"]
+    assert [crawl.stats["reason"] for crawl in run.crawls.values()] == ["finished", "finished"]
     assert {hit["user_agent"] for hit in run.hits} == {
         "ExampleBot/1.0 (+http://127.0.0.1/bot.html)"
     }
 
 
-def test_disallowed_pages_are_never_downloaded_and_say_which_line(run: Any) -> None:
-    forbidden = {
-        (run.path_of(item["url"]), item["line"], item["rule"]) for item in demo.forbidden(run)
-    }
-    assert forbidden == {
-        ("/cart", 7, "Disallow: /cart"),
-        ("/private/orders", 8, "Disallow: /private/"),
-        ("/products?sort=price", 10, "Disallow: /*?sort="),
-        ("/drafts/1", 2, "Disallow: /drafts/"),  # rules of the redirect target
-        ("/private/notes", 2, "Disallow: /private/"),  # maps: listed by a sitemap
-    }
+def test_disallowed_pages_are_never_downloaded_and_the_report_says_which_line(run: Any) -> None:
     assert sorted(served(run, "shop")) == sorted(
         ["/robots.txt", "/", "/products/1", "/products/2", "/private/press"]
     )
     assert served(run, "moved") == ["/robots.txt", "/", "/articles/1"]
     assert served(run, "static") == ["/robots/moved.txt"]
+    # what REP_REPORT says robots.txt forbade: each of these links was never requested
+    assert demo.forbidden_rules(run, "shop") == [
+        (7, "Disallow: /cart", 1),  # /cart
+        (8, "Disallow: /private/", 1),  # /private/orders
+        (10, "Disallow: /*?sort=", 1),  # /products?sort=price
+    ]
+    assert demo.forbidden_rules(run, "moved") == [(2, "Disallow: /drafts/", 1)]  # the target's
+    assert demo.forbidden_rules(run, "maps") == [(2, "Disallow: /private/", 1)]  # a sitemap's
+    assert "/private/notes" not in served(run, "maps")
+    for name in ("shop", "moved", "maps"):
+        assert run.robots(name)["outcome"] == "parsed"
     assert stats(run, "links")["rep/forbidden"] == 4
     assert stats(run, "sitemaps")["rep/forbidden"] == 1
+    # the links spider's errback saw the same requests
+    errback = {
+        run.path_of(item["url"])
+        for item in demo.drops(run)
+        if item["exception"].endswith(".ForbiddenByRobots")
+    }
+    assert errback == {"/cart", "/private/orders", "/products?sort=price", "/drafts/1"}
+    assert "line 7: Disallow: /cart" in demo.format_report(run)
 
 
 def test_crawl_delay_spaces_the_requests_to_its_site(run: Any) -> None:
@@ -88,13 +97,20 @@ def test_crawl_delay_spaces_the_requests_to_its_site(run: Any) -> None:
     gaps = demo.request_gaps(run, "blog")
     assert len(gaps) == 3
     assert min(gaps) >= 0.9, gaps  # Crawl-delay: 1, server-side clock
+    blog = run.robots("blog")
+    assert (blog["delay"], blog["delay_source"], blog["paced"]) == (1.0, "Crawl-delay: 1", 4)
+    assert "blog: one request every 1 s (Crawl-delay: 1), 4 requests paced" in (
+        demo.format_report(run)
+    )
 
 
 def test_unreachable_robots_txt_keeps_the_crawler_off_the_site(run: Any) -> None:
     assert set(served(run, "down")) == {"/robots.txt"}  # 503: no page requested
-    [dropped] = demo.unreachable(run)
+    down = run.robots("down")
+    assert (down["outcome"], down["status"], down["dropped"]) == ("unreachable", 503, 1)
+    assert down["dropped_reason"] == "HTTP 503"
+    [dropped] = [item for item in demo.drops(run) if "RobotsTxtUnavailable" in item["exception"]]
     assert dropped["url"] == run.origins["down"] + "/"
-    assert "503" in dropped["reason"]
 
 
 def test_robots_txt_is_fetched_once_per_site(run: Any) -> None:
@@ -137,11 +153,7 @@ def test_noindex_marks_the_page_for_this_crawler_only(run: Any) -> None:
 
 
 def test_sitemap_spider_crawls_what_robots_txt_sitemaps_list(run: Any) -> None:
-    maps = run.origins["maps"]
-    assert run.crawls["sitemaps"].report["robots"][maps]["sitemaps"] == [
-        f"{maps}/sitemaps/index.xml",
-        f"{maps}/sitemaps/more.txt",
-    ]
+    assert run.robots("maps")["sitemaps"] == 2  # two Sitemap: lines
     # the index leads to the gzipped sitemap and again to the text one: each fetched once;
     # robots.txt once for its rules and its sitemaps
     assert Counter(served(run, "maps")) == {
@@ -162,5 +174,10 @@ def test_sitemap_spider_crawls_what_robots_txt_sitemaps_list(run: Any) -> None:
     assert sitemaps["rep/sitemaps/duplicates"] == 1
     assert sitemaps["rep/sitemaps/text"] == 1
     report = demo.format_report(run)
-    assert "forbidden page      /private/notes (line 2: Disallow: /private/)" in report
+    assert "1 listed page(s) by line 2 (Disallow: /private/), never requested" in report
     assert "robots.txt of maps  fetched once" in report
+
+
+def test_the_demo_ends_with_what_to_do_next() -> None:
+    assert 'ADDONS = {"scrapy_rep.Addon": 100}' in demo.NEXT_STEPS
+    assert "REP_REPORT" in demo.NEXT_STEPS

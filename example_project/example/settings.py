@@ -21,7 +21,7 @@ DOWNLOADER_MIDDLEWARES = {
     "example.middlewares.SlotPerOriginMiddleware": 50,
 }
 EXTENSIONS = {
-    "example.extensions.RobotsReport": 500,
+    "example.extensions.StatsFile": 500,
 }
 
 FEED_EXPORT_ENCODING = "utf-8"

@@ -19,9 +19,8 @@ class SitemapsSpider(RobotsSitemapSpider):
 
     Yields one item per page (``kind: page``). The page requests come from
     Scrapy's sitemap code, which gives them no errback: those robots.txt
-    forbids are counted in ``rep/forbidden`` and announced by scrapy-rep's
-    ``request_forbidden`` signal (which ``example.extensions.RobotsReport``
-    records).
+    forbids are counted in ``rep/forbidden``, told at INFO and in the report
+    at spider close, and written to ``REP_REPORT`` when set.
     """
 
     name = "sitemaps"
