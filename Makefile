@@ -2,17 +2,36 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+# The oldest Scrapy we support (pyproject.toml): `make test` runs the whole suite
+# on it too, in a venv of its own.
+FLOOR_SCRAPY := 2.14.*
+FLOOR_VENV   := .venv-floor
 
-.PHONY: venv test test-fast lint typecheck pytest redis-server demo bench-parser bench-crawl bench-cluster clean
+.PHONY: venv floor-venv test test-fast lint typecheck pytest pytest-floor redis-server \
+	demo bench-parser bench-crawl bench-cluster clean
 
-venv: $(STAMP)
+venv: $(VENV)/.installed-test
+floor-venv: $(FLOOR_VENV)/.installed-test
 
-$(STAMP): pyproject.toml
+$(VENV)/.created:
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.created
 	$(PY) -m pip install -q -e '.[test,redis]'
-	touch $(STAMP)
+	touch $@
+
+# The demo needs scrapy-rep and Scrapy, nothing of the test toolchain.
+$(VENV)/.installed-demo: pyproject.toml $(VENV)/.created
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(FLOOR_VENV)/.installed-test: pyproject.toml
+	test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/python -m pip install -q --upgrade pip
+	$(FLOOR_VENV)/bin/python -m pip install -q -e '.[test,redis]' 'scrapy==$(FLOOR_SCRAPY)'
+	touch $@
 
 lint: venv
 	$(VENV)/bin/ruff check scrapy_rep tests benchmarks example_project
@@ -21,8 +40,14 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy scrapy_rep
 
+# Branch coverage of scrapy_rep/ on the newest Scrapy (what it leaves out and
+# why: docs, development page).
 pytest: venv redis-server
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --cov --cov-report=term:skip-covered
+
+pytest-floor: floor-venv redis-server
+	$(FLOOR_VENV)/bin/python -c "import scrapy; print('Scrapy', scrapy.__version__, '(floor)')"
+	$(FLOOR_VENV)/bin/pytest -q -p no:cacheprovider
 
 # The Redis tests and bench-cluster start their own redis-server (Debian's package)
 # on a free port. Without it, the Redis tests are skipped, or fail when CI=true.
@@ -31,13 +56,13 @@ redis-server:
 	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server) || \
 	  echo "warning: could not install redis-server (Debian: apt-get install -y redis-server)"
 
-test: lint typecheck pytest
+test: lint typecheck pytest pytest-floor
 
 # Everything but the subprocess and real-time-delay tests (marked slow): under 30 s.
 test-fast: venv
 	$(VENV)/bin/pytest -q -m "not slow"
 
-demo: venv
+demo: $(VENV)/.installed-demo
 	$(PY) example_project/demo.py
 
 bench-parser: venv
@@ -50,4 +75,5 @@ bench-cluster: venv redis-server
 	$(PY) benchmarks/cluster.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf $(VENV) $(FLOOR_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis \
+	  .coverage *.egg-info build dist

@@ -243,6 +243,7 @@ class RobotsFetcher:
                 previous=previous,
                 cache_control=_header(headers.get(b"Cache-Control")),
                 retry_after_header=_header(headers.get(b"Retry-After")),
+                date_header=_header(headers.get(b"Date")),
             )
             entry = dataclasses.replace(
                 entry,

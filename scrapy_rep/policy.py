@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import timezone
 from email.utils import parsedate_to_datetime
 
 from scrapy_rep.robotstxt import RobotsTxt
@@ -35,7 +36,9 @@ UNREACHABLE = "unreachable"
 REFUSED_LOCALLY = "refused_locally"
 OUTCOMES = (PARSED, UNAVAILABLE, UNREACHABLE, REFUSED_LOCALLY)
 
-_MAX_AGE = re.compile(r"(?:^|[,\s])max-age\s*=\s*\"?(\d+)", re.IGNORECASE)
+_MAX_AGE = re.compile(r"(?:^|[,\s])max-age\s*=\s*\"?([0-9]+)", re.IGNORECASE)
+_SECONDS = re.compile(r"[0-9]+")
+_MAX_DATE = 64  # longer than any HTTP date: not one
 _NO_CACHE = re.compile(r"(?:^|[,\s])(?:no-cache|no-store)\b", re.IGNORECASE)
 
 
@@ -88,20 +91,38 @@ def max_age(cache_control: str | None) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def retry_after(value: str | None, now: float) -> float | None:
-    """Seconds to wait from a ``Retry-After`` value (seconds or HTTP date)."""
+def retry_after(value: str | None, now: float, *, date: str | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value, or None when it says nothing usable.
+
+    Seconds are ASCII digits only (no sign, exponent or '²'); an HTTP date
+    (RFC 9110 §5.6.7: IMF-fixdate, RFC 850, asctime; a date without a zone is
+    UTC) counts from the response's own ``Date`` when it has one (the server's
+    clock, as RFC 9110 §10.2.3 reads), else from ``now``. A date in the past
+    means 0. Never raises, whatever the bytes; a huge number is ``inf`` (callers cap it).
+    """
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
+    if _SECONDS.fullmatch(value):
+        return float(value)  # float(), not int(): no digit limit
+    when = _http_date(value)
     if when is None:
         return None
-    return max(0.0, when.timestamp() - now)
+    sent = _http_date(date) if date else None
+    return max(0.0, when - (sent if sent is not None else now))
+
+
+def _http_date(text: str) -> float | None:
+    """The POSIX time of an HTTP date, or None."""
+    if not text.isascii() or len(text) > _MAX_DATE:
+        return None
+    try:
+        when = parsedate_to_datetime(text)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        return when.timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,6 +152,7 @@ class Policy:
         previous: Entry | None = None,
         cache_control: str | None = None,
         retry_after_header: str | None = None,
+        date_header: str | None = None,
     ) -> Entry:
         """The entry for a robots.txt response with this final status."""
         if 200 <= status < 300:
@@ -147,7 +169,7 @@ class Policy:
                 f"HTTP {status}",
                 now=now,
                 previous=previous,
-                retry_after_seconds=retry_after(retry_after_header, now),
+                retry_after_seconds=retry_after(retry_after_header, now, date=date_header),
             )
         # 3xx left unfollowed (no usable Location) and 4xx: "unavailable"
         return self.unavailable(f"HTTP {status}", now=now, cache_control=cache_control)

@@ -80,9 +80,57 @@ def test_last_good_rules_are_served_for_up_to_30_days_after_errors() -> None:
 
 def test_retry_after_parsing() -> None:
     assert retry_after("120", NOW) == 120
-    assert retry_after("Thu, 01 Jan 1970 00:00:00 GMT", NOW) == 0
+    assert retry_after(" 5 ", NOW) == 5
+    assert retry_after("Thu, 01 Jan 1970 00:00:00 GMT", NOW) == 0  # past: at once
     assert retry_after("soon", NOW) is None
     assert max_age('max-age="5"') == 5
+
+
+HTTP_DATE = 1_700_000_000.0  # Tue, 14 Nov 2023 22:13:20 GMT
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "Tue, 14 Nov 2023 22:13:50 GMT",  # IMF-fixdate
+        "Tuesday, 14-Nov-23 22:13:50 GMT",  # RFC 850
+        "Tue Nov 14 22:13:50 2023",  # asctime: no zone, so UTC (not local time)
+    ],
+)
+def test_retry_after_http_dates_count_from_the_servers_date(value: str) -> None:
+    """RFC 9110 §10.2.3 / §5.6.7: three date forms; the wait counts from the
+    response's Date (the server's clock), else from our clock."""
+    assert retry_after(value, 0.0, date="Tue, 14 Nov 2023 22:13:20 GMT") == 30
+    assert retry_after(value, HTTP_DATE) == 30
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "\xb2",
+        "²",
+        "-5",
+        "1e3",
+        "1_000",
+        "inf",
+        "nan",
+        "0x10",
+        "5 s",
+        "Tue, 99 Nov 2023",
+        "a" * 5000,
+    ],
+)
+def test_hostile_retry_after_says_nothing(value: str) -> None:
+    """Anything but ASCII digits or an HTTP date is no Retry-After (the backoff
+    applies); nothing raises."""
+    assert retry_after(value, NOW) is None
+
+
+def test_huge_retry_after_is_infinite_not_an_error() -> None:
+    """5,000 digits: past Python's int-string limit, still read (callers cap it)."""
+    assert retry_after("9" * 5000, NOW) == float("inf")
+    entry = POLICY.on_response(503, b"", url="u", now=NOW, retry_after_header="9" * 5000)
+    assert entry.expires == NOW + POLICY.retry_max
 
 
 @pytest.mark.parametrize(
