@@ -223,17 +223,21 @@ class RobotsFetcher:
             if 300 <= status < 400 and status != 304:
                 location = response.headers.get(b"Location")
                 target = _redirect_target(response.url, location) if location else None
-                if target is not None:
-                    if hop == self.config.max_redirects:
+                if target is None or hop == self.config.max_redirects:
+                    # nowhere to go, or too far: as if there were no robots.txt (§2.3.1.2)
+                    if target is None:
+                        reason = f"HTTP {status} without a usable Location"
+                    else:
                         self._stats.inc_value("rep/robotstxt/redirects_exceeded")
                         reason = f"more than {self.config.max_redirects} redirects"
-                        entry = policy.unavailable(reason, now=time.time())
-                        entry = dataclasses.replace(
-                            entry, status=status, url=response.url, redirects=hop + 1
-                        )
-                        return entry, response
-                    url = target
-                    continue
+                    entry = policy.unavailable(reason, now=time.time())
+                    hops = hop if target is None else hop + 1
+                    entry = dataclasses.replace(
+                        entry, status=status, url=response.url, redirects=hops
+                    )
+                    return entry, response
+                url = target
+                continue
             headers = response.headers
             entry = policy.on_response(
                 status,
@@ -377,5 +381,13 @@ def _header(value: bytes | None) -> str | None:
 
 
 def _redirect_target(base: str, location: bytes) -> str | None:
-    target = urljoin(base, safe_url_string(location.decode("latin-1").strip()))
-    return target if urlparse(target).scheme in ("http", "https") else None
+    """The absolute http(s) URL a Location header names; None for anything
+    else ('http://[', a port past 65535, another scheme, no host)."""
+    try:
+        target = urljoin(base, safe_url_string(location.decode("latin-1").strip()))
+        parts = urlparse(target)
+        parts.port  # noqa: B018  (raises ValueError when out of range)
+        Request(target)  # what Scrapy would refuse to download
+    except ValueError:
+        return None
+    return target if parts.scheme in ("http", "https") and parts.hostname else None

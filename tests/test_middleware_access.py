@@ -372,3 +372,20 @@ async def test_an_evicted_unreachable_origin_keeps_its_backoff(
     assert site2.hits("/robots.txt") == 3  # a parsed file is simply fetched again
     assert all(result.failed_with(site.url(f"/{i}")) is RobotsTxtUnavailable for i in range(3))
     assert sorted(site2.pages()) == ["/0", "/1", "/2"]
+
+
+@pytest.mark.parametrize(
+    "location", ["http://[", "http://127.0.0.1:99999/robots.txt", "ftp://example.com/r", "//"]
+)
+@pytest_twisted.ensureDeferred
+async def test_an_unusable_location_is_no_robots_txt_not_an_error(
+    site: ScriptedServer, location: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A redirect that cannot be followed leads to no robots.txt (unavailable:
+    everything allowed, §2.3.1.2), with no ERROR and no traceback."""
+    site.script("/robots.txt", Reply(status=301, headers={"Location": location}))
+    with caplog.at_level(logging.DEBUG):
+        result = await run_crawl([site.url("/a")])
+    assert site.hits("/a") == 1
+    assert result.stats["rep/robotstxt/outcome/unavailable"] == 1
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
