@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 FLOOR_SCRAPY := 2.14.*
 FLOOR_VENV   := .venv-floor
 
-.PHONY: venv floor-venv test test-fast lint typecheck pytest pytest-floor redis-server \
+.PHONY: venv floor-venv test test-fast lint typecheck docs pytest pytest-floor redis-server \
 	demo bench-parser bench-crawl bench-cluster clean
 
 venv: $(VENV)/.installed-test
@@ -19,7 +19,7 @@ $(VENV)/.created:
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.created
-	$(PY) -m pip install -q -e '.[test,redis]'
+	$(PY) -m pip install -q -e '.[test,redis,docs]'
 	touch $@
 
 # The demo needs scrapy-rep and Scrapy, nothing of the test toolchain.
@@ -40,6 +40,10 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy scrapy_rep
 
+# The documentation site (docs/): every warning is an error.
+docs: venv
+	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+
 # Branch coverage of scrapy_rep/ on the newest Scrapy (what it leaves out and
 # why: docs, development page).
 pytest: venv redis-server
@@ -56,7 +60,7 @@ redis-server:
 	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server) || \
 	  echo "warning: could not install redis-server (Debian: apt-get install -y redis-server)"
 
-test: lint typecheck pytest pytest-floor
+test: lint typecheck docs pytest pytest-floor
 
 # Everything but the subprocess and real-time-delay tests (marked slow): under 30 s.
 test-fast: venv
