@@ -123,7 +123,7 @@ def test_urls_of_two_origins_get_one_block_each_and_503_means_dropped(
         site.url("/robots.txt"),
         site2.url("/robots.txt"),
     ]
-    assert re.search(r"fetched +unreachable \(HTTP 503\); retried after .* \(in 60 s\)", blocks[1])
+    assert re.search(r"fetched +unreachable \(HTTP 503\); a crawl asks again in 60 s", blocks[1])
     assert "REP_UNREACHABLE = 'disallow': every request to this origin is dropped" in blocks[1]
     assert verdict_line(out, down) == (
         f"FORBIDDEN {down} robots.txt unreachable: dropped (REP_UNREACHABLE)"
@@ -238,6 +238,7 @@ USAGE_ERRORS = [
     (["--file", "/nonexistent/robots.txt", "/a"], "--file: cannot read"),
     (["--file", "robots.txt", "a/b"], "'a/b' is not a path (/...)"),
     (["--agent", "Mozilla/5.0", "http://example.com/"], "names no crawler"),
+    (["--agent", "", "http://example.com/"], "--agent needs the token"),
     (["--jsn", "http://example.com/"], "unknown option --jsn"),
     (["-s", "REP_UNREACHABLE=maybe", "http://example.com/"], "REP_UNREACHABLE"),
 ]

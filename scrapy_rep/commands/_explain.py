@@ -150,7 +150,8 @@ def _fetch_lines(report: Report, config: Config, now: float) -> list[tuple[str, 
         else:  # from a shared cache: the next request of a crawl refetches it
             what += f"; expired at {_when(entry.expires)}, refetched by the next request"
     else:
-        what += f"; retried after {_when(entry.expires)} (in {_seconds(max(left, 0))})"
+        # a one-shot check retries nothing: say what a crawl would do
+        what += f"; a crawl asks again in {_seconds(max(left, 0))} (REP_RETRY_MIN, doubling)"
     lines.append(("fetched", what))
     if entry.redirects:
         hops = "redirect" if entry.redirects == 1 else "redirects"

@@ -106,6 +106,12 @@ class Command(ScrapyCommand):
             _quiet_logging(settings)
         self._notes = _notes(settings)
         settings.set("ROBOTSTXT_OBEY", True, priority="cmdline")
+        if opts.agent is not None and not opts.agent.strip():
+            raise UsageError(
+                "--agent needs the token robots.txt groups use for your crawler, "
+                "e.g. --agent ExampleBot",
+                print_help=False,
+            )
         if opts.agent is not None:
             settings.set("ROBOTSTXT_USER_AGENT", opts.agent, priority="cmdline")
         try:
