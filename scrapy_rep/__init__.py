@@ -16,6 +16,7 @@ __version__ = "0.1.0.dev0"
 # public name -> module that defines it (imported on first use)
 _LAZY = {
     "Addon": "scrapy_rep.addon",
+    "BoundedDecompressionMiddleware": "scrapy_rep.decompression",
     "RobotsTxtMiddleware": "scrapy_rep.middleware",
     "ForbiddenByRobots": "scrapy_rep.exceptions",
     "RobotsTxtUnavailable": "scrapy_rep.exceptions",
@@ -27,6 +28,7 @@ _LAZY = {
 
 __all__ = [
     "Addon",
+    "BoundedDecompressionMiddleware",
     "Decision",
     "ForbiddenByRobots",
     "MetaRobotsMiddleware",
@@ -40,6 +42,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers
     from scrapy_rep.addon import Addon
+    from scrapy_rep.decompression import BoundedDecompressionMiddleware
     from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtUnavailable
     from scrapy_rep.meta import MetaRobotsMiddleware
     from scrapy_rep.middleware import RobotsTxtMiddleware

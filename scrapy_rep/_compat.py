@@ -169,3 +169,58 @@ def urlset_urls_and_callbacks(
         callback = next((cb for pattern, cb in rules if pattern.search(url)), None)
         if callback is not None:
             yield url, callback
+
+
+# -- Twisted's HTTP/1.1 client ---------------------------------------------------
+
+ROBOTS_TXT_HEADERS_MAX = 64 * 1024
+"""Bytes of status line and headers a robots.txt answer may send."""
+
+
+class ResponseHeadersTooLarge(Exception):
+    """A robots.txt answer sent more header bytes than :data:`ROBOTS_TXT_HEADERS_MAX`."""
+
+
+def limit_robots_txt_headers() -> str | None:
+    """Make Twisted's HTTP/1.1 client give up on a ``/robots.txt`` answer whose
+    status line and headers pass :data:`ROBOTS_TXT_HEADERS_MAX` bytes; None when
+    done (once per process), else what is missing.
+
+    Twisted's client parser bounds each header line but not their number: a
+    server streaming header lines for the whole timeout took a crawler to
+    almost 500 MB. Only answers to paths ending in /robots.txt are bounded;
+    every other response is parsed as before. Twisted has no public hook for
+    this (as of 26.10): ``HTTPClientParser.dataReceived``, ``.state`` and
+    ``.request.uri`` are checked here, and a failure is reported at start.
+    """
+    try:
+        from twisted.web import _newclient
+    except ImportError:  # pragma: no cover
+        return "twisted.web._newclient is missing"
+    parser = getattr(_newclient, "HTTPClientParser", None)
+    states = (getattr(_newclient, "STATUS", None), getattr(_newclient, "HEADER", None))
+    original = getattr(parser, "dataReceived", None)
+    if parser is None or None in states or original is None:
+        return "twisted.web._newclient.HTTPClientParser (dataReceived, STATUS, HEADER) changed"
+    if getattr(original, "_rep_limited", False):
+        return None
+
+    def dataReceived(self: Any, data: bytes) -> None:  # Twisted's name
+        if self.state in states:
+            seen = self.__dict__.get("_rep_header_bytes", 0) + len(data)
+            self._rep_header_bytes = seen
+            if seen > ROBOTS_TXT_HEADERS_MAX and _robots_txt_uri(self):
+                # the protocol gives up on the response and closes the connection
+                raise ResponseHeadersTooLarge(
+                    f"robots.txt answer headers over {ROBOTS_TXT_HEADERS_MAX} bytes"
+                )
+        original(self, data)
+
+    dataReceived._rep_limited = True  # type: ignore[attr-defined]
+    parser.dataReceived = dataReceived
+    return None
+
+
+def _robots_txt_uri(parser: Any) -> bool:
+    uri = getattr(getattr(parser, "request", None), "uri", b"")
+    return isinstance(uri, bytes) and uri.split(b"?", 1)[0].endswith(b"/robots.txt")

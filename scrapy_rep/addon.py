@@ -5,6 +5,9 @@
 - disables Scrapy's ``RobotsTxtMiddleware`` unless DOWNLOADER_MIDDLEWARES
   mentions it (if the user enabled it by hand, both run and our middleware
   logs an error at start);
+- enables ``scrapy_rep.BoundedDecompressionMiddleware`` at 595, just after
+  Scrapy's HttpCompressionMiddleware (590), so compressed robots.txt answers
+  are decoded with a bound (see scrapy_rep.decompression);
 - enables ``scrapy_rep.MetaRobotsMiddleware`` (page-level robots directives)
   at spider-middleware order 100 when ``REP_META_ROBOTS`` is on (default),
   unless SPIDER_MIDDLEWARES mentions it. At 100 it sees what every spider
@@ -30,6 +33,7 @@ MIDDLEWARE_ORDER = 100
 META_MIDDLEWARE_ORDER = 100
 MIDDLEWARE = "scrapy_rep.RobotsTxtMiddleware"
 META_MIDDLEWARE = "scrapy_rep.MetaRobotsMiddleware"
+DECOMPRESSION_MIDDLEWARE = "scrapy_rep.BoundedDecompressionMiddleware"
 
 
 class Addon:
@@ -40,6 +44,8 @@ class Addon:
         _compat.check()
 
     def update_settings(self, settings: BaseSettings) -> None:
+        from scrapy_rep.decompression import ORDER as DECOMPRESSION_ORDER
+        from scrapy_rep.decompression import BoundedDecompressionMiddleware
         from scrapy_rep.meta import MetaRobotsMiddleware
         from scrapy_rep.middleware import RobotsTxtMiddleware
 
@@ -53,6 +59,14 @@ class Addon:
             path=MIDDLEWARE,
         )
         _compat.set_component(settings, middlewares, ScrapyRobotsTxtMiddleware, None, default=True)
+        _compat.set_component(
+            settings,
+            middlewares,
+            BoundedDecompressionMiddleware,
+            DECOMPRESSION_ORDER,
+            default=True,
+            path=DECOMPRESSION_MIDDLEWARE,
+        )
         try:
             meta_robots = settings.getbool("REP_META_ROBOTS", True)
         except ValueError:

@@ -46,6 +46,8 @@ class Config:
     fetch_timeout: float = 10.0
     fetch_retries: int = 1
     max_redirects: int = 5
+    max_fetches: int = 64
+    """robots.txt downloads in flight kept out of CONCURRENT_REQUESTS."""
     unreachable: str = "disallow"
     defer_max: float = 600.0
     cache_ttl: float = 86_400.0
@@ -103,6 +105,7 @@ class Config:
             fetch_timeout=read.number("REP_FETCH_TIMEOUT", minimum=0.0, exclusive=True),
             fetch_retries=read.integer("REP_FETCH_RETRIES", minimum=0),
             max_redirects=read.integer("REP_MAX_REDIRECTS", minimum=0),
+            max_fetches=read.integer("REP_MAX_FETCHES", minimum=0),
             unreachable=read.choice("REP_UNREACHABLE", UNREACHABLE_MODES),
             defer_max=read.number("REP_DEFER_MAX", minimum=0.0),
             cache_ttl=cache_ttl,

@@ -5,15 +5,10 @@ waiter has its own Deferred, fired with the entry when the fetch ends, so
 every waiter gets it on the asyncio reactor and on Twisted's own (a shared
 Deferred hands its result to its first waiter only).
 
-The download is ``crawler.engine.download_async`` (the user's proxies, auth,
-headers, cookies and middlewares apply) with its own timeout and retries;
-redirects are followed here, hop by hop, so that more than
-``REP_MAX_REDIRECTS`` of them means "unavailable"; the body is cut at
-``REP_MAX_SIZE`` with ``StopDownload(fail=False)`` from a ``bytes_received``
-handler connected only while robots.txt downloads are in flight. What the
-result means (RFC 9309 §2.3.1) is :mod:`scrapy_rep.policy`'s job; the fetcher
-stores the entry, logs what a user should know (once per origin and outage),
-and sends the signals.
+The download, bounded in bytes, time, places and retries, is
+:mod:`scrapy_rep._download`'s; what its result means (RFC 9309 §2.3.1) is
+:mod:`scrapy_rep.policy`'s. The fetcher stores the entry, logs what a user
+should know (once per origin and outage), and sends the signals.
 
 With shared state (:mod:`scrapy_rep.cluster`), a fetch first asks Redis for
 another worker's result or for the origin's fetch lock, and publishes its own.
@@ -26,24 +21,20 @@ import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING
-from urllib.parse import urljoin, urlparse
 
-from scrapy import Request, signals
-from scrapy.exceptions import IgnoreRequest, StopDownload
-from scrapy.http.request import NO_CALLBACK
+from scrapy import Request
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
-from w3lib.url import safe_url_string
 
 from scrapy_rep import _compat
 from scrapy_rep import signals as rep_signals
+from scrapy_rep._download import RobotsDownload
 from scrapy_rep.cluster import RedisUnavailable
 from scrapy_rep.origin import origin_text, robots_url
 from scrapy_rep.policy import PARSED, REFUSED_LOCALLY, UNAVAILABLE, UNREACHABLE, delay_for
 from scrapy_rep.robotparser import RobotParser
 
 if TYPE_CHECKING:
-    from scrapy import Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
@@ -56,9 +47,6 @@ if TYPE_CHECKING:
     from scrapy_rep.report import CrawlReport
 
 logger = logging.getLogger(__name__)
-
-ROBOTS_META = "rep_robotstxt"
-"""Meta key marking scrapy-rep's own robots.txt requests (value: the origin text)."""
 
 
 class _Fetch:
@@ -85,6 +73,7 @@ class RobotsFetcher:
         cluster_delay: ClusterDelay | None = None,
         sleep: Sleep,
         report: CrawlReport,
+        uncapped: bool = False,
     ) -> None:
         self.crawler = crawler
         self.config = config
@@ -94,10 +83,9 @@ class RobotsFetcher:
         self._cluster_delay = cluster_delay
         self._sleep = sleep
         self._report = report
+        self.download = RobotsDownload(crawler, config, sleep=sleep, uncapped=uncapped)
         self._stats = crawler.stats
         self._fetches: dict[Origin, _Fetch] = {}
-        self._downloads = 0  # robots.txt downloads in flight (bytes_received connected)
-        self._sizes: dict[Request, int] = {}
 
     def join(self, origin: Origin, trigger: Request | None = None) -> Deferred[Entry]:
         """The origin's entry once fetched: joins the fetch in flight, or starts one
@@ -110,8 +98,9 @@ class RobotsFetcher:
         return waiter
 
     def refresh(self, origin: Origin, trigger: Request | None = None) -> None:
-        """Fetch the origin's robots.txt anew in the background, unless under way."""
-        if origin not in self._fetches:
+        """Fetch the origin's robots.txt anew in the background, unless under way
+        (or robots.txt downloads are at REP_MAX_FETCHES: the old rules serve on)."""
+        if origin not in self._fetches and not self.download.busy:
             self._start(origin, trigger)
 
     def _start(self, origin: Origin, trigger: Request | None) -> _Fetch:
@@ -127,7 +116,7 @@ class RobotsFetcher:
             if self._shared_rules is not None:
                 entry, response = await self._fetch_shared(origin, previous, self._shared_rules)
             else:
-                entry, response = await self._download(origin, previous)
+                entry, response = await self.download.entry(origin, previous)
                 entry = self._store(origin, entry, previous)
             await self._announce(origin, entry, previous, response, fetch.trigger)
         except Exception:  # a bug here must not leave waiters hanging
@@ -153,7 +142,7 @@ class RobotsFetcher:
         if claim.fresh and found is not None:
             return self._store(origin, found, previous), None
         base = found or previous  # Redis's state is the cluster's latest
-        entry, response = await self._download(origin, base)
+        entry, response = await self.download.entry(origin, base)
         entry = self._store(origin, entry, base)
         body = response.body if response is not None and entry.outcome == PARSED else None
         await shared.publish(origin, entry, body)
@@ -170,114 +159,6 @@ class RobotsFetcher:
         key = engine.downloader.get_slot_key(Request(robots_url(origin)))
         with contextlib.suppress(RedisUnavailable):
             await cluster.reserve(key, delay)
-
-    # -- downloading -------------------------------------------------------------
-
-    def _request(self, url: str, origin: Origin) -> Request:
-        return Request(
-            url,
-            callback=NO_CALLBACK,
-            dont_filter=True,
-            meta={
-                "dont_obey_robotstxt": True,
-                ROBOTS_META: origin_text(origin),
-                "download_timeout": self.config.fetch_timeout,
-                "max_retry_times": self.config.fetch_retries,
-                "dont_redirect": True,  # followed below, hop by hop
-                "handle_httpstatus_all": True,
-                "allow_offsite": True,
-            },
-        )
-
-    async def _download(
-        self, origin: Origin, previous: Entry | None
-    ) -> tuple[Entry, Response | None]:
-        policy = self._policy
-        url = robots_url(origin)
-        engine = self.crawler.engine
-        for hop in range(self.config.max_redirects + 1):
-            request = self._request(url, origin)
-            self._stats.inc_value("rep/robotstxt/request_count")
-            self._watch_sizes(1)
-            try:
-                if engine is None:
-                    raise RuntimeError("the crawler has no engine")
-                response = await engine.download_async(request)
-            except IgnoreRequest as exc:
-                # Refused by a downloader middleware of this crawl, not by the site.
-                self._stats.inc_value("rep/robotstxt/refused_locally")
-                reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-                return policy.refused_locally(reason, now=time.time()), None
-            except Exception as exc:
-                name = f"{type(exc).__module__}.{type(exc).__qualname__}"
-                self._stats.inc_value(f"rep/robotstxt/exception_count/{name}")
-                reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-                return policy.on_error(reason, now=time.time(), previous=previous), None
-            finally:
-                self._sizes.pop(request, None)
-                self._watch_sizes(-1)
-            status = response.status
-            self._stats.inc_value("rep/robotstxt/response_count")
-            self._stats.inc_value(f"rep/robotstxt/response_status_count/{status}")
-            self._stats.inc_value(f"rep/robotstxt/response_status_class/{status // 100}xx")
-            if 300 <= status < 400 and status != 304:
-                location = response.headers.get(b"Location")
-                target = _redirect_target(response.url, location) if location else None
-                if target is None or hop == self.config.max_redirects:
-                    # nowhere to go, or too far: as if there were no robots.txt (§2.3.1.2)
-                    if target is None:
-                        reason = f"HTTP {status} without a usable Location"
-                    else:
-                        self._stats.inc_value("rep/robotstxt/redirects_exceeded")
-                        reason = f"more than {self.config.max_redirects} redirects"
-                    entry = policy.unavailable(reason, now=time.time())
-                    hops = hop if target is None else hop + 1
-                    entry = dataclasses.replace(
-                        entry, status=status, url=response.url, redirects=hops
-                    )
-                    return entry, response
-                url = target
-                continue
-            headers = response.headers
-            entry = policy.on_response(
-                status,
-                response.body,
-                url=response.url,
-                now=time.time(),
-                previous=previous,
-                cache_control=_header(headers.get(b"Cache-Control")),
-                retry_after_header=_header(headers.get(b"Retry-After")),
-                date_header=_header(headers.get(b"Date")),
-            )
-            entry = dataclasses.replace(
-                entry,
-                truncated=entry.truncated or "download_stopped" in response.flags,
-                status=status,
-                url=response.url,
-                redirects=hop,
-                size=len(response.body),
-            )
-            return entry, response
-        raise AssertionError("unreachable")  # the loop always returns
-
-    def _watch_sizes(self, change: int) -> None:
-        """Connect the bytes_received handler only while robots.txt downloads
-        run: every response's every chunk would pay for it otherwise."""
-        before = self._downloads
-        self._downloads += change
-        if before == 0 and self._downloads > 0:
-            self.crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
-        elif before > 0 and self._downloads == 0:
-            self.crawler.signals.disconnect(self._bytes_received, signal=signals.bytes_received)
-            self._sizes.clear()
-
-    def _bytes_received(self, data: bytes, request: Request, spider: Spider | None = None) -> None:
-        if ROBOTS_META not in request.meta:
-            return
-        size = self._sizes.get(request, 0) + len(data)
-        self._sizes[request] = size
-        if size > self.config.max_size:
-            raise StopDownload(fail=False)
 
     # -- results -------------------------------------------------------------------
 
@@ -374,20 +255,3 @@ class RobotsFetcher:
             await sig.send_catch_log_async(
                 signal=rep_signals.sitemaps_found, urls=sitemaps, origin=text
             )
-
-
-def _header(value: bytes | None) -> str | None:
-    return value.decode("latin-1") if value else None
-
-
-def _redirect_target(base: str, location: bytes) -> str | None:
-    """The absolute http(s) URL a Location header names; None for anything
-    else ('http://[', a port past 65535, another scheme, no host)."""
-    try:
-        target = urljoin(base, safe_url_string(location.decode("latin-1").strip()))
-        parts = urlparse(target)
-        parts.port  # noqa: B018  (raises ValueError when out of range)
-        Request(target)  # what Scrapy would refuse to download
-    except ValueError:
-        return None
-    return target if parts.scheme in ("http", "https") and parts.hostname else None

@@ -32,9 +32,10 @@ from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 
-from scrapy_rep import _compat, _slots
+from scrapy_rep import _compat, _slots, decompression
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._agent import product_token
+from scrapy_rep._download import handlers_count_bytes
 from scrapy_rep._slots import SlotDelays
 from scrapy_rep._waiting import Waiting
 from scrapy_rep.cache import MemoryRulesCache
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
     from twisted.internet.defer import Deferred
 
     from scrapy_rep.cluster import ClusterDelay
@@ -97,6 +99,7 @@ class RobotsTxtMiddleware:
             cluster_delay=shared.delay,
             sleep=self._waiting.sleep,
             report=self.report,
+            uncapped=_uncapped(crawler.settings),
         )
 
     @classmethod
@@ -113,6 +116,13 @@ class RobotsTxtMiddleware:
         for warning in config.warnings:
             logger.warning("scrapy-rep: %s", warning)
         _error_if_scrapy_middleware_enabled(crawler)
+        missing = _compat.limit_robots_txt_headers()
+        if missing is not None:
+            logger.error(
+                "scrapy-rep cannot bound the headers of robots.txt answers with this "
+                "Twisted (%s): a server streaming headers can take much memory",
+                missing,
+            )
         logger.info(
             "scrapy-rep: obeying robots.txt as %r; when an origin's robots.txt is "
             "unreachable its requests are %s (REP_UNREACHABLE = %r)%s",
@@ -361,6 +371,20 @@ class RobotsTxtMiddleware:
             raise IgnoreRequest(
                 f"the spider closed while the request waited for its Crawl-delay turn: {request}"
             )
+
+
+def _uncapped(settings: BaseSettings) -> bool:
+    """Whether robots.txt answers may pass DOWNLOAD_MAXSIZE: our own bounds
+    (size cap, bounded decoding) hold; else Scrapy's limits stay."""
+    problem = decompression.problem(settings)
+    if problem is not None:
+        logger.warning(
+            "scrapy-rep: %s: compressed robots.txt answers are inflated by Scrapy's "
+            "HttpCompressionMiddleware up to DOWNLOAD_MAXSIZE, and larger ones are lost",
+            problem,
+        )
+        return False
+    return handlers_count_bytes(settings)
 
 
 def _give_up(waiter: Deferred[Entry | None]) -> None:

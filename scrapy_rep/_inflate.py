@@ -1,0 +1,197 @@
+"""Content-Encoding decoding that never produces more than a limit. No Scrapy.
+
+A robots.txt answer of a few kilobytes can inflate to a gigabyte (a
+compression bomb). RFC 9309 §2.5 lets a crawler read only the first 500 KiB,
+so every layer here is decoded with an output bound: at most ``limit + 1``
+bytes of text (the extra byte tells that the text was longer), and at most
+``limit + CHUNK`` bytes of any inner layer. A stream cut short (the download
+stopped at the size cap) gives what it decoded so far.
+
+Coding names follow RFC 9110 §8.4.1; ``deflate`` is zlib-wrapped or, as some
+servers send it, raw. ``br`` needs brotli / brotlicffi 1.2 (the first with an
+output limit), ``zstd`` one of ``compression.zstd`` (Python 3.14),
+``backports.zstd`` (a Scrapy 2.18 dependency) or ``zstandard``; without them
+those codings are not advertised (:func:`accept_encoding`) nor decoded.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["MAX_CODINGS", "Undecodable", "accept_encoding", "decode"]
+
+CHUNK = 64 * 1024
+"""Output asked of a decoder per call."""
+MAX_CODINGS = 4
+"""More content codings than this on one answer are refused."""
+ZSTD_WINDOW_LOG_MAX = 23
+"""RFC 9659: an 8 MiB window at most for the zstd content coding."""
+_GZIP = 32 + zlib.MAX_WBITS  # 47: a gzip or a zlib header, told apart by zlib
+
+
+def _first_module(*names: str) -> Any:
+    """The first of these modules that imports, or None."""
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
+_brotli = _first_module("brotli", "brotlicffi")
+# output_buffer_limit and can_accept_more_data came together in brotli 1.2.0
+# and brotlicffi 1.2.0.0: an older one cannot be bounded.
+_BOUNDED = hasattr(getattr(_brotli, "Decompressor", None), "can_accept_more_data")
+_BROTLI = _brotli if _BOUNDED else None
+_zstd = _first_module("compression.zstd", "backports.zstd")
+_zstandard = None if _zstd is not None else _first_module("zstandard")
+
+
+class Undecodable(ValueError):
+    """An answer whose codings cannot be read (unknown, too many, or broken from the start)."""
+
+
+def _zlib(data: bytes, limit: int, wbits: int) -> bytes:
+    out: list[bytes] = []
+    size = 0
+    decoder = zlib.decompressobj(wbits)
+    while data and size < limit:
+        try:
+            piece = decoder.decompress(data, min(CHUNK, limit - size))
+        except zlib.error:
+            if not out:
+                raise Undecodable("broken deflate data") from None
+            break  # keep what came out before the damage
+        out.append(piece)
+        size += len(piece)
+        if decoder.eof:  # a gzip file may hold several members
+            data = decoder.unused_data
+            if wbits != _GZIP:
+                break
+            decoder = zlib.decompressobj(wbits)
+        else:
+            data = decoder.unconsumed_tail
+            if not piece and not data:
+                break
+    return b"".join(out)
+
+
+def _gzip(data: bytes, limit: int) -> bytes:
+    return _zlib(data, limit, _GZIP)
+
+
+def _deflate(data: bytes, limit: int) -> bytes:
+    # RFC 9110's deflate is zlib-wrapped; some servers send raw deflate.
+    wrapped = len(data) >= 2 and data[0] & 0x0F == 8 and ((data[0] << 8) | data[1]) % 31 == 0
+    return _zlib(data, limit, zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
+
+
+def _br(data: bytes, limit: int) -> bytes:
+    if _BROTLI is None:
+        raise Undecodable("br needs brotli >= 1.2 or brotlicffi >= 1.2")
+    decoder = _BROTLI.Decompressor()
+    out: list[bytes] = []
+    size = 0
+    try:
+        piece = decoder.process(data, output_buffer_limit=min(CHUNK, limit))
+        while True:
+            out.append(piece)
+            size += len(piece)
+            if size >= limit or decoder.is_finished() or not piece:
+                break
+            piece = decoder.process(b"", output_buffer_limit=min(CHUNK, limit - size))
+    except _BROTLI.error:
+        if not out:
+            raise Undecodable("broken br data") from None
+    return b"".join(out)
+
+
+def _zstd_decode(data: bytes, limit: int) -> bytes:
+    out: list[bytes] = []
+    size = 0
+    if _zstd is not None:
+        options = {_zstd.DecompressionParameter.window_log_max: ZSTD_WINDOW_LOG_MAX}
+        decoder = _zstd.ZstdDecompressor(options=options)
+        try:
+            while size < limit:
+                piece = decoder.decompress(data, max_length=min(CHUNK, limit - size))
+                data = b""
+                out.append(piece)
+                size += len(piece)
+                if decoder.eof:  # another frame may follow
+                    data = decoder.unused_data
+                    if not data:
+                        break
+                    decoder = _zstd.ZstdDecompressor(options=options)
+                elif decoder.needs_input:
+                    break  # cut short: keep what came out
+        except _zstd.ZstdError:
+            if not out:
+                raise Undecodable("broken zstd data") from None
+        return b"".join(out)
+    if _zstandard is not None:
+        reader = _zstandard.ZstdDecompressor(
+            max_window_size=1 << ZSTD_WINDOW_LOG_MAX
+        ).stream_reader(io.BytesIO(data), read_across_frames=True)
+        try:
+            while size < limit:
+                piece = reader.read(min(CHUNK, limit - size))
+                if not piece:
+                    break
+                out.append(piece)
+                size += len(piece)
+        except _zstandard.ZstdError:
+            if not out:
+                raise Undecodable("broken zstd data") from None
+        return b"".join(out)
+    raise Undecodable("zstd needs backports.zstd or zstandard")
+
+
+def _identity(data: bytes, limit: int) -> bytes:
+    return data[:limit]
+
+
+_DECODERS: dict[bytes, Callable[[bytes, int], bytes]] = {
+    b"gzip": _gzip,
+    b"x-gzip": _gzip,
+    b"deflate": _deflate,
+    b"br": _br,
+    b"zstd": _zstd_decode,
+    b"identity": _identity,
+}
+
+
+def codings(header_values: Sequence[bytes]) -> list[bytes]:
+    """The content codings of ``Content-Encoding`` header values, in the order applied."""
+    return [c.strip().lower() for v in header_values for c in v.split(b",") if c.strip()]
+
+
+def decode(body: bytes, header_values: Sequence[bytes], limit: int) -> tuple[bytes, bool]:
+    """``(text, longer)``: at most ``limit`` bytes of ``body`` decoded, and whether
+    there was more. Raises :class:`Undecodable`."""
+    applied = codings(header_values)
+    if len(applied) > MAX_CODINGS:
+        raise Undecodable(f"{len(applied)} content codings")
+    for step, coding in enumerate(reversed(applied), 1):  # the last applied comes off first
+        decoder = _DECODERS.get(coding)
+        if decoder is None:
+            raise Undecodable(f"unknown content coding {coding.decode('latin-1')!r}")
+        # An inner layer is compressed data, a little longer than its own
+        # output at worst (stored blocks): a little slack, still bounded.
+        body = decoder(body, limit + 1 if step == len(applied) else limit + CHUNK)
+    return body[:limit], len(body) > limit
+
+
+def accept_encoding() -> bytes:
+    """The codings this module decodes with a bound, for ``Accept-Encoding``."""
+    names = [b"gzip", b"deflate"]
+    if _BROTLI is not None:
+        names.append(b"br")
+    if _zstd is not None or _zstandard is not None:
+        names.append(b"zstd")
+    return b", ".join(names)

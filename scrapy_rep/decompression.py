@@ -1,0 +1,111 @@
+"""``scrapy_rep.BoundedDecompressionMiddleware``: robots.txt answers decoded with a bound.
+
+Scrapy's ``HttpCompressionMiddleware`` (order 590) inflates every answer up
+to ``DOWNLOAD_MAXSIZE`` (1 GiB) per content coding: a robots.txt of a few
+kilobytes in ``br`` or gzip inside gzip became a gigabyte in memory and
+seconds of frozen crawl, and past the limit the file was lost. This
+middleware sits just after it (595: it sees responses first) and decodes
+scrapy-rep's own robots.txt answers itself, never keeping more than
+``REP_MAX_SIZE`` (+1 byte, so the parser knows the file went on): RFC 9309
+§2.5 lets a crawler read only that much. It then drops ``Content-Encoding``,
+so Scrapy's middleware leaves the body alone. Every other response is
+untouched.
+
+The add-on enables it; :func:`problem` tells the fetcher when it is missing
+or misplaced (then robots.txt answers keep Scrapy's limits). An answer whose
+codings cannot be read (unknown, more than four, broken from the first byte)
+counts as an empty file (``rep/robotstxt/undecodable``): it said nothing we
+can read, and the codings we ask for (``Accept-Encoding``) are all decodable.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
+from scrapy.exceptions import NotConfigured
+
+from scrapy_rep import _compat
+from scrapy_rep._download import ROBOTS_META
+from scrapy_rep._inflate import Undecodable, decode
+from scrapy_rep.config import Config
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.settings import BaseSettings
+    from scrapy.statscollectors import StatsCollector
+
+__all__ = ["ORDER", "BoundedDecompressionMiddleware", "problem"]
+
+logger = logging.getLogger(__name__)
+
+ORDER = 595
+"""Just after HttpCompressionMiddleware (590), before RedirectMiddleware (600)."""
+UNDECODABLE = "rep_undecodable"
+"""Response flag of a robots.txt answer whose codings could not be read."""
+
+
+class BoundedDecompressionMiddleware:
+    """Decodes scrapy-rep's robots.txt answers, at most ``REP_MAX_SIZE`` of text."""
+
+    def __init__(self, max_size: int, stats: StatsCollector | None) -> None:
+        self.max_size = max_size
+        self.stats = stats
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> BoundedDecompressionMiddleware:
+        config = Config.from_settings(crawler.settings)
+        if not config.obey:
+            raise NotConfigured("ROBOTSTXT_OBEY is off: scrapy-rep fetches no robots.txt")
+        return cls(config.max_size, crawler.stats)
+
+    def process_response(
+        self, request: Request, response: Response, spider: Spider | None = None
+    ) -> Response:
+        if ROBOTS_META not in request.meta:
+            return response
+        values = response.headers.getlist(b"Content-Encoding")
+        if not values:
+            return response
+        flags = list(response.flags)
+        try:
+            body, _ = decode(response.body, values, self.max_size + 1)
+        except Undecodable as exc:
+            body = b""
+            flags.append(UNDECODABLE)
+            if self.stats is not None:
+                self.stats.inc_value("rep/robotstxt/undecodable")
+            logger.info(
+                "robots.txt at %s cannot be decoded (%s): read as an empty file",
+                response.url,
+                exc,
+            )
+        headers = response.headers.copy()
+        del headers[b"Content-Encoding"]
+        return response.replace(body=body, headers=headers, flags=flags)
+
+
+def problem(settings: BaseSettings) -> str | None:
+    """Why robots.txt answers would be decoded by Scrapy's middleware, unbounded
+    (None when this middleware runs after it)."""
+    orders: dict[object, float] = {}
+    for component, order in _compat.downloader_middlewares(settings):
+        orders[component] = order
+    ours = orders.get(BoundedDecompressionMiddleware)
+    scrapys = orders.get(HttpCompressionMiddleware)
+    if scrapys is None:
+        return None  # nothing inflates answers
+    if ours is None:
+        return (
+            "scrapy_rep.BoundedDecompressionMiddleware is not enabled (the add-on "
+            f"enables it at {ORDER})"
+        )
+    if ours <= scrapys:
+        return (
+            f"scrapy_rep.BoundedDecompressionMiddleware runs at {ours:g}, not after "
+            f"HttpCompressionMiddleware ({scrapys:g})"
+        )
+    return None
