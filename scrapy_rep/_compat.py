@@ -171,6 +171,26 @@ def urlset_urls_and_callbacks(
             yield url, callback
 
 
+# -- download errors -------------------------------------------------------------
+
+
+def _timeout_errors() -> tuple[type[BaseException], ...]:
+    from twisted.internet.error import TimeoutError as ConnectTimeout
+
+    errors: list[type[BaseException]] = [ConnectTimeout]
+    # Scrapy 2.15 raises its own class for a download past download_timeout
+    scrapy_timeout = getattr(
+        importlib.import_module("scrapy.exceptions"), "DownloadTimeoutError", None
+    )
+    if isinstance(scrapy_timeout, type):
+        errors.append(scrapy_timeout)
+    return tuple(errors)
+
+
+TIMEOUT_ERRORS = _timeout_errors()
+"""What a download that ran out of time raises (Twisted's class on 2.14)."""
+
+
 # -- Twisted's HTTP/1.1 client ---------------------------------------------------
 
 ROBOTS_TXT_HEADERS_MAX = 64 * 1024

@@ -21,7 +21,8 @@ cost is bounded here:
   error is tried again up to ``REP_FETCH_RETRIES`` times, after the server's
   ``Retry-After`` or a backoff (1 s, 2 s, ...), and not within this fetch when
   the server asks for longer than ``REP_FETCH_TIMEOUT`` (the origin is then
-  unreachable until the time it asked for).
+  unreachable until the time it asked for) or did not answer in time (a
+  server that hangs would hold its waiting requests twice as long).
 
 Redirects are followed here, hop by hop (up to ``REP_MAX_REDIRECTS``); what
 the final answer means is :mod:`scrapy_rep.policy`'s job.
@@ -39,7 +40,7 @@ from scrapy.exceptions import DontCloseSpider, IgnoreRequest, StopDownload
 from scrapy.http.request import NO_CALLBACK
 from w3lib.url import safe_url_string
 
-from scrapy_rep import _slots
+from scrapy_rep import _compat, _slots
 from scrapy_rep._inflate import accept_encoding
 from scrapy_rep.origin import origin_text, robots_url
 from scrapy_rep.policy import retry_after
@@ -157,6 +158,8 @@ class RobotsDownload:
                 name = f"{type(exc).__module__}.{type(exc).__qualname__}"
                 self._stats.inc_value(f"rep/robotstxt/exception_count/{name}")
                 failed = self._policy.on_error(_reason(exc), now=time.time(), previous=previous)
+                if isinstance(exc, _compat.TIMEOUT_ERRORS):
+                    break  # it had REP_FETCH_TIMEOUT already: asked again after REP_RETRY_MIN
             else:
                 if response.status != 429 and response.status < 500:
                     return response, None

@@ -14,6 +14,7 @@ assert on what reached the server.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import pairwise
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 
@@ -38,6 +39,9 @@ class Reply:
     wait_timeout: float = 10.0
     chunk_size: int = 0
     """Send the body in chunks of this size (0: at once)."""
+    stream: Callable[[BinaryIO], None] | None = None
+    """Write the whole answer, status line included, to the socket (a header
+    flood, a lying Content-Length): the other fields are then unused."""
 
 
 Script = Reply | Sequence[Reply] | Callable[[int], Reply]
@@ -66,6 +70,11 @@ class _Handler(BaseHTTPRequestHandler):
             reply.wait_for.wait(reply.wait_timeout)
         if reply.delay:
             time.sleep(reply.delay)
+        if reply.stream is not None:
+            self.close_connection = True
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                reply.stream(self.wfile)  # the client may give up, as it should
+            return
         try:
             self.send_response(reply.status)
             headers = reply.headers

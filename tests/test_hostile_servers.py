@@ -1,0 +1,293 @@
+"""What a hostile or broken server can make a robots.txt fetch cost: bounded.
+
+Each test runs a real crawl against local servers sending exactly that:
+compression bombs and header floods (crawled in a process of their own,
+tests/_measured_crawl.py, whose peak memory is measured), a 10 GiB
+Content-Length, robots.txt files that never answer next to a site whose rules
+are known, 429/503 answers with Retry-After, and garbage headers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import pytest
+import pytest_twisted
+from crawls import loopback_names, run_crawl
+from servers import Reply, ScriptedServer, gaps
+
+from scrapy_rep import ForbiddenByRobots, RobotsTxtUnavailable
+from scrapy_rep._inflate import accept_encoding
+
+RULES = b"User-agent: *\nDisallow: /private\n"
+GIB = 1 << 30
+MEASURED_CRAWL = Path(__file__).with_name("_measured_crawl.py")
+PEAK_MB = 250  # what a crawl meeting these servers may take at most
+
+
+def measured_crawl(urls: list[str], **settings: Any) -> dict[str, Any]:
+    """Crawl ``urls`` in a process of its own: what happened, and its peak memory."""
+    job = json.dumps({"urls": urls, "settings": {"REP_FETCH_RETRIES": 0, **settings}})
+    run = subprocess.run(
+        [sys.executable, str(MEASURED_CRAWL), job],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    report: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
+    return report
+
+
+# -- compression bombs ---------------------------------------------------------------------------
+
+
+def _padded(size: int) -> Callable[[], Any]:
+    """RULES, then one comment as long as ``size`` bytes, in 1 MiB pieces."""
+    piece = b"#" * (1 << 20)
+
+    def pieces() -> Any:
+        yield RULES
+        for _ in range(size // len(piece)):
+            yield piece
+
+    return pieces
+
+
+def _zlib_stream(pieces: Any, wbits: int) -> bytes:
+    compressor = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    return b"".join(map(compressor.compress, pieces)) + compressor.flush()
+
+
+def _gzip(data: bytes) -> bytes:
+    return _zlib_stream([data], 31)
+
+
+def _bombs() -> dict[str, tuple[str, bytes]]:
+    """name -> (Content-Encoding, body): 1 GiB of robots.txt each, small on the wire."""
+    text = _padded(GIB)
+    gzipped = _zlib_stream(text(), 31)  # ~1 MB: the download stops at 500 KiB of it
+    bombs = {
+        "gzip": ("gzip", gzipped),
+        "gzip-in-gzip": ("gzip, gzip", _gzip(gzipped)),
+        "deflate-in-deflate": ("deflate, deflate", zlib.compress(_zlib_stream(text(), -15), 9)),
+    }
+    try:
+        import brotli
+
+        compressor = brotli.Compressor(quality=5)
+        br = b"".join(map(compressor.process, text())) + compressor.finish()
+        bombs["br"] = ("br", br)
+        bombs["br-in-gzip"] = ("br, gzip", _gzip(br))
+    except ImportError:  # Scrapy 2.14 installs no brotli: the br bomb stays gzip'd
+        bombs["br-unreadable"] = ("br", _gzip(gzipped))
+    try:
+        from backports import zstd
+    except ImportError:
+        pass
+    else:
+        compressor = zstd.ZstdCompressor(level=3)
+        zstd_body = b"".join(map(compressor.compress, text())) + compressor.flush()
+        bombs["zstd"] = ("zstd", zstd_body)
+    return bombs
+
+
+@pytest.mark.slow
+def test_compression_bombs_inflate_to_rep_max_size_at_most(
+    make_site: Callable[[], ScriptedServer],
+) -> None:
+    """Every bomb at once, each on its own origin: the crawl stays small, the
+    rules at the start of each file are obeyed, the rest is cut (RFC 9309 §2.5)."""
+    bombs = _bombs()
+    sites: dict[str, ScriptedServer] = {}
+    for name, (coding, body) in bombs.items():
+        site = sites[name] = make_site()
+        site.script(
+            "/robots.txt",
+            Reply(body=body, headers={"Content-Type": "text/plain", "Content-Encoding": coding}),
+        )
+    assert max(len(body) for _, body in bombs.values()) < 1_100_000  # small on the wire
+    urls = [site.url(path) for site in sites.values() for path in ("/a", "/private/a")]
+    report = measured_crawl(urls)
+
+    assert report["peak_mb"] < PEAK_MB, report
+    assert not report["errors"], report["errors"]
+    decodable = accept_encoding().decode()
+    for name, (coding, _) in bombs.items():
+        site, seen = sites[name], report["seen"]
+        assert seen[site.url("/a")] == "HTTP 200", name
+        readable = all(c.strip() in decodable for c in coding.split(","))
+        if readable:  # the rules were read, the padding cut
+            assert seen[site.url("/private/a")] == ForbiddenByRobots.__name__, name
+            assert site.hits("/private/a") == 0, name
+    decoded = sum(all(c.strip() in decodable for c in c_.split(",")) for c_, _ in bombs.values())
+    assert report["stats"]["rep/robotstxt/truncated"] == decoded
+    assert report["stats"].get("rep/robotstxt/undecodable", 0) == len(bombs) - decoded
+
+
+# -- sizes and headers ---------------------------------------------------------------------------
+
+
+def _lying_length(out: BinaryIO) -> None:
+    """Announces 10 GiB, sends 600 KiB of robots.txt and then nothing."""
+    out.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 10737418240\r\n\r\n")
+    out.write(RULES + (b"#" * 1023 + b"\n") * 600)
+    out.flush()
+    time.sleep(3)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_10_gib_content_length_is_read_up_to_rep_max_size(site: ScriptedServer) -> None:
+    """Not "unreachable" before a byte is read (Scrapy's DOWNLOAD_MAXSIZE): the
+    first 500 KiB are parsed, as RFC 9309 §2.5 allows and Google does."""
+    site.script("/robots.txt", Reply(stream=_lying_length))
+    result = await run_crawl([site.url("/a"), site.url("/private/a")])
+    assert site.hits("/a") == 1 and site.hits("/private/a") == 0
+    assert result.failed_with(site.url("/private/a")) is ForbiddenByRobots
+    assert result.stats["rep/robotstxt/outcome/parsed"] == 1
+    assert result.stats["rep/robotstxt/truncated"] == 1
+
+
+def _header_flood(out: BinaryIO) -> None:
+    """A status line, then header lines for as long as the client listens (20 s at most)."""
+    out.write(b"HTTP/1.1 200 OK\r\n")
+    line = b"X-Flood: " + b"a" * 4000 + b"\r\n"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        out.write(line * 64)
+    out.flush()
+
+
+@pytest.mark.slow
+def test_a_header_flood_is_cut_short(site: ScriptedServer, site2: ScriptedServer) -> None:
+    site.script("/robots.txt", Reply(stream=_header_flood))
+    site2.robots(RULES)
+    started = time.monotonic()
+    report = measured_crawl([site.url("/a"), site2.url("/a")], REP_FETCH_TIMEOUT=15)
+    assert report["peak_mb"] < PEAK_MB, report
+    assert time.monotonic() - started < 12  # not the whole fetch timeout
+    assert report["seen"][site.url("/a")] == RobotsTxtUnavailable.__name__
+    assert report["seen"][site2.url("/a")] == "HTTP 200"
+    assert report["stats"]["rep/robotstxt/outcome/unreachable"] == 1
+
+
+# -- slow robots.txt files and known origins ----------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest_twisted.ensureDeferred
+async def test_hanging_robots_txt_do_not_stall_a_known_origin(
+    site: ScriptedServer, make_site: Callable[[], ScriptedServer]
+) -> None:
+    """40 robots.txt that never answer, their pages interleaved with 300 pages of
+    an origin whose rules are known: robots.txt downloads hold no places of
+    CONCURRENT_REQUESTS (nor do the requests waiting for them), so the known
+    origin goes on."""
+    gap = await _largest_gap_of_the_known_origin(site, make_site, {})
+    assert gap < 2.0, gap
+
+
+@pytest.mark.slow
+@pytest_twisted.ensureDeferred
+async def test_waiting_inside_concurrent_requests_costs_at_most_the_fetch_timeout(
+    site: ScriptedServer, make_site: Callable[[], ScriptedServer]
+) -> None:
+    """REP_MAX_WAITING = 0: requests waiting for robots.txt hold their places,
+    as in Scrapy (that is what 0 asks for), so 40 hanging origins on 16 places
+    hold the known origin back for their fetch timeout (REP_FETCH_TIMEOUT = 4 s
+    here), once per 16 of them; the robots.txt downloads themselves add nothing
+    (before, they held places too: the known origin waited 99.8 s)."""
+    gap = await _largest_gap_of_the_known_origin(site, make_site, {"REP_MAX_WAITING": 0})
+    assert gap < 2 * 4 + 1.5, gap
+
+
+async def _largest_gap_of_the_known_origin(
+    site: ScriptedServer, make_site: Callable[[], ScriptedServer], settings: dict[str, Any]
+) -> float:
+    never = threading.Event()
+    hanging = [make_site() for _ in range(40)]
+    for server in hanging:
+        server.script("/robots.txt", Reply(wait_for=never, wait_timeout=30))
+    site.robots(RULES)
+    # Each origin its own host name, so its own download slot, as on the web
+    # (Scrapy keys slots by host name: 127.0.0.1 would be one slot for all).
+    urls: list[str] = []
+    for i in range(300):
+        urls.append(f"http://known.test:{site.port}/p/{i}")
+        if i % 7 == 3 and hanging:
+            urls.append(f"http://h{len(hanging)}.test:{hanging.pop().port}/page")
+    try:
+        with loopback_names():
+            result = await run_crawl(urls, {"REP_FETCH_TIMEOUT": 4, **settings})
+    finally:
+        never.set()
+    known = site.page_hits("/p/")
+    assert len(known) == 300
+    assert result.stats["rep/robotstxt/outcome/unreachable"] == 40
+    return max(gaps(known))
+
+
+# -- retries on the server's terms -----------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("status", [429, 503])
+@pytest_twisted.ensureDeferred
+async def test_retry_after_is_waited_for_and_every_attempt_counted(
+    site: ScriptedServer, status: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server saying "slow down" (Retry-After: 2) is asked again 2 s later,
+    not 2 ms later; each attempt is counted; no ERROR for a normal condition."""
+    site.script(
+        "/robots.txt",
+        [Reply(status=status, headers={"Retry-After": "2"}), Reply(body=RULES)],
+    )
+    with caplog.at_level(logging.DEBUG):
+        result = await run_crawl([site.url("/a")], {"REP_FETCH_RETRIES": 1, "RETRY_ENABLED": True})
+    tries = [hit.time for hit in site.log() if hit.path == "/robots.txt"]
+    assert len(tries) == 2 and tries[1] - tries[0] >= 1.95, tries
+    assert result.stats["rep/robotstxt/request_count"] == 2
+    assert result.stats["rep/robotstxt/retry_count"] == 1
+    assert site.hits("/a") == 1
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_unreachable_robots_txt_logs_no_error(
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Scrapy's RetryMiddleware no longer gives up on robots.txt with an ERROR
+    line: our one WARNING per origin says it."""
+    site.script("/robots.txt", Reply(status=503))
+    with caplog.at_level(logging.DEBUG):
+        result = await run_crawl([site.url("/a")], {"RETRY_ENABLED": True})
+    assert result.failed_with(site.url("/a")) is RobotsTxtUnavailable
+    assert site.hits("/robots.txt") == result.stats["rep/robotstxt/request_count"] == 1
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "unreachable" in warnings[0].getMessage()
+
+
+@pytest.mark.parametrize("value", ["\xb2", "-5", "1e3", "9" * 5000])
+@pytest_twisted.ensureDeferred
+async def test_a_garbage_retry_after_is_no_error(
+    site: ScriptedServer, value: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Retry-After byte 0xB2, a sign, an exponent, 5,000 digits: unreachable
+    with the usual backoff (or capped), never an internal error."""
+    site.script("/robots.txt", Reply(status=503, headers={"Retry-After": value}))
+    with caplog.at_level(logging.DEBUG):
+        result = await run_crawl([site.url("/a")])
+    assert result.failed_with(site.url("/a")) is RobotsTxtUnavailable
+    assert result.stats["rep/robotstxt/outcome/unreachable"] == 1
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
