@@ -20,9 +20,7 @@ from parsel import Selector
 __all__ = [
     "NO_DIRECTIVES",
     "Directives",
-    "addresses",
     "header_directives",
-    "meta_directives",
     "parse_date",
     "parse_header",
     "parse_rules",
@@ -69,10 +67,6 @@ class Directives:
         if self.unavailable_after is None:
             return False
         return (now or datetime.now(timezone.utc)) >= self.unavailable_after
-
-    def noindex_at(self, now: datetime | None = None) -> bool:
-        """``noindex``, or ``unavailable_after`` already past."""
-        return self.noindex or self.expired(now)
 
 
 NO_DIRECTIVES = Directives()
@@ -211,27 +205,6 @@ def header_directives(values: Iterable[str], *, user_agent: str | None) -> Direc
     for value in values:
         result = result.merge(parse_header(value, user_agent=user_agent))
     return result
-
-
-def meta_directives(tags: Iterable[tuple[str, str]], *, user_agent: str | None) -> Directives:
-    """Combined rules of the ``(name, content)`` meta tags that address the crawler.
-
-    ``robots`` addresses every crawler; a tag named after the crawler's token
-    (case-insensitively) addresses it alone; other names are other crawlers'.
-    """
-    result = NO_DIRECTIVES
-    for name, content in tags:
-        if addresses(name, user_agent):
-            result = result.merge(parse_rules(content))
-    return result
-
-
-def addresses(name: str, user_agent: str | None) -> bool:
-    """Whether a ``<meta name=...>`` speaks to the crawler whose token is ``user_agent``."""
-    name = name.strip().lower()
-    if name == "robots":
-        return True
-    return bool(user_agent) and name == (user_agent or "").strip().lower()
 
 
 def parse_date(value: str) -> datetime | None:

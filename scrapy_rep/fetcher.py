@@ -57,6 +57,8 @@ class _Fetch:
     def __init__(self, trigger: Request | None) -> None:
         self.waiters: list[Deferred[Entry]] = []
         self.trigger = trigger  # the request that made the fetch start
+        # Held so that the running fetch is referenced: the event loop keeps
+        # only weak references to tasks, which may vanish mid-fetch otherwise.
         self.task: Deferred[None] | None = None
 
 

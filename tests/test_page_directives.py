@@ -11,9 +11,7 @@ from hypothesis import strategies as st
 from scrapy_rep._page_directives import (
     NO_DIRECTIVES,
     Directives,
-    addresses,
     header_directives,
-    meta_directives,
     parse_date,
     parse_header,
     parse_rules,
@@ -126,8 +124,6 @@ def test_expired_only_once_the_date_is_past() -> None:
     rules = parse_rules("unavailable_after: 2030-01-01T00:00:00Z")
     assert not rules.expired(datetime(2029, 12, 31, 23, 59, tzinfo=UTC))
     assert rules.expired(datetime(2030, 1, 1, tzinfo=UTC))
-    assert rules.noindex_at(datetime(2030, 1, 2, tzinfo=UTC))
-    assert not rules.noindex_at(datetime(2029, 1, 2, tzinfo=UTC))
     assert not NO_DIRECTIVES.expired()
 
 
@@ -141,23 +137,22 @@ def test_the_earliest_date_wins() -> None:
 
 def test_tags_combine_to_the_most_restrictive() -> None:
     tags = [("robots", "noindex, follow"), ("robots", "index, nofollow")]
-    assert meta_directives(tags, user_agent="ExampleBot").none
+    combined = NO_DIRECTIVES
+    for _, content in tags:
+        combined = combined.merge(parse_rules(content))
+    assert combined.none
 
 
-def test_meta_robots_addresses_everyone_and_a_bot_name_only_that_bot() -> None:
-    tags = [("robots", "noindex"), ("examplebot", "nofollow"), ("otherbot", "noarchive")]
-    mine = meta_directives(tags, user_agent="ExampleBot")
-    assert mine.noindex and mine.nofollow and not mine.noarchive
-    theirs = meta_directives(tags, user_agent="OtherBot")
-    assert theirs.noindex and theirs.noarchive and not theirs.nofollow
-
-
-def test_meta_names_compare_case_insensitively() -> None:
-    assert addresses("ROBOTS", None)
-    assert addresses(" ExampleBot ", "examplebot")
-    assert not addresses("examplebot-news", "examplebot")
-    assert not addresses("", "")
-    assert meta_directives([("EXAMPLEBOT", "nofollow")], user_agent="ExampleBot").nofollow
+def test_meta_tags_are_picked_by_lowercased_name() -> None:
+    """<meta name="robots"> speaks to every crawler, <meta name="EXAMPLEBOT"> to
+    ExampleBot alone; names compare case-insensitively, and exactly."""
+    html = (
+        '<head><meta name="ROBOTS" content="noindex"><meta name=" ExampleBot " '
+        'content="nofollow"><meta name="examplebot-news" content="none">'
+        '<meta name="otherbot" content="noarchive"></head>'
+    )
+    mine = robots_meta_tags(html, names={"robots", "examplebot"})
+    assert mine == [("robots", "noindex"), ("examplebot", "nofollow")]
 
 
 def test_merge_keeps_every_restriction() -> None:
