@@ -13,28 +13,43 @@ original bytes, so invalid UTF-8 keeps its exact octets.
 from __future__ import annotations
 
 import re
+import string
+from collections.abc import Iterable
 
 __all__ = ["normalize_path", "normalize_pattern", "path_of", "url_path"]
 
-_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+# RFC 3986 §2.2-2.3.
+_RESERVED = ":/?#[]@" + "!$&'()*+,;="
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
 
 # "scheme://authority" or "//authority", then the path, params and query.
 _SCHEME_AUTHORITY = r"(?:[^:/?#;]*://[^/?#;]*|//[^/?#;]*)?"
 URL_PATH = re.compile(rf"{_SCHEME_AUTHORITY}([^#]*)")
 
-# Characters compared as they are: unreserved and reserved ones (RFC 3986), and
-# '%'. '*' and '$' are reserved too but have a meaning in patterns (below);
-# '[' and ']' are reserved for hosts only and never stand raw in a path or query
-# that Scrapy sends, so they are compared in their escaped form.
-_AS_IS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:/?#@!&'()+,;=%"
+# Reserved characters compared as they are. '*' and '$' are left out: they have
+# a meaning in patterns (below); so are '[' and ']', reserved for hosts only and
+# never raw in a path or query that Scrapy sends: they compare escaped.
+_RAW_RESERVED = "".join(char for char in _RESERVED if char not in "*$[]")
+# Characters compared as they are: the unreserved ones, those reserved ones, and '%'.
+_AS_IS = "".join(sorted(_UNRESERVED)) + _RAW_RESERVED + "%"
 # Anything else must be percent-encoded: non-ASCII (as UTF-8), controls, space
 # and '"<>[\\]^`{|}'. A '*' is left alone here: in patterns it is the wildcard,
 # and the URL side has already turned its own into "%2A".
 _TO_ENCODE = re.compile(f"[^{re.escape(_AS_IS)}*$]+")
+
+
+def _escapes_of(chars: Iterable[str]) -> str:
+    """An expression for the upper-case hex digits of ``chars``' escapes, grouped
+    by their first digit ("2[DE]|3[0-9]|...") so that a scan tries few branches."""
+    by_first: dict[str, str] = {}
+    for char in sorted(chars):
+        digits = f"{ord(char):02X}"
+        by_first[digits[0]] = by_first.get(digits[0], "") + digits[1]
+    return "|".join(f"{first}[{seconds}]" for first, seconds in by_first.items())
+
+
 # Escapes that normalising changes: lower-case hex, or an unreserved character.
-_ESCAPE_TO_CHANGE = re.compile(
-    r"%(?:[0-9A-Fa-f][a-f]|[a-f][0-9A-F]|2[DE]|3[0-9]|4[1-9A-F]|5[0-9A]|5F|6[1-9A-F]|7[0-9A]|7E)"
-)
+_ESCAPE_TO_CHANGE = re.compile(rf"%(?:[0-9A-Fa-f][a-f]|[a-f][0-9A-F]|{_escapes_of(_UNRESERVED)})")
 # For the quick test that most paths and patterns pass: bytes that need no look.
 PLAIN_IN_PATH = _AS_IS.replace("%", "").encode()
 # A URL whose path needs no normalising, in one match: the path (group 2) is

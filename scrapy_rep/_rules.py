@@ -1,0 +1,207 @@
+"""Reading what applies to one user agent: the rules of its groups, indexed
+for matching, its delays, and (to explain a decision) the line a rule came from.
+
+RFC 9309 §2.2.1: the groups that name the agent's token apply, combined; when
+none does, the groups that name "*"; when there is none of those either, no
+rule applies.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Final
+
+from scrapy_rep import _lines
+from scrapy_rep._groups import GLOBAL, Groups
+from scrapy_rep._match import Matcher
+from scrapy_rep._url import PLAIN_IN_PATH, normalize_pattern
+
+__all__ = ["ALLOW_ALL", "DISALLOW_ALL", "AgentRules", "read_rules", "rule_line"]
+
+_KIND_NAMES = {True: "Allow", False: "Disallow"}
+_SPACE = " \t\v\f"
+_DELAY = re.compile(r"\d+(?:\.\d*)?|\.\d+")
+_RATE = re.compile(r"(\d+)\s*/\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)(?![A-Za-z])", re.I)
+_RATE_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+# The lines of a group that matter once an agent asks, read in one pass: the
+# line up to its comment, the key (by its start, typos included), whether a
+# colon follows it, and the value, in one of three forms: a plain prefix
+# ("/path", most rules), a pattern with '*' or a final '$' that normalising
+# leaves as it is, or anything else.
+_PLAIN_CHARS = re.escape(PLAIN_IN_PATH.decode().replace("#", ""))
+_DIRECTIVE = re.compile(
+    rf"\n(?P<line>[ \t\v\f]*(?:(?P<allow>{_lines.ALLOW_KEY})|(?P<disallow>{_lines.DISALLOW_KEY})"
+    rf"|(?P<crawl_delay>{_lines.CRAWL_DELAY_KEY})|{_lines.REQUEST_RATE_KEY})"
+    rf"[^:#\n]*(?P<colon>:?)[ \t\v\f]*"
+    rf"(?:(?P<prefix>[{_PLAIN_CHARS}]*)[ \t\v\f]*(?=#|$)"
+    rf"|(?P<pattern>[{_PLAIN_CHARS}*]*\$?)[ \t\v\f]*(?=#|$)"
+    r"|(?P<value>[^#\n]*)))",
+    re.MULTILINE,
+)
+# findall() gives each line's groups as a tuple, in this order: the names are
+# checked against the expression here, so that the unpacking below cannot drift
+# from it (findall costs less than a match object per line).
+_DIRECTIVE_PARTS = (
+    "line", "allow", "disallow", "crawl_delay", "colon", "prefix", "pattern", "value"
+)  # fmt: skip
+if tuple(_DIRECTIVE.groupindex) != _DIRECTIVE_PARTS:  # pragma: no cover
+    raise AssertionError(f"_DIRECTIVE groups are {tuple(_DIRECTIVE.groupindex)}")
+
+
+class AgentRules:
+    """What applies to one user agent: its rules, delays and the groups used,
+    and what explaining its decisions learnt about where its rules are written."""
+
+    __slots__ = (
+        "agents",
+        "crawl_delay",
+        "explained",
+        "groups",
+        "matcher",
+        "request_rate",
+        "rule_offsets",
+    )
+
+    def __init__(
+        self,
+        agents: tuple[str, ...],
+        matcher: Matcher | None,
+        crawl_delay: float | None = None,
+        request_rate: tuple[int, float] | None = None,
+        groups: tuple[int, ...] = (),
+    ) -> None:
+        self.agents = agents  # user-agent tokens of the groups read
+        self.groups = groups  # indexes of the groups read
+        self.matcher = matcher
+        self.crawl_delay = crawl_delay
+        self.request_rate = request_rate
+        # For rule_line(), built on its first call: where the first rule line that
+        # makes each pattern starts ([Disallow, Allow]), and the answers given.
+        self.rule_offsets: tuple[dict[str, int], dict[str, int]] | None = None
+        self.explained: dict[tuple[str, bool], tuple[int | None, str]] | None = None
+
+
+ALLOW_ALL: Final = AgentRules((), None)
+DISALLOW_ALL: Final = AgentRules((), Matcher([("", "/")]))
+
+
+def _parse_delay(value: str) -> float | None:
+    if not _DELAY.fullmatch(value):
+        return None  # non-numeric, negative, NaN and inf all end here
+    delay = float(value)
+    return delay if math.isfinite(delay) else None
+
+
+def _parse_rate(value: str) -> tuple[int, float] | None:
+    match = _RATE.match(value)
+    if match is None:
+        return None
+    requests = int(match[1])
+    seconds = float(match[2]) * _RATE_UNITS[match[3].lower()]
+    if requests <= 0 or not seconds > 0 or not math.isfinite(seconds):
+        return None
+    return requests, seconds
+
+
+def read_rules(groups: Groups, user_agent: str) -> AgentRules:
+    """Read and index the groups that apply to ``user_agent``."""
+    token = user_agent.lower()
+    chosen = [index for index, tokens in enumerate(groups.agents) if token in tokens]
+    if not chosen:
+        chosen = [index for index, tokens in enumerate(groups.agents) if GLOBAL in tokens]
+    prefixes: list[tuple[str, str]] = []  # (Allow key or "", plain prefix)
+    patterns: list[tuple[bool, str]] = []  # (allow, any other normalised pattern)
+    delays: list[float] = []
+    rates: list[tuple[int, float]] = []
+    text, bounds = groups.text, groups.bounds
+    for index in chosen:
+        for line, allow, disallow, crawl_delay, colon, prefix, pattern, value in _DIRECTIVE.findall(
+            text, bounds[index], bounds[index + 1]
+        ):
+            if colon and len(line) <= _lines.LONG_LINE:
+                if prefix and (allow or disallow):  # "Disallow: /path", the common case
+                    prefixes.append((allow, prefix))
+                    continue
+                kind = (
+                    _lines.ALLOW
+                    if allow
+                    else _lines.DISALLOW
+                    if disallow
+                    else _lines.CRAWL_DELAY
+                    if crawl_delay
+                    else _lines.REQUEST_RATE
+                )
+                value = prefix or pattern or value.rstrip(_SPACE)  # (the one that matched)
+            else:  # no colon (maybe a two-word line) or a line Google would cut
+                parsed = _lines.parse_line(line)
+                if parsed is None:
+                    continue
+                kind, value = parsed
+                pattern = ""
+            if kind == _lines.ALLOW or kind == _lines.DISALLOW:
+                if value:  # an empty value is no rule
+                    patterns.append((kind == _lines.ALLOW, pattern or normalize_pattern(value)))
+            elif kind == _lines.CRAWL_DELAY:
+                seconds = _parse_delay(value)
+                if seconds is not None:
+                    delays.append(seconds)
+            elif kind == _lines.REQUEST_RATE:
+                rate = _parse_rate(value)
+                if rate is not None:
+                    rates.append(rate)
+    if len(chosen) == 1:
+        agents = groups.agents[chosen[0]]
+    else:
+        agents = tuple(dict.fromkeys(agent for index in chosen for agent in groups.agents[index]))
+    return AgentRules(
+        agents,
+        Matcher(prefixes, patterns) if prefixes or patterns else None,
+        max(delays) if delays else None,  # the most cautious of merged groups
+        rates[0] if rates else None,
+        tuple(chosen),
+    )
+
+
+def rule_line(
+    groups: Groups, rules: AgentRules, pattern: str, allow: bool
+) -> tuple[int | None, str]:
+    """Line number and text ("Disallow: /x") of the first rule of ``rules``'
+    groups that makes this pattern with this kind (cached per agent)."""
+    key = (pattern, allow)
+    if rules.explained is None or rules.rule_offsets is None:
+        rules.explained, rules.rule_offsets = {}, _rule_offsets(groups, rules.groups)
+    known = rules.explained.get(key)
+    if known is not None:
+        return known
+    offset = rules.rule_offsets[allow].get(pattern)
+    known = (None, f"{_KIND_NAMES[allow]}: {pattern}")  # not expected: no such line
+    if offset is not None:
+        text = groups.text
+        end = text.find("\n", offset)
+        parsed = _lines.parse_line(text[offset : len(text) if end < 0 else end])
+        value = pattern if parsed is None else parsed[1]  # (it was read as this rule)
+        known = (groups.line_number(offset), f"{_KIND_NAMES[allow]}: {value}")
+    rules.explained[key] = known
+    return known
+
+
+def _rule_offsets(
+    groups: Groups, indexes: tuple[int, ...]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Where the first rule line of the groups ``indexes`` that makes each
+    normalised pattern starts, for Disallow rules and for Allow rules: one pass,
+    so explaining many decisions stays linear."""
+    offsets: tuple[dict[str, int], dict[str, int]] = ({}, {})
+    text, bounds = groups.text, groups.bounds
+    for index in indexes:
+        for match in _lines.RULE_LINE.finditer(text, bounds[index], bounds[index + 1]):
+            parsed = _lines.parse_line(match.group()[1:])
+            if parsed is None or not parsed[1]:
+                continue
+            kind, value = parsed
+            if kind == _lines.ALLOW or kind == _lines.DISALLOW:
+                table = offsets[kind == _lines.ALLOW]
+                table.setdefault(normalize_pattern(value), match.start() + 1)
+    return offsets
