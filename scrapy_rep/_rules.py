@@ -23,6 +23,9 @@ _KIND_NAMES = {True: "Allow", False: "Disallow"}
 _SPACE = " \t\v\f"
 _DELAY = re.compile(r"\d+(?:\.\d*)?|\.\d+")
 _RATE = re.compile(r"(\d+)\s*/\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)(?![A-Za-z])", re.I)
+# A request count of more digits is no rate anyone asks for: unusable, as an
+# infinite Crawl-delay is (and int() refuses strings of over 4,300 digits).
+_MAX_COUNT_DIGITS = 18
 _RATE_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 # The lines of a group that matter once an agent asks, read in one pass: the
@@ -98,8 +101,15 @@ def _parse_rate(value: str) -> tuple[int, float] | None:
     match = _RATE.match(value)
     if match is None:
         return None
-    requests = int(match[1])
-    seconds = float(match[2]) * _RATE_UNITS[match[3].lower()]
+    count = match[1].lstrip("0")
+    if len(count) > _MAX_COUNT_DIGITS:
+        return None
+    requests = int(count or "0")
+    # casefold(): re.I also lets in the long s (U+017F), which lower() keeps as it is.
+    unit = _RATE_UNITS.get(match[3].casefold())
+    if unit is None:
+        return None
+    seconds = float(match[2]) * unit
     if requests <= 0 or not seconds > 0 or not math.isfinite(seconds):
         return None
     return requests, seconds

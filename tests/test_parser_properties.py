@@ -164,6 +164,41 @@ def test_parse_never_raises_on_robots_like_bytes(
         robots.decide("/a", user_agent=agent)
 
 
+# Numbers as hostile servers write them: runs of digits (of any script) far
+# longer than int() converts, zeros, signs, dots, units and exponents.
+number_text = st.builds(
+    lambda parts: "".join(parts),
+    st.lists(
+        st.one_of(
+            st.sampled_from(["/", ".", " ", "-", "+", "e", "s", "m", "h", "d", "\u017f", "inf"]),
+            st.builds(
+                lambda digit, count: digit * count,
+                st.sampled_from(["0", "1", "9", "\u0660", "\u0669"]),
+                st.integers(min_value=1, max_value=6000),
+            ),
+        ),
+        max_size=6,
+    ),
+)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.sampled_from(["Crawl-delay", "Request-rate"]), number_text)))
+@example([("Request-rate", "9" * 4301 + "/1")])
+@example([("Request-rate", "1/5\u017f")])
+def test_delay_lines_never_raise_whatever_their_numbers(lines: list[tuple[str, str]]) -> None:
+    """Crawl-delay and Request-rate values of any size and shape: every query
+    answers, delays are finite and positive or None."""
+    body = "User-agent: *\nDisallow: /x\n" + "".join(f"{k}: {v}\n" for k, v in lines)
+    robots = RobotsTxt.parse(body)
+    delay = robots.crawl_delay(user_agent=BOT)
+    assert delay is None or (isinstance(delay, float) and 0 <= delay < float("inf"))
+    rate = robots.request_rate(user_agent=BOT)
+    assert rate is None or (rate[0] > 0 and 0 < rate[1] < float("inf"))
+    assert not robots.allowed("/x", user_agent=BOT)
+    assert not robots.decide("/x", user_agent=BOT).allowed
+
+
 @pytest.mark.parametrize(
     ("sitemap", "url"),
     [

@@ -763,6 +763,49 @@ def test_2_2_4_missing_or_unusable_request_rate_is_none(body: str) -> None:
     assert RobotsTxt.parse(body).request_rate(user_agent=BOT) is None
 
 
+@pytest.mark.parametrize(
+    ("rate", "expected"),
+    [
+        ("9" * 4301 + "/1", None),  # more digits than int() converts
+        ("1" + "0" * 18 + "/1", None),  # 10^18 requests: no rate anyone asks for
+        ("999999999999999999/1", (999999999999999999, 1.0)),
+        ("0" * 5000 + "1/5", (1, 5.0)),  # leading zeros are no digits of the count
+        ("1/" + "0" * 5000 + "5", (1, 5.0)),
+        ("1/1" + "0" * 400 + "h", None),  # seconds overflow to infinity
+        ("\u0660" * 5000 + "/1", None),  # Arabic-Indic zeros, which "0" does not strip
+        ("1/5\u017f", (1, 5.0)),  # the long s, which re.I reads as "s"
+    ],
+    ids=["4301-digits", "10^18", "18-digits", "zeros", "seconds-zeros", "inf", "arabic", "long-s"],
+)
+def test_2_2_4_huge_or_odd_request_rate_is_read_or_unusable_never_an_error(
+    rate: str, expected: tuple[int, float] | None
+) -> None:
+    """A hostile Request-rate never raises from any query (issue 10, item 3).
+
+    Request-rate: 999...9 (4,301 digits)/1 -> request_rate() is None, and allowed(),
+    decide() and crawl_delay() answer as if the line were not there.
+    """
+    robots = RobotsTxt.parse(f"User-agent: *\nDisallow: /x\nRequest-rate: {rate}\n")
+    assert robots.request_rate(user_agent=BOT) == expected
+    assert robots.crawl_delay(user_agent=BOT) is None
+    assert not robots.allowed("/x", user_agent=BOT)
+    assert robots.decide("/y", user_agent=BOT).allowed
+
+
+@pytest.mark.parametrize(
+    "value", ["9" * 5000, "0." + "0" * 5000 + "1", "1" + "0" * 400, "." + "9" * 100_000]
+)
+def test_2_2_4_huge_crawl_delay_is_a_number_or_unusable_never_an_error(value: str) -> None:
+    """Crawl-delay with thousands of digits: a float, or None when it is infinite.
+
+    Crawl-delay: 999...9 (5,000 digits) -> None; 0.000...01 -> a tiny float.
+    """
+    robots = RobotsTxt.parse(f"User-agent: *\nCrawl-delay: {value}\n")
+    delay = robots.crawl_delay(user_agent=BOT)
+    assert delay is None or (isinstance(delay, float) and delay >= 0)
+    assert robots.allowed("/", user_agent=BOT)
+
+
 def test_2_2_4_sitemaps_anywhere_deduplicated_in_order() -> None:
     """Sitemap lines belong to no group: every one counts, once, in file order.
 
