@@ -1,7 +1,10 @@
 """Longest-match rule lookup for one user agent (RFC 9309 §2.2.2).
 
 A rule is ranked by one integer, ``length * 2 + allow``: the longer pattern
-wins, and Allow wins a tie (RFC 9309 §2.2.2). Rules of equal rank and kind
+wins, and Allow wins a tie (RFC 9309 §2.2.2). (A rule may also be matched in
+another form than the one its length is taken from, with its rank given: see
+``ranked``; then a prefix's rank is the best of its own and its prefixes'.)
+Rules of equal rank and kind
 give the same verdict, so which of them is reported is settled later, by
 :meth:`Matcher.pattern_for` and the caller, only when a decision is explained.
 A plain rule costs one 64-bit slot and its pattern string.
@@ -29,6 +32,7 @@ import re
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
+from itertools import chain
 
 __all__ = ["Matcher", "allows"]
 
@@ -42,7 +46,7 @@ def allows(rule_rank: int) -> bool:
     return bool(rule_rank & 1)
 
 
-# A rule with '*' in it: (rank, needle, head size, body, anchored, pattern).
+# A rule with '*' in it: (rank, needle, head size, body, anchored, pattern to report).
 # The needle is a literal that any matching path holds: the part after the last
 # '*' (with which an anchored path ends), else the longest part; it rules most
 # paths out before the body is split and matched. Tuples sort by rank.
@@ -85,32 +89,43 @@ class Matcher:
         "_head_parents",
         "_head_rules",
         "_heads",
+        "_labels",
         "_parents",
         "_prefixes",
         "_ranks",
     )
 
     def __init__(
-        self, prefixes: Sequence[tuple[str, str]], patterns: Iterable[tuple[bool, str]] = ()
+        self,
+        prefixes: Sequence[tuple[str, str]],
+        patterns: Iterable[tuple[bool, str]] = (),
+        ranked: Iterable[tuple[int, str, str]] = (),
     ) -> None:
         """``prefixes``: ``(allow marker, prefix)`` of rules whose value is a plain
         prefix in normal form (the marker is non-empty for Allow); ``patterns``:
-        ``(allow, normalised pattern)`` of any other rule."""
+        ``(allow, normalised pattern)`` of any other rule; ``ranked``: ``(rank,
+        pattern, pattern to report)`` of rules matched in another form than the
+        one that gives their rank (see :func:`scrapy_rep._url.decode_reserved`)."""
         ranks: dict[str, int] = {}
         if prefixes:  # Allow wins a tie: its rank is written last
             ranks = {prefix: len(prefix) << 1 for marker, prefix in prefixes if not marker}
             ranks.update({prefix: (len(prefix) << 1) | 1 for marker, prefix in prefixes if marker})
         exact: dict[str, int] = {}
         heads: dict[str, list[_Wildcard]] = {}
-        for allow, pattern in patterns:
-            rule_rank = (len(pattern) << 1) | allow
+        labels: dict[str, str] = {}  # pattern -> pattern to report, where they differ
+        rules = ((((len(pattern) << 1) | allow), pattern, pattern) for allow, pattern in patterns)
+        for rule_rank, pattern, label in chain(rules, ranked):
             anchored = pattern[-1] == "$"
             body = pattern[:-1] if anchored else pattern
             head_size = body.find("*")
             if head_size < 0:
                 table = exact if anchored else ranks
-                if table.get(body, 0) < rule_rank:  # Allow wins a tie
+                if (
+                    table.get(body, 0) < rule_rank
+                ):  # Allow wins a tie; of equal rules the first stays
                     table[body] = rule_rank
+                    if label is not pattern or pattern in labels:
+                        labels[pattern] = label
                 continue
             if "**" in body:  # a run of '*' matches like one
                 body = _STAR_RUN.sub("*", body)
@@ -118,8 +133,9 @@ class Matcher:
             if not needle:  # ends with '*': even anchored, its end says nothing
                 needle = max(body.split("*"), key=len)
                 anchored = False
-            wildcard = (rule_rank, needle, head_size, body, anchored, pattern)
+            wildcard = (rule_rank, needle, head_size, body, anchored, label)
             heads.setdefault(body[:head_size], []).append(wildcard)
+        self._labels = labels or None
         # Plain prefixes and the heads of wildcard rules, each sorted and linked
         # to its longest proper prefix among them.
         self._prefixes, self._parents, self._ranks = _NO_KEYS, _NO_INDEXES, _NO_RANKS
@@ -127,6 +143,10 @@ class Matcher:
             keys = sorted(ranks)
             self._prefixes, self._parents = keys, array("i", _parents(keys))
             self._ranks = array("q", [ranks[key] for key in keys])
+            if labels:  # ranks not by length: each key's is the best along its prefixes
+                for index, parent in enumerate(self._parents):
+                    if parent >= 0 and self._ranks[parent] > self._ranks[index]:
+                        self._ranks[index] = self._ranks[parent]
         self._exact = exact or None
         self._heads: list[str] = _NO_KEYS
         self._head_parents: list[int] = []
@@ -170,22 +190,30 @@ class Matcher:
         return best
 
     def pattern_for(self, path: str, rule_rank: int) -> str:
-        """The normalised pattern of a rule of ``rule_rank`` that matches ``path``
+        """The pattern to report for a rule of ``rule_rank`` that matches ``path``
         (the one :meth:`best` found), to explain a decision."""
-        keys, parents = self._prefixes, self._parents
+        keys, parents, ranks = self._prefixes, self._parents, self._ranks
         at = bisect_right(keys, path) - 1
-        while at >= 0:
-            if path.startswith(keys[at]) and self._ranks[at] == rule_rank:
-                return keys[at]
+        while at >= 0 and not path.startswith(keys[at]):
             at = parents[at]
+        found = -1  # ranks never rise toward shorter prefixes: the shortest with it set it
+        while at >= 0 and ranks[at] >= rule_rank:
+            if ranks[at] == rule_rank:
+                found = at
+            at = parents[at]
+        if found >= 0:
+            return self._label(keys[found])
         if self._exact is not None and self._exact.get(path) == rule_rank:
-            return path + "$"
+            return self._label(path + "$")
         heads = self._heads
         at = bisect_right(heads, path) - 1
         while at >= 0:
             if path.startswith(heads[at]):
-                for rank_, _, head_size, body, anchored, pattern in self._head_rules[at]:
+                for rank_, _, head_size, body, anchored, label in self._head_rules[at]:
                     if rank_ == rule_rank and _glob_matches(path, head_size, body, anchored):
-                        return pattern
+                        return label
             at = self._head_parents[at]
         return ""
+
+    def _label(self, pattern: str) -> str:
+        return pattern if self._labels is None else self._labels.get(pattern, pattern)

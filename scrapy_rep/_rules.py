@@ -15,9 +15,9 @@ from typing import Final
 from scrapy_rep import _lines
 from scrapy_rep._groups import GLOBAL, Groups
 from scrapy_rep._match import Matcher
-from scrapy_rep._url import PLAIN_IN_PATH, normalize_pattern
+from scrapy_rep._url import PLAIN_IN_PATH, decode_reserved, has_bare_percent, normalize_pattern
 
-__all__ = ["ALLOW_ALL", "DISALLOW_ALL", "AgentRules", "read_rules", "rule_line"]
+__all__ = ["ALLOW_ALL", "DISALLOW_ALL", "AgentRules", "read_rules", "rule_line", "second_reading"]
 
 _KIND_NAMES = {True: "Allow", False: "Disallow"}
 _SPACE = " \t\v\f"
@@ -60,11 +60,13 @@ class AgentRules:
     __slots__ = (
         "agents",
         "crawl_delay",
+        "escaped",
         "explained",
         "groups",
         "matcher",
         "request_rate",
         "rule_offsets",
+        "second",
     )
 
     def __init__(
@@ -74,10 +76,17 @@ class AgentRules:
         crawl_delay: float | None = None,
         request_rate: tuple[int, float] | None = None,
         groups: tuple[int, ...] = (),
+        escaped: Matcher | None = None,
+        second: Matcher | None = None,
     ) -> None:
         self.agents = agents  # user-agent tokens of the groups read
         self.groups = groups  # indexes of the groups read
         self.matcher = matcher
+        # For the second reading (see second_reading): the rules it reads otherwise,
+        # as it reads them; and all rules so read, needed only when one of those
+        # holds a bare '%'. None when there are none.
+        self.escaped = escaped
+        self.second = second
         self.crawl_delay = crawl_delay
         self.request_rate = request_rate
         # For rule_line(), built on its first call: where the first rule line that
@@ -171,7 +180,53 @@ def read_rules(groups: Groups, user_agent: str) -> AgentRules:
         max(delays) if delays else None,  # the most cautious of merged groups
         rates[0] if rates else None,
         tuple(chosen),
+        *_read_second_way(prefixes, patterns),
     )
+
+
+def _read_second_way(
+    prefixes: list[tuple[str, str]], patterns: list[tuple[bool, str]]
+) -> tuple[Matcher | None, Matcher | None]:
+    """The matchers AgentRules keeps for the second reading: the rules it reads
+    otherwise, each ranked by its length in the first (in normal form, as
+    written), and, when one of those holds a bare '%', all rules."""
+    escaped = []  # (rank, pattern read the second way, pattern read the first way)
+    for allow, pattern in patterns:
+        if "%" in pattern:  # (plain prefixes hold none)
+            decoded = decode_reserved(pattern)
+            if decoded != pattern:
+                escaped.append(((len(pattern) << 1) | allow, decoded, pattern))
+    if not escaped:
+        return None, None
+    if not any(has_bare_percent(pattern) for _, _, pattern in escaped):
+        return Matcher((), (), escaped), None
+    changed = {pattern for _, _, pattern in escaped}
+    others = [(allow, pattern) for allow, pattern in patterns if pattern not in changed]
+    return Matcher((), (), escaped), Matcher(prefixes, others, escaped)
+
+
+def second_reading(rules: AgentRules, path: str, first_rank: int) -> tuple[int, Matcher, str]:
+    """The rank of the rule that decides ``path`` (in normal form) in the second
+    reading of RFC 9309 §2.2.2, the matcher that holds it and the path it
+    matched; ``first_rank`` is ``rules.matcher.best(path)``.
+
+    The second reading takes an escaped reserved character as the character
+    and a bare '%' as "%25" (decode_reserved), on both sides. A rule it reads
+    otherwise holds such an escape, which no decoded path holds: so the first
+    reading's matcher, given the decoded path, finds the best of the other
+    rules, unless one holds a bare '%' (which can match the start of any escape).
+    """
+    matcher = rules.matcher
+    assert matcher is not None
+    wide = decode_reserved(path)
+    if rules.second is not None:
+        return rules.second.best(wide), rules.second, wide
+    rank = first_rank if wide == path else matcher.best(wide)
+    if rules.escaped is not None:
+        escaped_rank = rules.escaped.best(wide)
+        if escaped_rank > rank:
+            return escaped_rank, rules.escaped, wide
+    return rank, matcher, wide
 
 
 def rule_line(

@@ -16,7 +16,14 @@ import re
 import string
 from collections.abc import Iterable
 
-__all__ = ["normalize_path", "normalize_pattern", "path_of", "url_path"]
+__all__ = [
+    "decode_reserved",
+    "has_bare_percent",
+    "normalize_path",
+    "normalize_pattern",
+    "path_of",
+    "url_path",
+]
 
 # RFC 3986 §2.2-2.3.
 _RESERVED = ":/?#[]@" + "!$&'()*+,;="
@@ -50,6 +57,13 @@ def _escapes_of(chars: Iterable[str]) -> str:
 
 # Escapes that normalising changes: lower-case hex, or an unreserved character.
 _ESCAPE_TO_CHANGE = re.compile(rf"%(?:[0-9A-Fa-f][a-f]|[a-f][0-9A-F]|{_escapes_of(_UNRESERVED)})")
+# The second reading (decode_reserved): escapes of the reserved characters
+# compared raw, and a bare '%' (one that starts no escape). '#' is left out, as
+# no side holds it raw: a rule's '#' starts a comment, a URL's its fragment.
+_DECODED_RESERVED = _RAW_RESERVED.replace("#", "")
+_BARE_PERCENT = r"%(?![0-9A-Fa-f]{2})"
+_READ_SECOND_WAY = re.compile(rf"%(?:{_escapes_of(_DECODED_RESERVED)})|{_BARE_PERCENT}")
+_HAS_BARE_PERCENT = re.compile(_BARE_PERCENT)
 # For the quick test that most paths and patterns pass: bytes that need no look.
 PLAIN_IN_PATH = _AS_IS.replace("%", "").encode()
 # A URL whose path needs no normalising, in one match: the path (group 2) is
@@ -159,3 +173,26 @@ def normalize_pattern(pattern: str) -> str:
         body = body.replace("$", "%24")
     body = _normalize(body)
     return body + "$" if anchored else body
+
+
+def _decode_escape(match: re.Match[str]) -> str:
+    escape = match[0]
+    return "%25" if len(escape) == 1 else chr(int(escape[1:], 16))
+
+
+def decode_reserved(text: str) -> str:
+    """A path or pattern in normal form, read the other way RFC 9309 §2.2.2 can be
+    read: an escaped reserved character is that character ("%3D" is "="), and a
+    '%' that starts no escape is "%25".
+
+    Only ``* $ [ ] #`` keep their escapes: '*' and '$' have a meaning in rules,
+    '[' and ']' are always escaped in normal form, and '#' is never raw.
+    """
+    if "%" not in text:
+        return text
+    return _READ_SECOND_WAY.sub(_decode_escape, text)
+
+
+def has_bare_percent(text: str) -> bool:
+    """Whether ``text`` holds a '%' that starts no escape."""
+    return "%" in text and _HAS_BARE_PERCENT.search(text) is not None

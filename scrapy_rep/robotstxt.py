@@ -6,6 +6,17 @@ are read and indexed the first time an agent that uses them asks
 (:mod:`scrapy_rep._rules`). A crawler asks with one token, so a file with a
 hundred groups costs one group's work, and the text of the groups nobody asked
 about is the only thing kept for them.
+
+Escaped reserved characters. RFC 9309 §2.2.2 decodes escapes of unreserved
+characters before comparing ("%61" is "a"), but reads two ways for a reserved
+character escaped on one side only: "Disallow: /*page=" against
+"/x/page%3D5" matches if "%3D" is "=", not if escapes of reserved characters
+are kept apart. Google's reference and Protego take "%3D" as "=". We fetch a URL
+only when both readings allow it: the first keeps escapes as they are, the
+second takes an escaped ``: / ? @ ! & ' ( ) + , ; =`` as the character and a
+bare '%' (one that starts no escape) as "%25" (``_url.decode_reserved``). In both,
+a rule's priority is its length in normal form, an escape counting three
+octets, as the reference counts them.
 """
 
 from __future__ import annotations
@@ -14,8 +25,21 @@ from typing import Final
 
 from scrapy_rep import _groups
 from scrapy_rep._match import allows
-from scrapy_rep._rules import ALLOW_ALL, DISALLOW_ALL, AgentRules, read_rules, rule_line
-from scrapy_rep._url import LONG_URL, PLAIN_URL, normalize_path, path_of, url_path
+from scrapy_rep._rules import (
+    ALLOW_ALL,
+    DISALLOW_ALL,
+    AgentRules,
+    read_rules,
+    rule_line,
+    second_reading,
+)
+from scrapy_rep._url import (
+    LONG_URL,
+    PLAIN_URL,
+    normalize_path,
+    path_of,
+    url_path,
+)
 
 __all__ = ["DEFAULT_MAX_SIZE", "Decision", "RobotsTxt"]
 
@@ -143,17 +167,37 @@ class RobotsTxt:
         else:
             path = url_path(url)
         rank = matcher.best(path)
-        return not rank or bool(rank & 1) or _is_robots_txt(path)
+        if not rank or rank & 1:  # allowed in the first reading; and in the second?
+            escaped = rules.escaped
+            if escaped is None and "%" not in path:
+                return True  # the second reading is the same
+            if "%" not in path:  # the path reads alike: only the escaped rules differ
+                second_rank = escaped.best(path)  # type: ignore[union-attr]  # not None here
+                if second_rank <= rank or second_rank & 1:
+                    return True
+            else:
+                rank = second_reading(rules, path, rank)[0]
+                if not rank or rank & 1:
+                    return True
+        return _is_robots_txt(path)
 
     def decide(self, url: str, *, user_agent: str) -> Decision:
         """Like :meth:`allowed`, with the line and rule that decided."""
         rules = self._fixed or self._by_agent.get(user_agent) or self._rules_for(user_agent)
-        path = _rule_path(url) if rules.matcher is not None else ""
-        rank = rules.matcher.best(path) if rules.matcher is not None and path else 0
-        if not rank or rules.matcher is None:
+        matcher = rules.matcher
+        path = _rule_path(url) if matcher is not None else ""
+        if matcher is None or not path:
+            return Decision(True, None, None, rules.agents)
+        rank = matcher.best(path)
+        used, used_path = matcher, path
+        if rank & 1 or not rank:  # a Disallow of the second reading decides, else an Allow
+            second_rank, second, wide = second_reading(rules, path, rank)
+            if (second_rank and not second_rank & 1) or not rank:
+                rank, used, used_path = second_rank, second, wide
+        if not rank:
             return Decision(True, None, None, rules.agents)
         allow = allows(rank)
-        pattern = rules.matcher.pattern_for(path, rank)
+        pattern = used.pattern_for(used_path, rank)
         line, rule = rule_line(self._groups, rules, pattern, allow)
         return Decision(allow, line, rule, rules.agents)
 

@@ -269,8 +269,9 @@ def test_agrees_with_google_on_rule_derived_urls(directory: Path) -> None:
 
 GOOGLE_DIFFERS = [
     ("User-agent: *\nDisallow: /\n", "https://example.com/robots.txt", ROBOTS_TXT),
-    ("User-agent: *\nDisallow: /a%2Fb\n", "https://example.com/a/b", ESCAPES),
-    ("User-agent: *\nDisallow: /wiki/A:B\n", "https://example.com/wiki/A%3AB", ESCAPES),
+    # Both readings of §2.2.2 must allow: an Allow escaped on one side only does not.
+    ("User-agent: *\nDisallow: /\nAllow: /a%2Fb\n", "https://example.com/a/b", ESCAPES),
+    ("User-agent: *\nDisallow: /w/\nAllow: /w/A:B\n", "https://example.com/w/A%3AB", ESCAPES),
     ("User-agent: *\nDisallow: /%61b\nAllow: /abc\n", "https://example.com/abcd", ESCAPES),
     ("User-agent: *\nDisallow: /a/./b\n", "https://example.com/a/./b", URL_PARSER),
 ]
@@ -280,12 +281,57 @@ GOOGLE_DIFFERS = [
 def test_known_differences_are_classified(body: str, url: str, reason: str) -> None:
     """Where RFC 9309 and the reference's code part ways, the re-checks name why.
 
-    e.g. Disallow: /a%2Fb and /a/b: the reference decodes %2F, RFC 9309 keeps it.
+    e.g. Disallow: / + Allow: /a%2Fb and /a/b: the reference decodes %2F, so its
+    Allow matches; one reading of RFC 9309 keeps %2F apart, and we fetch only what
+    both readings allow.
     """
     google = GoogleMatcher()
     data = body.encode()
     assert ours(data, url) != google.allowed(data, url), "the reference no longer differs here"
     assert classify(google, data, url) == reason
+
+
+# Every printable ASCII character, raw on one side and escaped (either hex case)
+# on the other, in the rule shapes that matter: prefix, anchored, after '*', and
+# an Allow under Disallow: /.
+ESCAPE_SHAPES = {
+    "prefix": ("Disallow: /a{rule}b", "/a{url}b/c"),
+    "anchored": ("Disallow: /a{rule}b$", "/a{url}b"),
+    "wildcard": ("Disallow: /*{rule}b", "/x/a{url}b"),
+    "allow": ("Disallow: /\nAllow: /a{rule}b", "/a{url}b/c"),
+    "allow-wildcard": ("Disallow: /\nAllow: /*{rule}b", "/x/a{url}b"),
+}
+
+
+def one_side_escaped_cases() -> Iterator[tuple[str, str]]:
+    for code in range(0x20, 0x7F):
+        char = chr(code)
+        spellings = {char, f"%{code:02X}", f"%{code:02x}"}
+        for rule_shape, url_shape in ESCAPE_SHAPES.values():
+            for rule, url in ((a, b) for a in spellings for b in spellings if a != b):
+                if (rule == char and char in "# \t*$") or (url == char and char in "# "):
+                    continue  # raw, these are no part of a rule value or of a path
+                body = f"User-agent: *\n{rule_shape.format(rule=rule)}\n"
+                yield body, "https://example.com" + url_shape.format(url=url)
+
+
+def test_never_fetches_what_the_reference_or_protego_would_not_when_one_side_is_escaped() -> None:
+    """RFC 9309 §2.2.2, where it reads two ways (a character escaped in the rule
+    or the URL only): we never fetch what Google's reference would not, except
+    where its URL parser reads a raw '\\' as '/', nor what Protego would not."""
+    protego = pytest.importorskip("protego")
+    google = GoogleMatcher()
+    fetched_alone = []
+    cases = list(one_side_escaped_cases())
+    for body, url in cases:
+        if not ours(body.encode(), url):
+            continue
+        if not google.allowed(body.encode(), url) and "\\" not in url:
+            fetched_alone.append(f"Google: {body!r} {url}")
+        if not protego.Protego.parse(body).can_fetch(url, AGENT):
+            fetched_alone.append(f"Protego: {body!r} {url}")
+    assert len(cases) > 1500
+    assert not fetched_alone, "\n".join(fetched_alone[:SHOWN])
 
 
 def test_size_limit_difference_is_classified() -> None:

@@ -362,6 +362,61 @@ def test_longest_match_agrees_with_brute_force(rules: list[tuple[bool, str]], pa
         assert decision.rule in winners, (rules, path, decision)
 
 
+def two_readings_verdict(rules: list[tuple[bool, str]], path: str) -> bool:
+    """RFC 9309 §2.2.2 read both ways, by brute force: longest match with "%3D"
+    and "%2F" kept apart from "=" and "/" and a bare '%' from "%25", and with them
+    taken as those; the URL is allowed only if both readings allow it. Either way
+    a rule's priority is its length as written (the alphabet is in normal form)."""
+
+    def decoded(text: str) -> str:
+        text = re.sub("%(?![0-9A-Fa-f]{2})", "%25", text)
+        return text.replace("%3D", "=").replace("%2F", "/")
+
+    verdicts = []
+    for read in (lambda text: text, decoded):
+        best: tuple[int, bool] | None = None
+        for allow, pattern in rules:
+            anchored = pattern.endswith("$")
+            body = read(pattern[:-1] if anchored else pattern)
+            regex = "".join(".*" if char == "*" else re.escape(char) for char in body)
+            if re.match(regex + (r"\Z" if anchored else ""), read(path)):
+                rank = (len(pattern), allow)
+                best = rank if best is None or rank > best else best
+        verdicts.append(True if best is None else best[1])
+    return all(verdicts)
+
+
+escaped_pattern_text = st.builds(
+    lambda start, body, anchor: start + "".join(body) + anchor,
+    st.sampled_from(["/", "/*", "/a"]),
+    st.lists(st.sampled_from(["/", "a", "=", "%3D", "%2F", "%25", "%", "*", "?"]), max_size=5),
+    st.sampled_from(["", "$"]),
+)
+escaped_path_text = st.builds(
+    lambda body: "/" + "".join(body),
+    st.lists(st.sampled_from(["a", "/", "=", "%3D", "%2F", "%25", "%24", "%", "?"]), max_size=7),
+)
+
+
+@settings(max_examples=EXAMPLES * 3, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), escaped_pattern_text), max_size=6), escaped_path_text)
+@example([(False, "/a%2F"), (True, "/a/")], "/a/")
+@example([(True, "/a%2F"), (False, "/a/")], "/a%2F")
+@example([(False, "/*="), (True, "/a%3D")], "/a%3D")
+@example([(False, "/a%2F"), (True, "/a/a")], "/a/a=")  # the shorter prefix ranks higher
+@example([(True, "/a%"), (False, "/a")], "/a%24")  # bare '%': "/a%25" in the second reading
+def test_fetched_only_when_both_readings_of_escapes_allow(
+    rules: list[tuple[bool, str]], path: str
+) -> None:
+    """allowed()/decide() agree with a brute force of both readings of escaped
+    reserved characters, and never fetch what either would not."""
+    assume(not path.startswith("//"))  # that would start an authority (RFC 3986)
+    lines = ["User-agent: *"] + [f"{'Allow' if a else 'Disallow'}: {p}" for a, p in rules]
+    robots = RobotsTxt.parse("\n".join(lines))
+    decision = check_decision(robots, "\n".join(lines), path, BOT)
+    assert decision.allowed is two_readings_verdict(rules, path), (rules, path, decision)
+
+
 # -- normalisation -----------------------------------------------------------------
 
 escape_heavy_text = st.text(

@@ -377,14 +377,92 @@ def test_2_2_2_hex_case_of_escapes_does_not_matter() -> None:
     assert not allowed("User-agent: *\nDisallow: /%E3%83%84\n", "/%e3%83%84")
 
 
-def test_2_2_2_escaped_reserved_characters_stay_distinct() -> None:
-    """Escapes of reserved characters are not decoded: %2F is not a path separator.
+# Reserved characters (RFC 3986) whose escapes RFC 9309 §2.2.2 can be read to keep
+# apart from the raw character, or to equate with it; '*' and '$' have a meaning
+# in rules (§2.2.3), '[' ']' and '#' never stand raw in a path.
+RESERVED_READ_BOTH_WAYS = ":/?@!&'()+,;="
 
-    Disallow: /a%2Fb$ -> /a%2fb disallowed, /a/b allowed.
+
+@pytest.mark.parametrize("char", RESERVED_READ_BOTH_WAYS)
+@pytest.mark.parametrize(
+    ("rule", "url"),
+    [
+        ("/a{raw}b", "/a{escaped}b/c"),  # escaped in the URL only
+        ("/a{escaped}b", "/a{raw}b/c"),  # escaped in the rule only
+        ("/a{lower}b$", "/a{raw}b"),  # anchored, lower-case hex
+        ("/*{raw}b", "/x/a{escaped}b"),  # after a wildcard
+        ("/*{escaped}b$", "/x/a{raw}b"),
+    ],
+    ids=["url-escaped", "rule-escaped", "anchored", "wildcard", "wildcard-anchored"],
+)
+def test_2_2_2_reserved_character_escaped_on_one_side_only_is_not_fetched(
+    char: str, rule: str, url: str
+) -> None:
+    """§2.2.2 reads two ways for reserved characters escaped on one side only:
+    "%3D" kept apart from "=", or taken as it. A URL is fetched only when both
+    readings allow it (Google's reference and Protego do not fetch these either).
+
+    Disallow: /*page= -> /x/page%3D5 disallowed; Disallow: /a%2Fb -> /a/b disallowed.
     """
-    body = "User-agent: *\nDisallow: /a%2Fb$\n"
-    assert not allowed(body, "/a%2fb")
-    assert allowed(body, "/a/b")
+    code = f"{ord(char):02X}"
+    spell = {"raw": char, "escaped": f"%{code}", "lower": f"%{code.lower()}"}
+    body = f"User-agent: *\nDisallow: {rule.format(**spell)}\n"
+    assert not allowed(body, url.format(**spell))
+    assert not allowed(body, "https://example.com" + url.format(**spell))
+    assert allowed(body, "/other")
+
+
+def test_2_2_2_the_issues_page_parameter_example() -> None:
+    """Issue 9's example: Disallow: /*page= -> /x/page%3D5 disallowed, decided by
+    that line; /x/page5 allowed."""
+    robots = RobotsTxt.parse("User-agent: *\nDisallow: /*page=\n")
+    decision = robots.decide("https://example.com/x/page%3D5", user_agent=BOT)
+    assert decision == Decision(False, 2, "Disallow: /*page=", ("*",))
+    assert robots.allowed("/x/page5", user_agent=BOT)
+
+
+def test_2_2_2_allow_of_an_escaped_reserved_character_needs_both_readings() -> None:
+    """An Allow matches only where both readings match it, so neither fetches more.
+
+    Disallow: / + Allow: /a%3Db -> /a%3Db allowed, /a=b disallowed (kept apart,
+    the Allow does not match it); Allow: /a=b -> /a%3Db disallowed likewise.
+    """
+    assert allowed("User-agent: *\nDisallow: /\nAllow: /a%3Db\n", "/a%3db")
+    assert not allowed("User-agent: *\nDisallow: /\nAllow: /a%3Db\n", "/a=b")
+    assert allowed("User-agent: *\nDisallow: /\nAllow: /a=b\n", "/a=b")
+    assert not allowed("User-agent: *\nDisallow: /\nAllow: /a=b\n", "/a%3Db")
+
+
+def test_2_2_2_an_escape_counts_three_octets_in_either_reading() -> None:
+    """A rule's priority is its length in normal form, however it matched: an
+    escape of a reserved character counts three octets, as written.
+
+    Disallow: /a%2Fb (6 octets) + Allow: /a/b (4) -> /a/b disallowed; Allow: /a%2Fb
+    + Disallow: /a/ -> /a%2Fb allowed, decided by the Allow.
+    """
+    robots = RobotsTxt.parse("User-agent: *\nDisallow: /a%2Fb\nAllow: /a/b\n")
+    assert robots.decide("/a/b", user_agent=BOT) == Decision(False, 2, "Disallow: /a%2Fb", ("*",))
+    robots = RobotsTxt.parse("User-agent: *\nAllow: /a%2Fb\nDisallow: /a/\n")
+    assert robots.decide("/a%2Fb", user_agent=BOT) == Decision(True, 2, "Allow: /a%2Fb", ("*",))
+
+
+@pytest.mark.parametrize(("rule", "url"), [("/a%25", "/a%"), ("/a%", "/a%25"), ("/%25x", "/%x")])
+def test_2_2_2_a_percent_that_starts_no_escape_is_a_percent(rule: str, url: str) -> None:
+    """A '%' not followed by two hex digits can only stand for itself, "%25": one
+    reading keeps them apart, the other not, so the URL is not fetched.
+
+    Disallow: /a%25 -> /a% disallowed; Disallow: /a% -> /a%25 disallowed.
+    """
+    assert not allowed(f"User-agent: *\nDisallow: {rule}\n", url)
+
+
+@pytest.mark.parametrize(("rule", "url"), [("/a%2A", "/a*"), ("/a%24", "/a$"), ("/a%5B", "/a[")])
+def test_2_2_3_escaped_star_dollar_and_brackets_are_one_reading(rule: str, url: str) -> None:
+    """'*' and '$' mean something in rules, so their escapes are literal in both
+    readings; '[' is escaped in both. Disallow: /a%2A -> /a* disallowed, /ab allowed."""
+    body = f"User-agent: *\nDisallow: {rule}\n"
+    assert not allowed(body, url)
+    assert allowed(body, "/ab")
 
 
 def test_2_2_2_priority_is_the_length_of_the_normalised_pattern() -> None:
