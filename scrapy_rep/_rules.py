@@ -1,5 +1,6 @@
 """Reading what applies to one user agent: the rules of its groups, indexed
-for matching, its delays, and (to explain a decision) the line a rule came from.
+for matching, its delays (:mod:`scrapy_rep._delays`), and (to explain a
+decision) the line a rule came from.
 
 RFC 9309 §2.2.1: the groups that name the agent's token apply, combined; when
 none does, the groups that name "*"; when there is none of those either, no
@@ -8,11 +9,11 @@ rule applies.
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Final
 
 from scrapy_rep import _lines
+from scrapy_rep._delays import NO_DELAYS, AgentDelays, read_delays
 from scrapy_rep._groups import GLOBAL, Groups
 from scrapy_rep._match import Matcher
 from scrapy_rep._url import PLAIN_IN_PATH, decode_reserved, has_bare_percent, normalize_pattern
@@ -21,12 +22,6 @@ __all__ = ["ALLOW_ALL", "DISALLOW_ALL", "AgentRules", "read_rules", "rule_line",
 
 _KIND_NAMES = {True: "Allow", False: "Disallow"}
 _SPACE = " \t\v\f"
-_DELAY = re.compile(r"\d+(?:\.\d*)?|\.\d+")
-_RATE = re.compile(r"(\d+)\s*/\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)(?![A-Za-z])", re.I)
-# A request count of more digits is no rate anyone asks for: unusable, as an
-# infinite Crawl-delay is (and int() refuses strings of over 4,300 digits).
-_MAX_COUNT_DIGITS = 18
-_RATE_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 # The lines of a group that matter once an agent asks, read in one pass: the
 # line up to its comment, the key (by its start, typos included), whether a
@@ -59,12 +54,11 @@ class AgentRules:
 
     __slots__ = (
         "agents",
-        "crawl_delay",
+        "delays",
         "escaped",
         "explained",
         "groups",
         "matcher",
-        "request_rate",
         "rule_offsets",
         "second",
     )
@@ -73,8 +67,7 @@ class AgentRules:
         self,
         agents: tuple[str, ...],
         matcher: Matcher | None,
-        crawl_delay: float | None = None,
-        request_rate: tuple[int, float] | None = None,
+        delays: AgentDelays = NO_DELAYS,
         groups: tuple[int, ...] = (),
         escaped: Matcher | None = None,
         second: Matcher | None = None,
@@ -87,8 +80,7 @@ class AgentRules:
         # holds a bare '%'. None when there are none.
         self.escaped = escaped
         self.second = second
-        self.crawl_delay = crawl_delay
-        self.request_rate = request_rate
+        self.delays = delays
         # For rule_line(), built on its first call: where the first rule line that
         # makes each pattern starts ([Disallow, Allow]), and the answers given.
         self.rule_offsets: tuple[dict[str, int], dict[str, int]] | None = None
@@ -99,41 +91,16 @@ ALLOW_ALL: Final = AgentRules((), None)
 DISALLOW_ALL: Final = AgentRules((), Matcher([("", "/")]))
 
 
-def _parse_delay(value: str) -> float | None:
-    if not _DELAY.fullmatch(value):
-        return None  # non-numeric, negative, NaN and inf all end here
-    delay = float(value)
-    return delay if math.isfinite(delay) else None
-
-
-def _parse_rate(value: str) -> tuple[int, float] | None:
-    match = _RATE.match(value)
-    if match is None:
-        return None
-    count = match[1].lstrip("0")
-    if len(count) > _MAX_COUNT_DIGITS:
-        return None
-    requests = int(count or "0")
-    # casefold(): re.I also lets in the long s (U+017F), which lower() keeps as it is.
-    unit = _RATE_UNITS.get(match[3].casefold())
-    if unit is None:
-        return None
-    seconds = float(match[2]) * unit
-    if requests <= 0 or not seconds > 0 or not math.isfinite(seconds):
-        return None
-    return requests, seconds
-
-
 def read_rules(groups: Groups, user_agent: str) -> AgentRules:
     """Read and index the groups that apply to ``user_agent``."""
     token = user_agent.lower()
     chosen = [index for index, tokens in enumerate(groups.agents) if token in tokens]
     if not chosen:
-        chosen = [index for index, tokens in enumerate(groups.agents) if GLOBAL in tokens]
+        token = GLOBAL
+        chosen = [index for index, tokens in enumerate(groups.agents) if token in tokens]
     prefixes: list[tuple[str, str]] = []  # (Allow key or "", plain prefix)
     patterns: list[tuple[bool, str]] = []  # (allow, any other normalised pattern)
-    delays: list[float] = []
-    rates: list[tuple[int, float]] = []
+    with_delays: list[int] = []  # the groups with a Crawl-delay or Request-rate line
     text, bounds = groups.text, groups.bounds
     for index in chosen:
         for line, allow, disallow, crawl_delay, colon, prefix, pattern, value in _DIRECTIVE.findall(
@@ -162,14 +129,10 @@ def read_rules(groups: Groups, user_agent: str) -> AgentRules:
             if kind == _lines.ALLOW or kind == _lines.DISALLOW:
                 if value:  # an empty value is no rule
                     patterns.append((kind == _lines.ALLOW, pattern or normalize_pattern(value)))
-            elif kind == _lines.CRAWL_DELAY:
-                seconds = _parse_delay(value)
-                if seconds is not None:
-                    delays.append(seconds)
-            elif kind == _lines.REQUEST_RATE:
-                rate = _parse_rate(value)
-                if rate is not None:
-                    rates.append(rate)
+            elif kind in (_lines.CRAWL_DELAY, _lines.REQUEST_RATE) and (
+                not with_delays or with_delays[-1] != index
+            ):
+                with_delays.append(index)
     if len(chosen) == 1:
         agents = groups.agents[chosen[0]]
     else:
@@ -177,8 +140,7 @@ def read_rules(groups: Groups, user_agent: str) -> AgentRules:
     return AgentRules(
         agents,
         Matcher(prefixes, patterns) if prefixes or patterns else None,
-        max(delays) if delays else None,  # the most cautious of merged groups
-        rates[0] if rates else None,
+        read_delays(groups, with_delays, token) if with_delays else NO_DELAYS,
         tuple(chosen),
         *_read_second_way(prefixes, patterns),
     )

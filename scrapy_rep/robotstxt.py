@@ -21,9 +21,11 @@ octets, as the reference counts them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from scrapy_rep import _groups
+from scrapy_rep._delays import delay_line
 from scrapy_rep._match import allows
 from scrapy_rep._rules import (
     ALLOW_ALL,
@@ -41,7 +43,7 @@ from scrapy_rep._url import (
     url_path,
 )
 
-__all__ = ["DEFAULT_MAX_SIZE", "Decision", "RobotsTxt"]
+__all__ = ["DEFAULT_MAX_SIZE", "Decision", "DelayLine", "Delays", "RobotsTxt"]
 
 DEFAULT_MAX_SIZE: Final = 512_000
 """Bytes of a robots.txt body that are read: 500 KiB (RFC 9309 §2.5 asks for
@@ -86,6 +88,37 @@ class Decision:
             f"Decision(allowed={self.allowed!r}, line={self.line!r}, "
             f"rule={self.rule!r}, agents={self.agents!r})"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class DelayLine:
+    """A Crawl-delay or Request-rate line of robots.txt that applies."""
+
+    line: int
+    """Its 1-based line number."""
+    text: str
+    """Its key and value, e.g. "Crawl-delay: 10" or "Request-rate: 1/5"."""
+    seconds: float
+    """The seconds between two requests that it asks for (a rate's seconds / requests)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delays:
+    """The Crawl-delay and Request-rate lines that apply to one user agent (see
+    :mod:`scrapy_rep._delays` for which do)."""
+
+    crawl_delay: DelayLine | None = None
+    request_rate: DelayLine | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        """The seconds to keep between two requests: the larger that the two
+        lines ask for, or None when neither applies."""
+        asked = [line.seconds for line in (self.crawl_delay, self.request_rate) if line]
+        return max(asked) if asked else None
+
+
+_NO_DELAYS = Delays()
 
 
 def _is_robots_txt(path: str) -> bool:
@@ -202,14 +235,31 @@ class RobotsTxt:
         return Decision(allow, line, rule, rules.agents)
 
     def crawl_delay(self, *, user_agent: str) -> float | None:
-        """Seconds between requests asked by the agent's group, or None."""
+        """Seconds between requests from the agent's Crawl-delay line, or None."""
         rules = self._fixed or self._by_agent.get(user_agent) or self._rules_for(user_agent)
-        return rules.crawl_delay
+        return rules.delays.crawl_delay
 
     def request_rate(self, *, user_agent: str) -> tuple[int, float] | None:
         """``(requests, seconds)`` from the agent's Request-rate line, or None."""
         rules = self._fixed or self._by_agent.get(user_agent) or self._rules_for(user_agent)
-        return rules.request_rate
+        return rules.delays.request_rate
+
+    def delays(self, *, user_agent: str) -> Delays:
+        """The Crawl-delay and Request-rate lines that apply to the agent, with
+        their line numbers; :attr:`Delays.seconds` is the delay they ask for."""
+        rules = self._fixed or self._by_agent.get(user_agent) or self._rules_for(user_agent)
+        found = rules.delays
+        crawl_delay = request_rate = None
+        if found.crawl_delay is not None:
+            line, text = delay_line(self._groups, found.crawl_delay_at)
+            crawl_delay = DelayLine(line, text, found.crawl_delay)
+        if found.request_rate is not None:
+            line, text = delay_line(self._groups, found.request_rate_at)
+            requests, seconds = found.request_rate
+            request_rate = DelayLine(line, text, seconds / requests)
+        if crawl_delay is None and request_rate is None:
+            return _NO_DELAYS
+        return Delays(crawl_delay, request_rate)
 
     def __repr__(self) -> str:
         if self._fixed is ALLOW_ALL:

@@ -66,7 +66,8 @@ def test_every_corpus_file_parses_and_answers(
     corpus: list[CorpusFile], urls_by_site: dict[str, list[str]]
 ) -> None:
     """Each file parses without error and answers allowed()/decide() for a few URLs
-    (fixed probes and its site's own URLs), /robots.txt always allowed."""
+    (fixed probes and its site's own URLs), /robots.txt always allowed; delays()
+    names the lines crawl_delay() and request_rate() read."""
     failures = []
     for entry in corpus:
         try:
@@ -84,6 +85,11 @@ def test_every_corpus_file_parses_and_answers(
                 assert delay is None or (isinstance(delay, float) and delay >= 0)
                 rate = robots.request_rate(user_agent=agent)
                 assert rate is None or (rate[0] > 0 and rate[1] > 0)
+                lines = robots.delays(user_agent=agent)
+                assert (lines.crawl_delay and lines.crawl_delay.seconds) == delay
+                assert (lines.request_rate and lines.request_rate.seconds) == (
+                    rate and rate[1] / rate[0]
+                )
             assert all(isinstance(s, str) and s for s in robots.sitemaps)
             assert len(set(robots.sitemaps)) == len(robots.sitemaps)
         except Exception as error:  # collect them all, report the first few

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import string
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
@@ -415,6 +416,74 @@ def test_fetched_only_when_both_readings_of_escapes_allow(
     robots = RobotsTxt.parse("\n".join(lines))
     decision = check_decision(robots, "\n".join(lines), path, BOT)
     assert decision.allowed is two_readings_verdict(rules, path), (rules, path, decision)
+
+
+# -- delays belong to the user-agent lines above them -----------------------------------
+
+delay_file_line = st.one_of(
+    st.builds(lambda token: ("agent", token), st.sampled_from(["examplebot", "otherbot", "*"])),
+    st.builds(lambda seconds: ("delay", seconds), st.integers(min_value=0, max_value=9)),
+    st.builds(lambda seconds: ("rate", seconds), st.integers(min_value=1, max_value=9)),
+    st.sampled_from([("rule", "Disallow: /x"), ("other", ""), ("other", "Sitemap: /s.xml")]),
+)
+DELAY_LINE_TEXT = {
+    "agent": "User-agent: {}",
+    "delay": "Crawl-delay: {}",
+    "rate": "Request-rate: 1/{}",
+    "rule": "{}",
+    "other": "{}",
+}
+
+
+def delays_by_runs(
+    lines: list[tuple[str, Any]], agent: str
+) -> tuple[float | None, tuple[int, float] | None]:
+    """The delay rule by brute force, with no groups at all: runs of user-agent
+    lines, each delay line to the run above it, the agent's runs (else "*"'s),
+    the largest value of each kind (1/n rates: the largest n)."""
+    runs: list[tuple[set[str], list[tuple[str, int]]]] = []
+    after_run = True  # a rule or delay line since the last user-agent line
+    for kind, value in lines:
+        if kind == "agent":
+            if after_run:
+                runs.append((set(), []))
+            runs[-1][0].add(value)
+            after_run = False
+        elif kind in ("delay", "rate", "rule"):
+            after_run = True
+            if kind != "rule" and runs:
+                runs[-1][1].append((kind, value))
+    mine = [run for run in runs if agent in run[0]] or [run for run in runs if "*" in run[0]]
+    found = [line for _, delay_lines in mine for line in delay_lines]
+    delays = [value for kind, value in found if kind == "delay"]
+    rates = [value for kind, value in found if kind == "rate"]
+    return (
+        float(max(delays)) if delays else None,
+        (1, float(max(rates))) if rates else None,
+    )
+
+
+@settings(max_examples=EXAMPLES * 3, deadline=None)
+@given(
+    st.lists(delay_file_line, max_size=14), st.sampled_from(["examplebot", "otherbot", "thirdbot"])
+)
+@example([("agent", "otherbot"), ("delay", 6), ("agent", "*"), ("delay", 1)], "examplebot")
+def test_delays_follow_the_runs_of_user_agent_lines(
+    lines: list[tuple[str, Any]], agent: str
+) -> None:
+    """crawl_delay()/request_rate() agree with the run rule computed line by line,
+    and delays() names lines that hold those values."""
+    body = "\n".join(DELAY_LINE_TEXT[kind].format(value) for kind, value in lines)
+    robots = RobotsTxt.parse(body)
+    expected = delays_by_runs(lines, agent)
+    assert (robots.crawl_delay(user_agent=agent), robots.request_rate(user_agent=agent)) == expected
+    written = body.split("\n")
+    for found in (
+        robots.delays(user_agent=agent).crawl_delay,
+        robots.delays(user_agent=agent).request_rate,
+    ):
+        if found is not None:
+            assert written[found.line - 1] == found.text
 
 
 # -- normalisation -----------------------------------------------------------------

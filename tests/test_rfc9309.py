@@ -12,6 +12,7 @@ import tracemalloc
 import pytest
 
 from scrapy_rep import Decision, RobotsTxt
+from scrapy_rep.robotstxt import DelayLine, Delays
 
 BOT = "ExampleBot"
 
@@ -803,6 +804,138 @@ def test_2_2_4_crawl_delay_own_group_replaces_star() -> None:
         "User-agent: *\nDisallow: /tmp\nCrawl-delay: 10\n\nUser-agent: examplebot\nDisallow: /x\n"
     )
     assert RobotsTxt.parse(body).crawl_delay(user_agent=BOT) is None
+
+
+# Delays belong to the user-agent lines written above them (scrapy_rep._delays).
+
+
+def delays_of(body: str, agent: str = BOT) -> tuple[float | None, tuple[int, float] | None]:
+    robots = RobotsTxt.parse(body)
+    return robots.crawl_delay(user_agent=agent), robots.request_rate(user_agent=agent)
+
+
+def test_2_2_4_delay_right_after_its_agents_is_theirs_only() -> None:
+    """Issue 9's example: two runs of user-agent lines in one group of rules,
+    each with its own Crawl-delay.
+
+    User-agent: slurp / Crawl-delay: 60 / User-agent: * / Crawl-delay: 1 /
+    Disallow: /x -> slurp 60 s, ExampleBot 1 s; both are disallowed /x.
+    """
+    body = "User-agent: slurp\nCrawl-delay: 60\nUser-agent: *\nCrawl-delay: 1\nDisallow: /x\n"
+    assert delays_of(body, "slurp") == (60.0, None)
+    assert delays_of(body) == (1.0, None)
+    assert not allowed(body, "/x", "slurp")
+    assert not allowed(body, "/x")
+
+
+def test_2_2_4_delay_after_rules_is_the_runs_above_them() -> None:
+    """A delay line after rules belongs to the nearest run above it.
+
+    User-agent: a / Crawl-delay: 3 / User-agent: examplebot / Disallow: /x /
+    Request-rate: 1/9 -> a: 3 s and no rate, ExampleBot: no Crawl-delay, 1/9.
+    """
+    body = (
+        "User-agent: a\nCrawl-delay: 3\nUser-agent: examplebot\nDisallow: /x\nRequest-rate: 1/9\n"
+    )
+    assert delays_of(body, "a") == (3.0, None)
+    assert delays_of(body) == (None, (1, 9.0))
+
+
+def test_2_2_4_two_delay_lines_for_two_runs_in_one_group() -> None:
+    """Crawl-delay and Request-rate of two runs that share one group of rules.
+
+    User-agent: otherbot / Crawl-delay: 20 / Request-rate: 1/30 / (blank) /
+    User-agent: examplebot / Request-rate: 1/2 / Disallow: / -> OtherBot (20,
+    1/30), ExampleBot (None, 1/2); both are disallowed everything.
+    """
+    body = (
+        "User-agent: otherbot\nCrawl-delay: 20\nRequest-rate: 1/30\n\n"
+        "User-agent: examplebot\nRequest-rate: 1/2\nDisallow: /\n"
+    )
+    assert delays_of(body, "OtherBot") == (20.0, (1, 30.0))
+    assert delays_of(body) == (None, (1, 2.0))
+    assert not allowed(body, "/a") and not allowed(body, "/a", "OtherBot")
+
+
+def test_2_2_4_one_run_of_several_agents_shares_its_delay() -> None:
+    """Blank lines, comments and Sitemap lines do not break a run.
+
+    User-agent: a / # note / Sitemap: /s.xml / (blank) / User-agent: examplebot /
+    Crawl-delay: 4 -> a and ExampleBot 4 s.
+    """
+    body = "User-agent: a\n# note\nSitemap: /s.xml\n\nUser-agent: examplebot\nCrawl-delay: 4\n"
+    assert delays_of(body, "a") == delays_of(body) == (4.0, None)
+
+
+def test_2_2_4_an_unusable_delay_line_still_ends_its_run() -> None:
+    """A delay line ends its run by its key, whatever its value.
+
+    User-agent: a / Crawl-delay: soon / User-agent: examplebot / Crawl-delay: 5
+    -> a: none, ExampleBot 5 s.
+    """
+    body = "User-agent: a\nCrawl-delay: soon\nUser-agent: examplebot\nCrawl-delay: 5\n"
+    assert delays_of(body, "a") == (None, None)
+    assert delays_of(body) == (5.0, None)
+
+
+def test_2_2_4_delays_of_an_agents_merged_groups_the_most_cautious_wins() -> None:
+    """The groups of one agent are combined: the largest Crawl-delay, and the
+    Request-rate with the most seconds per request (the first on a tie).
+
+    examplebot: Crawl-delay 5, Request-rate 2/10 ... examplebot: Crawl-delay 10,
+    Request-rate 1/5 and 1/3 -> 10 s and 2/10 (5 s per request, as 1/5, first).
+    """
+    body = (
+        "User-agent: examplebot\nCrawl-delay: 5\nRequest-rate: 2/10\nDisallow: /a\n\n"
+        "User-agent: examplebot\nCrawl-delay: 10\nRequest-rate: 1/5\nRequest-rate: 1/3\n"
+        "Disallow: /b\n"
+    )
+    assert delays_of(body) == (10.0, (2, 10.0))
+    delays = RobotsTxt.parse(body).delays(user_agent=BOT)
+    assert delays.crawl_delay == DelayLine(7, "Crawl-delay: 10", 10.0)
+    assert delays.request_rate == DelayLine(3, "Request-rate: 2/10", 5.0)
+
+
+def test_2_2_4_star_runs_apply_only_when_no_run_names_the_agent() -> None:
+    """The agent's own run replaces "*" for delays, even without a delay line.
+
+    User-agent: * / Crawl-delay: 5 / User-agent: examplebot / Disallow: /x ->
+    ExampleBot: no delay (and /x disallowed); OtherBot (no run of its own): 5 s.
+    """
+    body = "User-agent: *\nCrawl-delay: 5\nUser-agent: examplebot\nDisallow: /x\n"
+    assert delays_of(body) == (None, None)
+    assert not allowed(body, "/x")
+    assert delays_of(body, "OtherBot") == (5.0, None)
+
+
+def test_2_2_4_delay_line_before_any_user_agent_line_is_ignored() -> None:
+    """Like a rule outside any group, a delay line above every user-agent line
+    applies to no one.
+
+    Crawl-delay: 5 / Request-rate: 1/5 / User-agent: * / Disallow: /x -> no delay.
+    """
+    body = "Crawl-delay: 5\nRequest-rate: 1/5\nUser-agent: *\nDisallow: /x\n"
+    assert delays_of(body) == (None, None)
+    assert RobotsTxt.parse(body).delays(user_agent=BOT) == Delays()
+
+
+def test_2_2_4_delays_names_the_lines_and_the_larger_delay() -> None:
+    """delays() gives each deciding line's number and text, and seconds: the larger
+    delay of the two (seconds per request for a rate).
+
+    (line 2) # c / User-agent: examplebot / crawl-delay: 2 # two / Request-rate:
+    1/10 -> lines 3 and 4, 2 s and 10 s, seconds 10; Crawl-delay alone -> 2.
+    """
+    body = "# c\nUser-agent: examplebot\ncrawl-delay: 2 # two\nRequest-rate: 1/10\n"
+    delays = RobotsTxt.parse(body).delays(user_agent=BOT)
+    assert delays == Delays(
+        DelayLine(3, "Crawl-delay: 2", 2.0), DelayLine(4, "Request-rate: 1/10", 10.0)
+    )
+    assert delays.seconds == 10.0
+    assert Delays(DelayLine(3, "Crawl-delay: 2", 2.0)).seconds == 2.0
+    assert Delays().seconds is None
+    for robots in (RobotsTxt.allow_all(), RobotsTxt.disallow_all()):
+        assert robots.delays(user_agent=BOT) == Delays()
 
 
 def test_2_2_4_no_crawl_delay_is_none() -> None:
