@@ -17,6 +17,10 @@ second takes an escaped ``: / ? @ ! & ' ( ) + , ; =`` as the character and a
 bare '%' (one that starts no escape) as "%25" (``_url.decode_reserved``). In both,
 a rule's priority is its length in normal form, an escape counting three
 octets, as the reference counts them.
+
+Delays. Crawl-delay and Request-rate lines do not end a group of rules, but
+each belongs to the run of user-agent lines written above it, and the most
+cautious of those that apply wins (:mod:`scrapy_rep._delays` has the rule).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import tracemalloc
 import pytest
 
 from scrapy_rep import Decision, RobotsTxt
-from scrapy_rep.robotstxt import DelayLine, Delays
+from scrapy_rep.robotstxt import DEFAULT_MAX_SIZE, DelayLine, Delays
 
 BOT = "ExampleBot"
 
@@ -1124,6 +1124,12 @@ def _padded(size: int, tail: str) -> bytes:
     filler = size - len(head)
     lines = ("#" + "x" * 98 + "\n") * (filler // 100)
     return (head + lines + "#" * (filler - len(lines) - 1) + "\n" + tail).encode()
+
+
+def test_2_5_the_default_limit_is_500_kib() -> None:
+    """RFC 9309 §2.5 asks for at least 500 kibibytes; DEFAULT_MAX_SIZE, the one
+    definition of the default (REP_MAX_SIZE's too), is exactly that."""
+    assert DEFAULT_MAX_SIZE == 500 * 1024
 
 
 def test_2_5_at_least_500_kib_are_parsed() -> None:
