@@ -41,6 +41,7 @@ VALUES = [
     "/", "/a", "/a/", "/a*", "/a$", "/*.php$", "/a$b", "$", "*", "/*", "/%61", "/%2A", "/%24",
     "/ツ", "/%E3%83%84", "/robots.txt", "/index.html", "/a?b=c", "5", "0.5", "nan", "1/5",
     "10/1m", "https://example.com/s.xml", "/s.xml", "//[bad/s.xml", "http://[::1/s.xml",
+    "9" * 4301 + "/1", "1/5\u017f", "0" * 5000 + "1", "/" + "%2F" * 6000,
 ]  # fmt: skip
 ROBOTS_URLS = [None, "https://example.com/robots.txt", "http://[::1", "//[x", "", "robots.txt"]
 BOMS = [b"", b"\xef\xbb\xbf", b"\xef"]  # none, whole, partial
@@ -162,6 +163,8 @@ def test_parse_never_raises_on_robots_like_bytes(
         assert isinstance(robots.crawl_delay(user_agent=agent), (float, type(None)))
         rate = robots.request_rate(user_agent=agent)
         assert rate is None or (isinstance(rate[0], int) and isinstance(rate[1], float))
+        seconds = robots.delays(user_agent=agent).seconds
+        assert seconds is None or 0 <= seconds < float("inf")
         robots.decide("/a", user_agent=agent)
 
 
