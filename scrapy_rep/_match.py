@@ -4,9 +4,9 @@ A rule is ranked by one integer, ``length * 2 + allow``: the longer pattern
 wins, and Allow wins a tie (RFC 9309 §2.2.2). (A rule may also be matched in
 another form than the one its length is taken from, with its rank given: see
 ``ranked``; then a prefix's rank is the best of its own and its prefixes'.)
-Rules of equal rank and kind
-give the same verdict, so which of them is reported is settled later, by
-:meth:`Matcher.pattern_for` and the caller, only when a decision is explained.
+Rules of equal rank and kind give the same verdict, so which of them is
+reported is settled later, by :meth:`Matcher.pattern_for` and the caller, only
+when a decision is explained.
 A plain rule costs one 64-bit slot and its pattern string.
 
 Rules are sorted into three kinds, each found without trying every rule:

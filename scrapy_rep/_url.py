@@ -8,6 +8,10 @@ side a literal ``*`` or ``$`` becomes ``%2A`` / ``%24`` (RFC 9309 §2.2.3), so
 that a rule can name them without their special meaning. Lone surrogates from
 robots.txt bodies decoded with ``surrogateescape`` encode back to their
 original bytes, so invalid UTF-8 keeps its exact octets.
+
+That normal form keeps escapes of reserved characters apart from the
+characters; :func:`decode_reserved` gives the other reading RFC 9309 allows
+(see :mod:`scrapy_rep.robotstxt` for how the two are used).
 """
 
 from __future__ import annotations
