@@ -32,13 +32,14 @@ import re
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
-from itertools import chain
+from collections.abc import Set as AbstractSet
 
 __all__ = ["Matcher", "allows"]
 
 _NO_KEYS: list[str] = []  # shared by matchers without prefixes or heads; never changed
 _NO_INDEXES = array("i")
 _NO_RANKS = array("q")
+_NONE: frozenset[str] = frozenset()
 
 
 def allows(rule_rank: int) -> bool:
@@ -81,6 +82,17 @@ def _glob_matches(path: str, pos: int, body: str, anchored: bool) -> bool:
     return path.find(last, pos) >= 0
 
 
+def _wildcard(rule_rank: int, body: str, head_size: int, anchored: bool, label: str) -> _Wildcard:
+    """A rule with '*' in its ``body`` (its pattern without the final '$')."""
+    if "**" in body:  # a run of '*' matches like one
+        body = _STAR_RUN.sub("*", body)
+    needle = body[body.rfind("*") + 1 :]
+    if not needle:  # ends with '*': even anchored, its end says nothing
+        needle = max(body.split("*"), key=len)
+        anchored = False
+    return (rule_rank, needle, head_size, body, anchored, label)
+
+
 class Matcher:
     """All Allow/Disallow rules of one agent, ready to find the deciding one."""
 
@@ -96,57 +108,76 @@ class Matcher:
     )
 
     def __init__(
-        self,
-        prefixes: Sequence[tuple[str, str]],
-        patterns: Iterable[tuple[bool, str]] = (),
-        ranked: Iterable[tuple[int, str, str]] = (),
+        self, prefixes: Sequence[tuple[str, str]], patterns: Iterable[tuple[bool, str]] = ()
     ) -> None:
         """``prefixes``: ``(allow marker, prefix)`` of rules whose value is a plain
         prefix in normal form (the marker is non-empty for Allow); ``patterns``:
-        ``(allow, normalised pattern)`` of any other rule; ``ranked``: ``(rank,
-        pattern, pattern to report)`` of rules matched in another form than the
-        one that gives their rank (see :func:`scrapy_rep._url.decode_reserved`)."""
+        ``(allow, normalised pattern)`` of any other rule."""
         ranks: dict[str, int] = {}
         if prefixes:  # Allow wins a tie: its rank is written last
             ranks = {prefix: len(prefix) << 1 for marker, prefix in prefixes if not marker}
             ranks.update({prefix: (len(prefix) << 1) | 1 for marker, prefix in prefixes if marker})
         exact: dict[str, int] = {}
         heads: dict[str, list[_Wildcard]] = {}
-        labels: dict[str, str] = {}  # pattern -> pattern to report, where they differ
-        rules = ((((len(pattern) << 1) | allow), pattern, pattern) for allow, pattern in patterns)
-        for rule_rank, pattern, label in chain(rules, ranked):
+        for allow, pattern in patterns:
+            rule_rank = (len(pattern) << 1) | allow
             anchored = pattern[-1] == "$"
             body = pattern[:-1] if anchored else pattern
             head_size = body.find("*")
             if head_size < 0:
                 table = exact if anchored else ranks
-                if (
-                    table.get(body, 0) < rule_rank
-                ):  # Allow wins a tie; of equal rules the first stays
+                if table.get(body, 0) < rule_rank:  # Allow wins a tie
                     table[body] = rule_rank
-                    if label is not pattern or pattern in labels:
-                        labels[pattern] = label
                 continue
-            if "**" in body:  # a run of '*' matches like one
-                body = _STAR_RUN.sub("*", body)
-            needle = body[body.rfind("*") + 1 :]
-            if not needle:  # ends with '*': even anchored, its end says nothing
-                needle = max(body.split("*"), key=len)
-                anchored = False
-            wildcard = (rule_rank, needle, head_size, body, anchored, label)
+            wildcard = _wildcard(rule_rank, body, head_size, anchored, pattern)
             heads.setdefault(body[:head_size], []).append(wildcard)
+        self._index(ranks, exact, heads, None)
+
+    @classmethod
+    def ranked(cls, rules: Iterable[tuple[int, str, str]]) -> Matcher:
+        """A matcher of rules matched in another form than the one that gives
+        their rank: ``(rank, pattern, pattern to report)`` (see
+        :func:`scrapy_rep._url.decode_reserved`)."""
+        matcher = cls(())
+        ranks: dict[str, int] = {}
+        exact: dict[str, int] = {}
+        heads: dict[str, list[_Wildcard]] = {}
+        labels: dict[str, str] = {}  # pattern -> the pattern to report
+        for rule_rank, pattern, label in rules:
+            anchored = pattern[-1] == "$"
+            body = pattern[:-1] if anchored else pattern
+            head_size = body.find("*")
+            if head_size < 0:
+                table = exact if anchored else ranks
+                if table.get(body, 0) < rule_rank:  # Allow wins a tie; else the first stays
+                    table[body] = rule_rank
+                    labels[pattern] = label
+                continue
+            wildcard = _wildcard(rule_rank, body, head_size, anchored, label)
+            heads.setdefault(body[:head_size], []).append(wildcard)
+        matcher._index(ranks, exact, heads, labels)
+        if labels:  # ranks not by length: each key's is the best along its prefixes
+            ranks_, parents = matcher._ranks, matcher._parents
+            for index, parent in enumerate(parents):
+                if parent >= 0 and ranks_[parent] > ranks_[index]:
+                    ranks_[index] = ranks_[parent]
+        return matcher
+
+    def _index(
+        self,
+        ranks: dict[str, int],
+        exact: dict[str, int],
+        heads: dict[str, list[_Wildcard]],
+        labels: dict[str, str] | None,
+    ) -> None:
+        """Plain prefixes and the heads of wildcard rules, each sorted and linked
+        to its longest proper prefix among them."""
         self._labels = labels or None
-        # Plain prefixes and the heads of wildcard rules, each sorted and linked
-        # to its longest proper prefix among them.
         self._prefixes, self._parents, self._ranks = _NO_KEYS, _NO_INDEXES, _NO_RANKS
         if ranks:
             keys = sorted(ranks)
             self._prefixes, self._parents = keys, array("i", _parents(keys))
             self._ranks = array("q", [ranks[key] for key in keys])
-            if labels:  # ranks not by length: each key's is the best along its prefixes
-                for index, parent in enumerate(self._parents):
-                    if parent >= 0 and self._ranks[parent] > self._ranks[index]:
-                        self._ranks[index] = self._ranks[parent]
         self._exact = exact or None
         self._heads: list[str] = _NO_KEYS
         self._head_parents: list[int] = []
@@ -189,28 +220,56 @@ class Matcher:
                 at = head_parents[at]
         return best
 
-    def pattern_for(self, path: str, rule_rank: int) -> str:
+    def best_without(self, path: str, left_out: AbstractSet[str]) -> int:
+        """:meth:`best` among the rules whose pattern is not in ``left_out`` (a
+        matcher built without ``ranked`` rules: its ranks follow lengths)."""
+        keys, parents = self._prefixes, self._parents
+        at = bisect_right(keys, path) - 1
+        while at >= 0 and (not path.startswith(keys[at]) or keys[at] in left_out):
+            at = parents[at]
+        best = self._ranks[at] if at >= 0 else 0
+        if self._exact is not None and path + "$" not in left_out:
+            best = max(best, self._exact.get(path, 0))
+        heads = self._heads
+        at = bisect_right(heads, path) - 1
+        while at >= 0:
+            if path.startswith(heads[at]):
+                for rule_rank, _, head_size, body, anchored, pattern in self._head_rules[at]:
+                    if rule_rank <= best:
+                        break
+                    if pattern not in left_out and _glob_matches(path, head_size, body, anchored):
+                        best = rule_rank
+                        break
+            at = self._head_parents[at]
+        return best
+
+    def pattern_for(self, path: str, rule_rank: int, left_out: AbstractSet[str] = _NONE) -> str:
         """The pattern to report for a rule of ``rule_rank`` that matches ``path``
-        (the one :meth:`best` found), to explain a decision."""
+        (the one :meth:`best` or :meth:`best_without` found), to explain a decision."""
         keys, parents, ranks = self._prefixes, self._parents, self._ranks
         at = bisect_right(keys, path) - 1
         while at >= 0 and not path.startswith(keys[at]):
             at = parents[at]
         found = -1  # ranks never rise toward shorter prefixes: the shortest with it set it
         while at >= 0 and ranks[at] >= rule_rank:
-            if ranks[at] == rule_rank:
+            if ranks[at] == rule_rank and keys[at] not in left_out:
                 found = at
             at = parents[at]
         if found >= 0:
             return self._label(keys[found])
-        if self._exact is not None and self._exact.get(path) == rule_rank:
+        exact = self._exact
+        if exact is not None and exact.get(path) == rule_rank and path + "$" not in left_out:
             return self._label(path + "$")
         heads = self._heads
         at = bisect_right(heads, path) - 1
         while at >= 0:
             if path.startswith(heads[at]):
                 for rank_, _, head_size, body, anchored, label in self._head_rules[at]:
-                    if rank_ == rule_rank and _glob_matches(path, head_size, body, anchored):
+                    if (
+                        rank_ == rule_rank
+                        and label not in left_out
+                        and _glob_matches(path, head_size, body, anchored)
+                    ):
                         return label
             at = self._head_parents[at]
         return ""

@@ -10,7 +10,8 @@ rule applies.
 from __future__ import annotations
 
 import re
-from typing import Final
+from collections.abc import Set as AbstractSet
+from typing import Final, NamedTuple
 
 from scrapy_rep import _lines
 from scrapy_rep._delays import NO_DELAYS, AgentDelays, read_delays
@@ -18,7 +19,15 @@ from scrapy_rep._groups import GLOBAL, Groups
 from scrapy_rep._match import Matcher
 from scrapy_rep._url import PLAIN_IN_PATH, decode_reserved, has_bare_percent, normalize_pattern
 
-__all__ = ["ALLOW_ALL", "DISALLOW_ALL", "AgentRules", "read_rules", "rule_line", "second_reading"]
+__all__ = [
+    "ALLOW_ALL",
+    "DISALLOW_ALL",
+    "AgentRules",
+    "Reading",
+    "read_rules",
+    "rule_line",
+    "second_reading",
+]
 
 _KIND_NAMES = {True: "Allow", False: "Disallow"}
 _SPACE = " \t\v\f"
@@ -54,13 +63,13 @@ class AgentRules:
 
     __slots__ = (
         "agents",
+        "bare",
         "delays",
         "escaped",
         "explained",
         "groups",
         "matcher",
         "rule_offsets",
-        "second",
     )
 
     def __init__(
@@ -70,16 +79,16 @@ class AgentRules:
         delays: AgentDelays = NO_DELAYS,
         groups: tuple[int, ...] = (),
         escaped: Matcher | None = None,
-        second: Matcher | None = None,
+        bare: frozenset[str] | None = None,
     ) -> None:
         self.agents = agents  # user-agent tokens of the groups read
         self.groups = groups  # indexes of the groups read
         self.matcher = matcher
         # For the second reading (see second_reading): the rules it reads otherwise,
-        # as it reads them; and all rules so read, needed only when one of those
-        # holds a bare '%'. None when there are none.
+        # as it reads them; and the patterns of those that hold a bare '%', as
+        # `matcher` holds them. None when there are none.
         self.escaped = escaped
-        self.second = second
+        self.bare = bare
         self.delays = delays
         # For rule_line(), built on its first call: where the first rule line that
         # makes each pattern starts ([Disallow, Allow]), and the answers given.
@@ -100,6 +109,7 @@ def read_rules(groups: Groups, user_agent: str) -> AgentRules:
         chosen = [index for index, tokens in enumerate(groups.agents) if token in tokens]
     prefixes: list[tuple[str, str]] = []  # (Allow key or "", plain prefix)
     patterns: list[tuple[bool, str]] = []  # (allow, any other normalised pattern)
+    with_escapes: list[tuple[bool, str]] = []  # those of them with a '%'
     with_delays: list[int] = []  # the groups with a Crawl-delay or Request-rate line
     text, bounds = groups.text, groups.bounds
     for index in chosen:
@@ -127,8 +137,13 @@ def read_rules(groups: Groups, user_agent: str) -> AgentRules:
                 kind, value = parsed
                 pattern = ""
             if kind == _lines.ALLOW or kind == _lines.DISALLOW:
-                if value:  # an empty value is no rule
-                    patterns.append((kind == _lines.ALLOW, pattern or normalize_pattern(value)))
+                if pattern:  # plain characters, '*' and '$': no '%'
+                    patterns.append((kind == _lines.ALLOW, pattern))
+                elif value:  # (an empty value is no rule)
+                    rule = (kind == _lines.ALLOW, normalize_pattern(value))
+                    patterns.append(rule)
+                    if "%" in rule[1]:
+                        with_escapes.append(rule)
             elif kind in (_lines.CRAWL_DELAY, _lines.REQUEST_RATE) and (
                 not with_delays or with_delays[-1] != index
             ):
@@ -142,53 +157,69 @@ def read_rules(groups: Groups, user_agent: str) -> AgentRules:
         Matcher(prefixes, patterns) if prefixes or patterns else None,
         read_delays(groups, with_delays, token) if with_delays else NO_DELAYS,
         tuple(chosen),
-        *_read_second_way(prefixes, patterns),
+        *_read_second_way(with_escapes),
     )
 
 
 def _read_second_way(
-    prefixes: list[tuple[str, str]], patterns: list[tuple[bool, str]]
-) -> tuple[Matcher | None, Matcher | None]:
-    """The matchers AgentRules keeps for the second reading: the rules it reads
-    otherwise, each ranked by its length in the first (in normal form, as
-    written), and, when one of those holds a bare '%', all rules."""
+    patterns: list[tuple[bool, str]],
+) -> tuple[Matcher | None, frozenset[str] | None]:
+    """For AgentRules, from the rules whose pattern holds a '%': a matcher of
+    those that the second reading reads otherwise, as it reads them, each ranked
+    by its length in the first (its normal form, as written); and the first
+    reading's patterns of those that hold a bare '%'."""
     escaped = []  # (rank, pattern read the second way, pattern read the first way)
     for allow, pattern in patterns:
-        if "%" in pattern:  # (plain prefixes hold none)
-            decoded = decode_reserved(pattern)
-            if decoded != pattern:
-                escaped.append(((len(pattern) << 1) | allow, decoded, pattern))
+        decoded = decode_reserved(pattern)
+        if decoded != pattern:
+            escaped.append(((len(pattern) << 1) | allow, decoded, pattern))
     if not escaped:
         return None, None
-    if not any(has_bare_percent(pattern) for _, _, pattern in escaped):
-        return Matcher((), (), escaped), None
-    changed = {pattern for _, _, pattern in escaped}
-    others = [(allow, pattern) for allow, pattern in patterns if pattern not in changed]
-    return Matcher((), (), escaped), Matcher(prefixes, others, escaped)
+    bare = frozenset(pattern for _, _, pattern in escaped if has_bare_percent(pattern))
+    return Matcher.ranked(escaped), bare or None
 
 
-def second_reading(rules: AgentRules, path: str, first_rank: int) -> tuple[int, Matcher, str]:
-    """The rank of the rule that decides ``path`` (in normal form) in the second
-    reading of RFC 9309 §2.2.2, the matcher that holds it and the path it
-    matched; ``first_rank`` is ``rules.matcher.best(path)``.
+class Reading(NamedTuple):
+    """What decides a path in the second reading (see :func:`second_reading`)."""
+
+    rank: int  # of the deciding rule, 0 when none matches
+    matcher: Matcher  # the matcher that holds it
+    path: str  # the path as the second reading reads it
+    left_out: AbstractSet[str]  # patterns of `matcher` the second reading leaves out
+
+    def pattern(self) -> str:
+        """The deciding rule's pattern as written in normal form (for a rank)."""
+        return self.matcher.pattern_for(self.path, self.rank, self.left_out)
+
+
+_NOTHING_LEFT_OUT: frozenset[str] = frozenset()
+
+
+def second_reading(rules: AgentRules, path: str, first_rank: int) -> Reading:
+    """What decides ``path`` (in normal form) in the second reading of RFC 9309
+    §2.2.2; ``first_rank`` is ``rules.matcher.best(path)``.
 
     The second reading takes an escaped reserved character as the character
-    and a bare '%' as "%25" (decode_reserved), on both sides. A rule it reads
-    otherwise holds such an escape, which no decoded path holds: so the first
-    reading's matcher, given the decoded path, finds the best of the other
-    rules, unless one holds a bare '%' (which can match the start of any escape).
+    and a bare '%' as "%25" (decode_reserved), on both sides. The rules it reads
+    otherwise (rules.escaped) hold such an escape, which no path so read holds,
+    so the first reading's matcher finds the best of the others given that path;
+    those that hold a bare '%' could match the start of any escape: they are
+    left out (rules.bare).
     """
     matcher = rules.matcher
     assert matcher is not None
     wide = decode_reserved(path)
-    if rules.second is not None:
-        return rules.second.best(wide), rules.second, wide
-    rank = first_rank if wide == path else matcher.best(wide)
-    if rules.escaped is not None:
-        escaped_rank = rules.escaped.best(wide)
+    left_out = rules.bare or _NOTHING_LEFT_OUT
+    if rules.bare is not None:
+        rank = matcher.best_without(wide, left_out)
+    else:
+        rank = first_rank if wide == path else matcher.best(wide)
+    escaped = rules.escaped
+    if escaped is not None:
+        escaped_rank = escaped.best(wide)
         if escaped_rank > rank:
-            return escaped_rank, rules.escaped, wide
-    return rank, matcher, wide
+            return Reading(escaped_rank, escaped, wide, _NOTHING_LEFT_OUT)
+    return Reading(rank, matcher, wide, left_out)
 
 
 def rule_line(

@@ -213,7 +213,7 @@ class RobotsTxt:
                 if second_rank <= rank or second_rank & 1:
                     return True
             else:
-                rank = second_reading(rules, path, rank)[0]
+                rank = second_reading(rules, path, rank).rank
                 if not rank or rank & 1:
                     return True
         return _is_robots_txt(path)
@@ -226,16 +226,18 @@ class RobotsTxt:
         if matcher is None or not path:
             return Decision(True, None, None, rules.agents)
         rank = matcher.best(path)
-        used, used_path = matcher, path
-        if rank & 1 or not rank:  # a Disallow of the second reading decides, else an Allow
-            second_rank, second, wide = second_reading(rules, path, rank)
-            if (second_rank and not second_rank & 1) or not rank:
-                rank, used, used_path = second_rank, second, wide
+        if (not rank or rank & 1) and (rules.escaped is not None or "%" in path):
+            # Allowed in the first reading: a Disallow of the second decides, else an Allow.
+            second = second_reading(rules, path, rank)
+            if (second.rank and not second.rank & 1) or not rank:
+                if not second.rank:
+                    return Decision(True, None, None, rules.agents)
+                line, rule = rule_line(self._groups, rules, second.pattern(), allows(second.rank))
+                return Decision(allows(second.rank), line, rule, rules.agents)
         if not rank:
             return Decision(True, None, None, rules.agents)
         allow = allows(rank)
-        pattern = used.pattern_for(used_path, rank)
-        line, rule = rule_line(self._groups, rules, pattern, allow)
+        line, rule = rule_line(self._groups, rules, matcher.pattern_for(path, rank), allow)
         return Decision(allow, line, rule, rules.agents)
 
     def crawl_delay(self, *, user_agent: str) -> float | None:

@@ -366,28 +366,42 @@ def test_longest_match_agrees_with_brute_force(rules: list[tuple[bool, str]], pa
         assert decision.rule in winners, (rules, path, decision)
 
 
-def two_readings_verdict(rules: list[tuple[bool, str]], path: str) -> bool:
+def two_readings_verdict(rules: list[tuple[bool, str]], path: str) -> tuple[bool, set[str]]:
     """RFC 9309 §2.2.2 read both ways, by brute force: longest match with "%3D"
     and "%2F" kept apart from "=" and "/" and a bare '%' from "%25", and with them
     taken as those; the URL is allowed only if both readings allow it. Either way
-    a rule's priority is its length as written (the alphabet is in normal form)."""
+    a rule's priority is its length as written (the alphabet is in normal form).
+
+    Returns the verdict and the rules that could have decided it: a Disallow of
+    either reading, else an Allow of the first, else of the second."""
 
     def decoded(text: str) -> str:
         text = re.sub("%(?![0-9A-Fa-f]{2})", "%25", text)
         return text.replace("%3D", "=").replace("%2F", "/")
 
-    verdicts = []
+    readings = []  # (best rank, the rules with it) of each reading
     for read in (lambda text: text, decoded):
         best: tuple[int, bool] | None = None
+        winners: set[str] = set()
         for allow, pattern in rules:
             anchored = pattern.endswith("$")
             body = read(pattern[:-1] if anchored else pattern)
             regex = "".join(".*" if char == "*" else re.escape(char) for char in body)
             if re.match(regex + (r"\Z" if anchored else ""), read(path)):
                 rank = (len(pattern), allow)
-                best = rank if best is None or rank > best else best
-        verdicts.append(True if best is None else best[1])
-    return all(verdicts)
+                text = f"{'Allow' if allow else 'Disallow'}: {pattern}"
+                if best is None or rank > best:
+                    best, winners = rank, {text}
+                elif rank == best:
+                    winners.add(text)
+        readings.append((best, winners))
+    for best, winners in readings:
+        if best is not None and not best[1]:
+            return False, winners
+    for best, winners in readings:
+        if best is not None:
+            return True, winners
+    return True, set()
 
 
 escaped_pattern_text = st.builds(
@@ -409,6 +423,7 @@ escaped_path_text = st.builds(
 @example([(False, "/*="), (True, "/a%3D")], "/a%3D")
 @example([(False, "/a%2F"), (True, "/a/a")], "/a/a=")  # the shorter prefix ranks higher
 @example([(True, "/a%"), (False, "/a")], "/a%24")  # bare '%': "/a%25" in the second reading
+@example([(False, "/a=*"), (False, "/a=%")], "/a%3D%24")  # "/a=%" is "/a=%25": not it
 def test_fetched_only_when_both_readings_of_escapes_allow(
     rules: list[tuple[bool, str]], path: str
 ) -> None:
@@ -418,7 +433,9 @@ def test_fetched_only_when_both_readings_of_escapes_allow(
     lines = ["User-agent: *"] + [f"{'Allow' if a else 'Disallow'}: {p}" for a, p in rules]
     robots = RobotsTxt.parse("\n".join(lines))
     decision = check_decision(robots, "\n".join(lines), path, BOT)
-    assert decision.allowed is two_readings_verdict(rules, path), (rules, path, decision)
+    expected, winners = two_readings_verdict(rules, path)
+    assert decision.allowed is expected, (rules, path, decision)
+    assert (decision.rule in winners) if winners else decision.rule is None, (rules, path, decision)
 
 
 # -- delays belong to the user-agent lines above them -----------------------------------
