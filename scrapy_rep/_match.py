@@ -3,7 +3,8 @@
 A rule is ranked by one integer, ``length * 2 + allow``: the longer pattern
 wins, and Allow wins a tie (RFC 9309 §2.2.2). (A rule may also be matched in
 another form than the one its length is taken from, with its rank given: see
-``ranked``; then a prefix's rank is the best of its own and its prefixes'.)
+:meth:`Matcher.ranked`; there a prefix's rank is the best of its own and its
+prefixes'.)
 Rules of equal rank and kind give the same verdict, so which of them is
 reported is settled later, by :meth:`Matcher.pattern_for` and the caller, only
 when a decision is explained.
@@ -39,7 +40,7 @@ __all__ = ["Matcher", "allows"]
 _NO_KEYS: list[str] = []  # shared by matchers without prefixes or heads; never changed
 _NO_INDEXES = array("i")
 _NO_RANKS = array("q")
-_NONE: frozenset[str] = frozenset()
+_NOTHING: frozenset[str] = frozenset()
 
 
 def allows(rule_rank: int) -> bool:
@@ -149,7 +150,7 @@ class Matcher:
             head_size = body.find("*")
             if head_size < 0:
                 table = exact if anchored else ranks
-                if table.get(body, 0) < rule_rank:  # Allow wins a tie; else the first stays
+                if table.get(body, 0) < rule_rank:  # Allow wins a tie; else the first rule
                     table[body] = rule_rank
                     labels[pattern] = label
                 continue
@@ -221,8 +222,8 @@ class Matcher:
         return best
 
     def best_without(self, path: str, left_out: AbstractSet[str]) -> int:
-        """:meth:`best` among the rules whose pattern is not in ``left_out`` (a
-        matcher built without ``ranked`` rules: its ranks follow lengths)."""
+        """:meth:`best` among the rules whose pattern is not in ``left_out`` (not
+        for a :meth:`ranked` matcher: this needs ranks that follow lengths)."""
         keys, parents = self._prefixes, self._parents
         at = bisect_right(keys, path) - 1
         while at >= 0 and (not path.startswith(keys[at]) or keys[at] in left_out):
@@ -243,7 +244,7 @@ class Matcher:
             at = self._head_parents[at]
         return best
 
-    def pattern_for(self, path: str, rule_rank: int, left_out: AbstractSet[str] = _NONE) -> str:
+    def pattern_for(self, path: str, rule_rank: int, left_out: AbstractSet[str] = _NOTHING) -> str:
         """The pattern to report for a rule of ``rule_rank`` that matches ``path``
         (the one :meth:`best` or :meth:`best_without` found), to explain a decision."""
         keys, parents, ranks = self._prefixes, self._parents, self._ranks
