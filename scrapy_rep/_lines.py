@@ -22,6 +22,8 @@ __all__ = [
     "CRAWL_DELAY_KEY",
     "DISALLOW",
     "DISALLOW_KEY",
+    "LONG_LINE",
+    "MAX_LINE",
     "OTHER",
     "REQUEST_RATE",
     "REQUEST_RATE_KEY",
@@ -37,6 +39,9 @@ __all__ = [
 USER_AGENT, ALLOW, DISALLOW, SITEMAP, CRAWL_DELAY, REQUEST_RATE, OTHER = range(7)
 
 MAX_LINE = 16_663  # Google's line buffer keeps this many bytes of a line (UTF-8)
+# Lines longer than this many characters may be cut (a character is 1 to 4
+# bytes in UTF-8): the quick readings leave them to parse_line().
+LONG_LINE = MAX_LINE // 4
 _SPACE = " \t\v\f"
 _WORD_GAP = re.compile(r"[ \t]+")
 
@@ -110,7 +115,7 @@ def _cut_line(line: str) -> str:
 
 def parse_line(line: str) -> tuple[int, str] | None:
     """``(kind, value)`` for a line that holds a directive, else ``None``."""
-    if len(line) > MAX_LINE // 4:
+    if len(line) > LONG_LINE:
         line = _cut_line(line)
     comment = line.find("#")
     if comment >= 0:

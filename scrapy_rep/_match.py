@@ -1,9 +1,13 @@
 """Longest-match rule lookup for one user agent (RFC 9309 §2.2.2).
 
 A rule is ranked by one integer, ``length * 2 + allow``: the longer pattern
-wins, and Allow wins a tie (RFC 9309 §2.2.2). Rules of equal rank and kind
-give the same verdict, so which of them is reported is settled later, by
-:meth:`Matcher.pattern_for` and the caller, only when a decision is explained.
+wins, and Allow wins a tie (RFC 9309 §2.2.2). (A rule may also be matched in
+another form than the one its length is taken from, with its rank given: see
+:meth:`Matcher.ranked`; there a prefix's rank is the best of its own and its
+prefixes'.)
+Rules of equal rank and kind give the same verdict, so which of them is
+reported is settled later, by :meth:`Matcher.pattern_for` and the caller, only
+when a decision is explained.
 A plain rule costs one 64-bit slot and its pattern string.
 
 Rules are sorted into three kinds, each found without trying every rule:
@@ -29,12 +33,14 @@ import re
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 
 __all__ = ["Matcher", "allows"]
 
 _NO_KEYS: list[str] = []  # shared by matchers without prefixes or heads; never changed
 _NO_INDEXES = array("i")
 _NO_RANKS = array("q")
+_NOTHING: frozenset[str] = frozenset()
 
 
 def allows(rule_rank: int) -> bool:
@@ -42,7 +48,7 @@ def allows(rule_rank: int) -> bool:
     return bool(rule_rank & 1)
 
 
-# A rule with '*' in it: (rank, needle, head size, body, anchored, pattern).
+# A rule with '*' in it: (rank, needle, head size, body, anchored, pattern to report).
 # The needle is a literal that any matching path holds: the part after the last
 # '*' (with which an anchored path ends), else the longest part; it rules most
 # paths out before the body is split and matched. Tuples sort by rank.
@@ -77,6 +83,17 @@ def _glob_matches(path: str, pos: int, body: str, anchored: bool) -> bool:
     return path.find(last, pos) >= 0
 
 
+def _wildcard(rule_rank: int, body: str, head_size: int, anchored: bool, label: str) -> _Wildcard:
+    """A rule with '*' in its ``body`` (its pattern without the final '$')."""
+    if "**" in body:  # a run of '*' matches like one
+        body = _STAR_RUN.sub("*", body)
+    needle = body[body.rfind("*") + 1 :]
+    if not needle:  # ends with '*': even anchored, its end says nothing
+        needle = max(body.split("*"), key=len)
+        anchored = False
+    return (rule_rank, needle, head_size, body, anchored, label)
+
+
 class Matcher:
     """All Allow/Disallow rules of one agent, ready to find the deciding one."""
 
@@ -85,6 +102,7 @@ class Matcher:
         "_head_parents",
         "_head_rules",
         "_heads",
+        "_labels",
         "_parents",
         "_prefixes",
         "_ranks",
@@ -112,16 +130,50 @@ class Matcher:
                 if table.get(body, 0) < rule_rank:  # Allow wins a tie
                     table[body] = rule_rank
                 continue
-            if "**" in body:  # a run of '*' matches like one
-                body = _STAR_RUN.sub("*", body)
-            needle = body[body.rfind("*") + 1 :]
-            if not needle:  # ends with '*': even anchored, its end says nothing
-                needle = max(body.split("*"), key=len)
-                anchored = False
-            wildcard = (rule_rank, needle, head_size, body, anchored, pattern)
+            wildcard = _wildcard(rule_rank, body, head_size, anchored, pattern)
             heads.setdefault(body[:head_size], []).append(wildcard)
-        # Plain prefixes and the heads of wildcard rules, each sorted and linked
-        # to its longest proper prefix among them.
+        self._index(ranks, exact, heads, None)
+
+    @classmethod
+    def ranked(cls, rules: Iterable[tuple[int, str, str]]) -> Matcher:
+        """A matcher of rules matched in another form than the one that gives
+        their rank: ``(rank, pattern, pattern to report)`` (see
+        :func:`scrapy_rep._url.decode_reserved`)."""
+        matcher = cls(())
+        ranks: dict[str, int] = {}
+        exact: dict[str, int] = {}
+        heads: dict[str, list[_Wildcard]] = {}
+        labels: dict[str, str] = {}  # pattern -> the pattern to report
+        for rule_rank, pattern, label in rules:
+            anchored = pattern[-1] == "$"
+            body = pattern[:-1] if anchored else pattern
+            head_size = body.find("*")
+            if head_size < 0:
+                table = exact if anchored else ranks
+                if table.get(body, 0) < rule_rank:  # Allow wins a tie; else the first rule
+                    table[body] = rule_rank
+                    labels[pattern] = label
+                continue
+            wildcard = _wildcard(rule_rank, body, head_size, anchored, label)
+            heads.setdefault(body[:head_size], []).append(wildcard)
+        matcher._index(ranks, exact, heads, labels)
+        if labels:  # ranks not by length: each key's is the best along its prefixes
+            ranks_, parents = matcher._ranks, matcher._parents
+            for index, parent in enumerate(parents):
+                if parent >= 0 and ranks_[parent] > ranks_[index]:
+                    ranks_[index] = ranks_[parent]
+        return matcher
+
+    def _index(
+        self,
+        ranks: dict[str, int],
+        exact: dict[str, int],
+        heads: dict[str, list[_Wildcard]],
+        labels: dict[str, str] | None,
+    ) -> None:
+        """Plain prefixes and the heads of wildcard rules, each sorted and linked
+        to its longest proper prefix among them."""
+        self._labels = labels or None
         self._prefixes, self._parents, self._ranks = _NO_KEYS, _NO_INDEXES, _NO_RANKS
         if ranks:
             keys = sorted(ranks)
@@ -169,23 +221,59 @@ class Matcher:
                 at = head_parents[at]
         return best
 
-    def pattern_for(self, path: str, rule_rank: int) -> str:
-        """The normalised pattern of a rule of ``rule_rank`` that matches ``path``
-        (the one :meth:`best` found), to explain a decision."""
+    def best_without(self, path: str, left_out: AbstractSet[str]) -> int:
+        """:meth:`best` among the rules whose pattern is not in ``left_out`` (not
+        for a :meth:`ranked` matcher: this needs ranks that follow lengths)."""
         keys, parents = self._prefixes, self._parents
         at = bisect_right(keys, path) - 1
-        while at >= 0:
-            if path.startswith(keys[at]) and self._ranks[at] == rule_rank:
-                return keys[at]
+        while at >= 0 and (not path.startswith(keys[at]) or keys[at] in left_out):
             at = parents[at]
-        if self._exact is not None and self._exact.get(path) == rule_rank:
-            return path + "$"
+        best = self._ranks[at] if at >= 0 else 0
+        if self._exact is not None and path + "$" not in left_out:
+            best = max(best, self._exact.get(path, 0))
         heads = self._heads
         at = bisect_right(heads, path) - 1
         while at >= 0:
             if path.startswith(heads[at]):
-                for rank_, _, head_size, body, anchored, pattern in self._head_rules[at]:
-                    if rank_ == rule_rank and _glob_matches(path, head_size, body, anchored):
-                        return pattern
+                for rule_rank, _, head_size, body, anchored, pattern in self._head_rules[at]:
+                    if rule_rank <= best:
+                        break
+                    if pattern not in left_out and _glob_matches(path, head_size, body, anchored):
+                        best = rule_rank
+                        break
+            at = self._head_parents[at]
+        return best
+
+    def pattern_for(self, path: str, rule_rank: int, left_out: AbstractSet[str] = _NOTHING) -> str:
+        """The pattern to report for a rule of ``rule_rank`` that matches ``path``
+        (the one :meth:`best` or :meth:`best_without` found), to explain a decision."""
+        keys, parents, ranks = self._prefixes, self._parents, self._ranks
+        at = bisect_right(keys, path) - 1
+        while at >= 0 and not path.startswith(keys[at]):
+            at = parents[at]
+        found = -1  # ranks never rise toward shorter prefixes: the shortest with it set it
+        while at >= 0 and ranks[at] >= rule_rank:
+            if ranks[at] == rule_rank and keys[at] not in left_out:
+                found = at
+            at = parents[at]
+        if found >= 0:
+            return self._label(keys[found])
+        exact = self._exact
+        if exact is not None and exact.get(path) == rule_rank and path + "$" not in left_out:
+            return self._label(path + "$")
+        heads = self._heads
+        at = bisect_right(heads, path) - 1
+        while at >= 0:
+            if path.startswith(heads[at]):
+                for rank_, _, head_size, body, anchored, label in self._head_rules[at]:
+                    if (
+                        rank_ == rule_rank
+                        and label not in left_out
+                        and _glob_matches(path, head_size, body, anchored)
+                    ):
+                        return label
             at = self._head_parents[at]
         return ""
+
+    def _label(self, pattern: str) -> str:
+        return pattern if self._labels is None else self._labels.get(pattern, pattern)

@@ -8,33 +8,66 @@ side a literal ``*`` or ``$`` becomes ``%2A`` / ``%24`` (RFC 9309 §2.2.3), so
 that a rule can name them without their special meaning. Lone surrogates from
 robots.txt bodies decoded with ``surrogateescape`` encode back to their
 original bytes, so invalid UTF-8 keeps its exact octets.
+
+That normal form keeps escapes of reserved characters apart from the
+characters; :func:`decode_reserved` gives the other reading RFC 9309 allows
+(see :mod:`scrapy_rep.robotstxt` for how the two are used).
 """
 
 from __future__ import annotations
 
 import re
+import string
+from collections.abc import Iterable
 
-__all__ = ["normalize_path", "normalize_pattern", "path_of", "url_path"]
+__all__ = [
+    "decode_reserved",
+    "has_bare_percent",
+    "normalize_path",
+    "normalize_pattern",
+    "path_of",
+    "url_path",
+]
 
-_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+# RFC 3986 §2.2-2.3.
+_RESERVED = ":/?#[]@" + "!$&'()*+,;="
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
 
 # "scheme://authority" or "//authority", then the path, params and query.
 _SCHEME_AUTHORITY = r"(?:[^:/?#;]*://[^/?#;]*|//[^/?#;]*)?"
 URL_PATH = re.compile(rf"{_SCHEME_AUTHORITY}([^#]*)")
 
-# Characters compared as they are: unreserved and reserved ones (RFC 3986), and
-# '%'. '*' and '$' are reserved too but have a meaning in patterns (below);
-# '[' and ']' are reserved for hosts only and never stand raw in a path or query
-# that Scrapy sends, so they are compared in their escaped form.
-_AS_IS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:/?#@!&'()+,;=%"
+# Reserved characters compared as they are. '*' and '$' are left out: they have
+# a meaning in patterns (below); so are '[' and ']', reserved for hosts only and
+# never raw in a path or query that Scrapy sends: they compare escaped.
+_RAW_RESERVED = "".join(char for char in _RESERVED if char not in "*$[]")
+# Characters compared as they are: the unreserved ones, those reserved ones, and '%'.
+_AS_IS = "".join(sorted(_UNRESERVED)) + _RAW_RESERVED + "%"
 # Anything else must be percent-encoded: non-ASCII (as UTF-8), controls, space
 # and '"<>[\\]^`{|}'. A '*' is left alone here: in patterns it is the wildcard,
 # and the URL side has already turned its own into "%2A".
 _TO_ENCODE = re.compile(f"[^{re.escape(_AS_IS)}*$]+")
+
+
+def _escapes_of(chars: Iterable[str]) -> str:
+    """An expression for the upper-case hex digits of ``chars``' escapes, grouped
+    by their first digit ("2[DE]|3[0-9]|...") so that a scan tries few branches."""
+    by_first: dict[str, str] = {}
+    for char in sorted(chars):
+        digits = f"{ord(char):02X}"
+        by_first[digits[0]] = by_first.get(digits[0], "") + digits[1]
+    return "|".join(f"{first}[{seconds}]" for first, seconds in by_first.items())
+
+
 # Escapes that normalising changes: lower-case hex, or an unreserved character.
-_ESCAPE_TO_CHANGE = re.compile(
-    r"%(?:[0-9A-Fa-f][a-f]|[a-f][0-9A-F]|2[DE]|3[0-9]|4[1-9A-F]|5[0-9A]|5F|6[1-9A-F]|7[0-9A]|7E)"
-)
+_ESCAPE_TO_CHANGE = re.compile(rf"%(?:[0-9A-Fa-f][a-f]|[a-f][0-9A-F]|{_escapes_of(_UNRESERVED)})")
+# The second reading (decode_reserved): escapes of the reserved characters
+# compared raw, and a bare '%' (one that starts no escape). '#' is left out, as
+# no side holds it raw: a rule's '#' starts a comment, a URL's its fragment.
+_DECODED_RESERVED = _RAW_RESERVED.replace("#", "")
+_BARE_PERCENT = r"%(?![0-9A-Fa-f]{2})"
+_READ_SECOND_WAY = re.compile(rf"%(?:{_escapes_of(_DECODED_RESERVED)})|{_BARE_PERCENT}")
+_HAS_BARE_PERCENT = re.compile(_BARE_PERCENT)
 # For the quick test that most paths and patterns pass: bytes that need no look.
 PLAIN_IN_PATH = _AS_IS.replace("%", "").encode()
 # A URL whose path needs no normalising, in one match: the path (group 2) is
@@ -144,3 +177,26 @@ def normalize_pattern(pattern: str) -> str:
         body = body.replace("$", "%24")
     body = _normalize(body)
     return body + "$" if anchored else body
+
+
+def _decode_escape(match: re.Match[str]) -> str:
+    escape = match[0]
+    return "%25" if len(escape) == 1 else chr(int(escape[1:], 16))
+
+
+def decode_reserved(text: str) -> str:
+    """A path or pattern in normal form, read the other way RFC 9309 §2.2.2 can be
+    read: an escaped reserved character is that character ("%3D" is "="), and a
+    '%' that starts no escape is "%25".
+
+    Only ``* $ [ ] #`` keep their escapes: '*' and '$' have a meaning in rules,
+    '[' and ']' are always escaped in normal form, and '#' is never raw.
+    """
+    if "%" not in text:
+        return text
+    return _READ_SECOND_WAY.sub(_decode_escape, text)
+
+
+def has_bare_percent(text: str) -> bool:
+    """Whether ``text`` holds a '%' that starts no escape."""
+    return "%" in text and _HAS_BARE_PERCENT.search(text) is not None

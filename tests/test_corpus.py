@@ -15,6 +15,7 @@ import pytest
 from _corpus import CorpusFile, manifest, require_corpus, site_urls, site_urls_path
 
 from scrapy_rep import Decision, RobotsTxt
+from scrapy_rep.robotstxt import DEFAULT_MAX_SIZE
 
 AGENTS = ("examplebot", "Googlebot", "Mozilla")
 # Comparisons between two parses: one agent that usually has its own group, one that uses *.
@@ -84,7 +85,8 @@ def test_every_corpus_file_parses_and_answers(
     corpus: list[CorpusFile], urls_by_site: dict[str, list[str]]
 ) -> None:
     """Each file parses without error and answers allowed()/decide() for a few URLs
-    (fixed probes and its site's own URLs), /robots.txt always allowed."""
+    (fixed probes and its site's own URLs), /robots.txt always allowed; delays()
+    names the lines crawl_delay() and request_rate() read."""
     failures = []
     for entry in corpus:
         try:
@@ -102,6 +104,11 @@ def test_every_corpus_file_parses_and_answers(
                 assert delay is None or (isinstance(delay, float) and delay >= 0)
                 rate = robots.request_rate(user_agent=agent)
                 assert rate is None or (rate[0] > 0 and rate[1] > 0)
+                lines = robots.delays(user_agent=agent)
+                assert (lines.crawl_delay and lines.crawl_delay.seconds) == delay
+                assert (lines.request_rate and lines.request_rate.seconds) == (
+                    rate and rate[1] / rate[0]
+                )
             assert all(isinstance(s, str) and s for s in robots.sitemaps)
             assert len(set(robots.sitemaps)) == len(robots.sitemaps)
         except Exception as error:  # collect them all, report the first few
@@ -163,14 +170,15 @@ def test_corpus_bom_changes_no_answer(
 def test_corpus_files_over_the_limit_read_only_the_first_500_kib(
     corpus: list[CorpusFile], urls_by_site: dict[str, list[str]]
 ) -> None:
-    """Files over 512,000 bytes decide as their first 512,000 bytes (cut line dropped)."""
-    files = [entry for entry in corpus if entry.size > 512_000]
+    """Files over 512,000 bytes (DEFAULT_MAX_SIZE) decide as their first 512,000
+    bytes (cut line dropped)."""
+    files = [entry for entry in corpus if entry.size > DEFAULT_MAX_SIZE]
     assert files, "no file over 512,000 bytes in the corpus"
     different = []
     for entry in files:
         data = entry.path.read_bytes()
-        head = data[:512_000]
-        if data[512_000:512_001] not in (b"\n", b"\r"):
+        head = data[:DEFAULT_MAX_SIZE]
+        if data[DEFAULT_MAX_SIZE : DEFAULT_MAX_SIZE + 1] not in (b"\n", b"\r"):
             head = head[: max(head.rfind(b"\n"), head.rfind(b"\r")) + 1]
         urls = (*PROBE_URLS, *urls_by_site.get(entry.site, ()))
         if decisions(RobotsTxt.parse(data), urls) != decisions(RobotsTxt.parse(head), urls):

@@ -28,12 +28,13 @@ from _corpus import corpus_dir, manifest, missing_message, require_corpus, site_
 from w3lib.url import safe_url_string
 
 from scrapy_rep import RobotsTxt
+from scrapy_rep.robotstxt import DEFAULT_MAX_SIZE
 
 robotstxt = pytest.importorskip("robotstxt", reason="Google's reference (fast-robotstxt) missing")
 from robotstxt.robots import _lib  # noqa: E402  (the C call, see GoogleMatcher)
 
 AGENT = "examplebot"
-MAX_SIZE = 512_000
+MAX_SIZE = DEFAULT_MAX_SIZE  # what we read; the reference reads what it is given
 RULES_PER_FILE = 10  # rule-derived URLs: rules sampled per file in the test (script: more)
 SHOWN = 5  # unexplained disagreements printed
 
@@ -266,8 +267,9 @@ def test_agrees_with_google_on_rule_derived_urls(directory: Path) -> None:
 
 GOOGLE_DIFFERS = [
     ("User-agent: *\nDisallow: /\n", "https://example.com/robots.txt", ROBOTS_TXT),
-    ("User-agent: *\nDisallow: /a%2Fb\n", "https://example.com/a/b", ESCAPES),
-    ("User-agent: *\nDisallow: /wiki/A:B\n", "https://example.com/wiki/A%3AB", ESCAPES),
+    # Both readings of §2.2.2 must allow: an Allow escaped on one side only does not.
+    ("User-agent: *\nDisallow: /\nAllow: /a%2Fb\n", "https://example.com/a/b", ESCAPES),
+    ("User-agent: *\nDisallow: /w/\nAllow: /w/A:B\n", "https://example.com/w/A%3AB", ESCAPES),
     ("User-agent: *\nDisallow: /%61b\nAllow: /abc\n", "https://example.com/abcd", ESCAPES),
     ("User-agent: *\nDisallow: /a/./b\n", "https://example.com/a/./b", URL_PARSER),
 ]
@@ -277,7 +279,9 @@ GOOGLE_DIFFERS = [
 def test_known_differences_are_classified(body: str, url: str, reason: str) -> None:
     """Where RFC 9309 and the reference's code part ways, the re-checks name why.
 
-    e.g. Disallow: /a%2Fb and /a/b: the reference decodes %2F, RFC 9309 keeps it.
+    e.g. Disallow: / + Allow: /a%2Fb and /a/b: the reference decodes %2F, so its
+    Allow matches; one reading of RFC 9309 keeps %2F apart, and we fetch only what
+    both readings allow.
     """
     google = GoogleMatcher()
     data = body.encode()
@@ -285,10 +289,53 @@ def test_known_differences_are_classified(body: str, url: str, reason: str) -> N
     assert classify(google, data, url) == reason
 
 
+# Every printable ASCII character, raw on one side and escaped (either hex case)
+# on the other, in the rule shapes that matter: prefix, anchored, after '*', and
+# an Allow under Disallow: /.
+ESCAPE_SHAPES = {
+    "prefix": ("Disallow: /a{rule}b", "/a{url}b/c"),
+    "anchored": ("Disallow: /a{rule}b$", "/a{url}b"),
+    "wildcard": ("Disallow: /*{rule}b", "/x/a{url}b"),
+    "allow": ("Disallow: /\nAllow: /a{rule}b", "/a{url}b/c"),
+    "allow-wildcard": ("Disallow: /\nAllow: /*{rule}b", "/x/a{url}b"),
+}
+
+
+def one_side_escaped_cases() -> Iterator[tuple[str, str]]:
+    for code in range(0x20, 0x7F):
+        char = chr(code)
+        spellings = {char, f"%{code:02X}", f"%{code:02x}"}
+        for rule_shape, url_shape in ESCAPE_SHAPES.values():
+            for rule, url in ((a, b) for a in spellings for b in spellings if a != b):
+                if (rule == char and char in "# \t*$") or (url == char and char in "# "):
+                    continue  # raw, these are no part of a rule value or of a path
+                body = f"User-agent: *\n{rule_shape.format(rule=rule)}\n"
+                yield body, "https://example.com" + url_shape.format(url=url)
+
+
+def test_never_fetches_what_the_reference_or_protego_would_not_when_one_side_is_escaped() -> None:
+    """RFC 9309 §2.2.2, where it reads two ways (a character escaped in the rule
+    or the URL only): we never fetch what Google's reference would not, except
+    where its URL parser reads a raw '\\' as '/', nor what Protego would not."""
+    protego = pytest.importorskip("protego")
+    google = GoogleMatcher()
+    fetched_alone = []
+    cases = list(one_side_escaped_cases())
+    for body, url in cases:
+        if not ours(body.encode(), url):
+            continue
+        if not google.allowed(body.encode(), url) and "\\" not in url:
+            fetched_alone.append(f"Google: {body!r} {url}")
+        if not protego.Protego.parse(body).can_fetch(url, AGENT):
+            fetched_alone.append(f"Protego: {body!r} {url}")
+    assert len(cases) > 1500
+    assert not fetched_alone, "\n".join(fetched_alone[:SHOWN])
+
+
 def test_size_limit_difference_is_classified() -> None:
     """A rule after 512,000 bytes: the reference (given the whole body) applies it,
     we do not (RFC 9309 §2.5); the re-check with the first 500 KiB explains it."""
-    body = b"User-agent: *\n" + b"#" * 512_000 + b"\nDisallow: /late\n"
+    body = b"User-agent: *\n" + b"#" * MAX_SIZE + b"\nDisallow: /late\n"
     google = GoogleMatcher()
     assert ours(body, "/late") and not google.allowed(body, "/late")
     assert classify(google, body, "/late") == SIZE_LIMIT

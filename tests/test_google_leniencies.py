@@ -262,3 +262,21 @@ def test_nul_bytes_do_not_stop_parsing() -> None:
     body = b"\x00\x01\x02\xff\x00\nUser-agent: *\nDisallow: /x\n\x00\x00"
     assert not allowed(body, "/x")
     assert allowed(body, "/y")
+
+
+def test_delay_lines_longer_than_googles_line_limit_are_cut_like_any_line() -> None:
+    """Leniency beyond RFC 9309: a line is read up to Google's 16,663 bytes, delay
+    lines too; a number cut there is read as cut, never an error.
+
+    Crawl-delay: 0. then 20,000 zeros and 5 -> cut before the 5: 0 s, the line's text
+    16,663 characters; Request-rate: 20,000 nines/1 -> cut before "/1": no rate.
+    """
+    body = (
+        f"User-agent: examplebot\nCrawl-delay: 0.{'0' * 20_000}5\nRequest-rate: {'9' * 20_000}/1\n"
+    )
+    robots = RobotsTxt.parse(body)
+    delays = robots.delays(user_agent=BOT)
+    assert robots.crawl_delay(user_agent=BOT) == 0.0
+    assert delays.crawl_delay is not None and delays.crawl_delay.line == 2
+    assert len(delays.crawl_delay.text) == GOOGLE_MAX_LINE
+    assert robots.request_rate(user_agent=BOT) is None

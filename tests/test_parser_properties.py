@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import string
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
@@ -40,6 +41,7 @@ VALUES = [
     "/", "/a", "/a/", "/a*", "/a$", "/*.php$", "/a$b", "$", "*", "/*", "/%61", "/%2A", "/%24",
     "/ツ", "/%E3%83%84", "/robots.txt", "/index.html", "/a?b=c", "5", "0.5", "nan", "1/5",
     "10/1m", "https://example.com/s.xml", "/s.xml", "//[bad/s.xml", "http://[::1/s.xml",
+    "9" * 4301 + "/1", "1/5\u017f", "0" * 5000 + "1", "/" + "%2F" * 6000,
 ]  # fmt: skip
 ROBOTS_URLS = [None, "https://example.com/robots.txt", "http://[::1", "//[x", "", "robots.txt"]
 BOMS = [b"", b"\xef\xbb\xbf", b"\xef"]  # none, whole, partial
@@ -161,7 +163,44 @@ def test_parse_never_raises_on_robots_like_bytes(
         assert isinstance(robots.crawl_delay(user_agent=agent), (float, type(None)))
         rate = robots.request_rate(user_agent=agent)
         assert rate is None or (isinstance(rate[0], int) and isinstance(rate[1], float))
+        seconds = robots.delays(user_agent=agent).seconds
+        assert seconds is None or 0 <= seconds < float("inf")
         robots.decide("/a", user_agent=agent)
+
+
+# Numbers as hostile servers write them: runs of digits (of any script) far
+# longer than int() converts, zeros, signs, dots, units and exponents.
+number_text = st.builds(
+    lambda parts: "".join(parts),
+    st.lists(
+        st.one_of(
+            st.sampled_from(["/", ".", " ", "-", "+", "e", "s", "m", "h", "d", "\u017f", "inf"]),
+            st.builds(
+                lambda digit, count: digit * count,
+                st.sampled_from(["0", "1", "9", "\u0660", "\u0669"]),
+                st.integers(min_value=1, max_value=6000),
+            ),
+        ),
+        max_size=6,
+    ),
+)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.sampled_from(["Crawl-delay", "Request-rate"]), number_text)))
+@example([("Request-rate", "9" * 4301 + "/1")])
+@example([("Request-rate", "1/5\u017f")])
+def test_delay_lines_never_raise_whatever_their_numbers(lines: list[tuple[str, str]]) -> None:
+    """Crawl-delay and Request-rate values of any size and shape: every query
+    answers, delays are finite and positive or None."""
+    body = "User-agent: *\nDisallow: /x\n" + "".join(f"{k}: {v}\n" for k, v in lines)
+    robots = RobotsTxt.parse(body)
+    delay = robots.crawl_delay(user_agent=BOT)
+    assert delay is None or (isinstance(delay, float) and 0 <= delay < float("inf"))
+    rate = robots.request_rate(user_agent=BOT)
+    assert rate is None or (rate[0] > 0 and 0 < rate[1] < float("inf"))
+    assert not robots.allowed("/x", user_agent=BOT)
+    assert not robots.decide("/x", user_agent=BOT).allowed
 
 
 @pytest.mark.parametrize(
@@ -325,6 +364,146 @@ def test_longest_match_agrees_with_brute_force(rules: list[tuple[bool, str]], pa
     assert decision.allowed is expected, (rules, path, decision)
     if winners:
         assert decision.rule in winners, (rules, path, decision)
+
+
+def two_readings_verdict(rules: list[tuple[bool, str]], path: str) -> tuple[bool, set[str]]:
+    """RFC 9309 §2.2.2 read both ways, by brute force: longest match with "%3D"
+    and "%2F" kept apart from "=" and "/" and a bare '%' from "%25", and with them
+    taken as those; the URL is allowed only if both readings allow it. Either way
+    a rule's priority is its length as written (the alphabet is in normal form).
+
+    Returns the verdict and the rules that could have decided it: a Disallow of
+    either reading, else an Allow of the first, else of the second."""
+
+    def decoded(text: str) -> str:
+        text = re.sub("%(?![0-9A-Fa-f]{2})", "%25", text)
+        return text.replace("%3D", "=").replace("%2F", "/")
+
+    readings = []  # (best rank, the rules with it) of each reading
+    for read in (lambda text: text, decoded):
+        best: tuple[int, bool] | None = None
+        winners: set[str] = set()
+        for allow, pattern in rules:
+            anchored = pattern.endswith("$")
+            body = read(pattern[:-1] if anchored else pattern)
+            regex = "".join(".*" if char == "*" else re.escape(char) for char in body)
+            if re.match(regex + (r"\Z" if anchored else ""), read(path)):
+                rank = (len(pattern), allow)
+                text = f"{'Allow' if allow else 'Disallow'}: {pattern}"
+                if best is None or rank > best:
+                    best, winners = rank, {text}
+                elif rank == best:
+                    winners.add(text)
+        readings.append((best, winners))
+    for best, winners in readings:
+        if best is not None and not best[1]:
+            return False, winners
+    for best, winners in readings:
+        if best is not None:
+            return True, winners
+    return True, set()
+
+
+escaped_pattern_text = st.builds(
+    lambda start, body, anchor: start + "".join(body) + anchor,
+    st.sampled_from(["/", "/*", "/a"]),
+    st.lists(st.sampled_from(["/", "a", "=", "%3D", "%2F", "%25", "%", "*", "?"]), max_size=5),
+    st.sampled_from(["", "$"]),
+)
+escaped_path_text = st.builds(
+    lambda body: "/" + "".join(body),
+    st.lists(st.sampled_from(["a", "/", "=", "%3D", "%2F", "%25", "%24", "%", "?"]), max_size=7),
+)
+
+
+@settings(max_examples=EXAMPLES * 3, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), escaped_pattern_text), max_size=6), escaped_path_text)
+@example([(False, "/a%2F"), (True, "/a/")], "/a/")
+@example([(True, "/a%2F"), (False, "/a/")], "/a%2F")
+@example([(False, "/*="), (True, "/a%3D")], "/a%3D")
+@example([(False, "/a%2F"), (True, "/a/a")], "/a/a=")  # the shorter prefix ranks higher
+@example([(True, "/a%"), (False, "/a")], "/a%24")  # bare '%': "/a%25" in the second reading
+@example([(False, "/a=*"), (False, "/a=%")], "/a%3D%24")  # "/a=%" is "/a=%25": not it
+def test_fetched_only_when_both_readings_of_escapes_allow(
+    rules: list[tuple[bool, str]], path: str
+) -> None:
+    """allowed()/decide() agree with a brute force of both readings of escaped
+    reserved characters, and never fetch what either would not."""
+    assume(not path.startswith("//"))  # that would start an authority (RFC 3986)
+    lines = ["User-agent: *"] + [f"{'Allow' if a else 'Disallow'}: {p}" for a, p in rules]
+    robots = RobotsTxt.parse("\n".join(lines))
+    decision = check_decision(robots, "\n".join(lines), path, BOT)
+    expected, winners = two_readings_verdict(rules, path)
+    assert decision.allowed is expected, (rules, path, decision)
+    assert (decision.rule in winners) if winners else decision.rule is None, (rules, path, decision)
+
+
+# -- delays belong to the user-agent lines above them -----------------------------------
+
+delay_file_line = st.one_of(
+    st.builds(lambda token: ("agent", token), st.sampled_from(["examplebot", "otherbot", "*"])),
+    st.builds(lambda seconds: ("delay", seconds), st.integers(min_value=0, max_value=9)),
+    st.builds(lambda seconds: ("rate", seconds), st.integers(min_value=1, max_value=9)),
+    st.sampled_from([("rule", "Disallow: /x"), ("other", ""), ("other", "Sitemap: /s.xml")]),
+)
+DELAY_LINE_TEXT = {
+    "agent": "User-agent: {}",
+    "delay": "Crawl-delay: {}",
+    "rate": "Request-rate: 1/{}",
+    "rule": "{}",
+    "other": "{}",
+}
+
+
+def delays_by_runs(
+    lines: list[tuple[str, Any]], agent: str
+) -> tuple[float | None, tuple[int, float] | None]:
+    """The delay rule by brute force, with no groups at all: runs of user-agent
+    lines, each delay line to the run above it, the agent's runs (else "*"'s),
+    the largest value of each kind (1/n rates: the largest n)."""
+    runs: list[tuple[set[str], list[tuple[str, int]]]] = []
+    after_run = True  # a rule or delay line since the last user-agent line
+    for kind, value in lines:
+        if kind == "agent":
+            if after_run:
+                runs.append((set(), []))
+            runs[-1][0].add(value)
+            after_run = False
+        elif kind in ("delay", "rate", "rule"):
+            after_run = True
+            if kind != "rule" and runs:
+                runs[-1][1].append((kind, value))
+    mine = [run for run in runs if agent in run[0]] or [run for run in runs if "*" in run[0]]
+    found = [line for _, delay_lines in mine for line in delay_lines]
+    delays = [value for kind, value in found if kind == "delay"]
+    rates = [value for kind, value in found if kind == "rate"]
+    return (
+        float(max(delays)) if delays else None,
+        (1, float(max(rates))) if rates else None,
+    )
+
+
+@settings(max_examples=EXAMPLES * 3, deadline=None)
+@given(
+    st.lists(delay_file_line, max_size=14), st.sampled_from(["examplebot", "otherbot", "thirdbot"])
+)
+@example([("agent", "otherbot"), ("delay", 6), ("agent", "*"), ("delay", 1)], "examplebot")
+def test_delays_follow_the_runs_of_user_agent_lines(
+    lines: list[tuple[str, Any]], agent: str
+) -> None:
+    """crawl_delay()/request_rate() agree with the run rule computed line by line,
+    and delays() names lines that hold those values."""
+    body = "\n".join(DELAY_LINE_TEXT[kind].format(value) for kind, value in lines)
+    robots = RobotsTxt.parse(body)
+    expected = delays_by_runs(lines, agent)
+    assert (robots.crawl_delay(user_agent=agent), robots.request_rate(user_agent=agent)) == expected
+    written = body.split("\n")
+    for found in (
+        robots.delays(user_agent=agent).crawl_delay,
+        robots.delays(user_agent=agent).request_rate,
+    ):
+        if found is not None:
+            assert written[found.line - 1] == found.text
 
 
 # -- normalisation -----------------------------------------------------------------

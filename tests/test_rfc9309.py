@@ -12,6 +12,7 @@ import tracemalloc
 import pytest
 
 from scrapy_rep import Decision, RobotsTxt
+from scrapy_rep.robotstxt import DEFAULT_MAX_SIZE, DelayLine, Delays
 
 BOT = "ExampleBot"
 
@@ -377,14 +378,92 @@ def test_2_2_2_hex_case_of_escapes_does_not_matter() -> None:
     assert not allowed("User-agent: *\nDisallow: /%E3%83%84\n", "/%e3%83%84")
 
 
-def test_2_2_2_escaped_reserved_characters_stay_distinct() -> None:
-    """Escapes of reserved characters are not decoded: %2F is not a path separator.
+# Reserved characters (RFC 3986) whose escapes RFC 9309 §2.2.2 can be read to keep
+# apart from the raw character, or to equate with it; '*' and '$' have a meaning
+# in rules (§2.2.3), '[' ']' and '#' never stand raw in a path.
+RESERVED_READ_BOTH_WAYS = ":/?@!&'()+,;="
 
-    Disallow: /a%2Fb$ -> /a%2fb disallowed, /a/b allowed.
+
+@pytest.mark.parametrize("char", RESERVED_READ_BOTH_WAYS)
+@pytest.mark.parametrize(
+    ("rule", "url"),
+    [
+        ("/a{raw}b", "/a{escaped}b/c"),  # escaped in the URL only
+        ("/a{escaped}b", "/a{raw}b/c"),  # escaped in the rule only
+        ("/a{lower}b$", "/a{raw}b"),  # anchored, lower-case hex
+        ("/*{raw}b", "/x/a{escaped}b"),  # after a wildcard
+        ("/*{escaped}b$", "/x/a{raw}b"),
+    ],
+    ids=["url-escaped", "rule-escaped", "anchored", "wildcard", "wildcard-anchored"],
+)
+def test_2_2_2_reserved_character_escaped_on_one_side_only_is_not_fetched(
+    char: str, rule: str, url: str
+) -> None:
+    """§2.2.2 reads two ways for reserved characters escaped on one side only:
+    "%3D" kept apart from "=", or taken as it. A URL is fetched only when both
+    readings allow it (Google's reference and Protego do not fetch these either).
+
+    Disallow: /*page= -> /x/page%3D5 disallowed; Disallow: /a%2Fb -> /a/b disallowed.
     """
-    body = "User-agent: *\nDisallow: /a%2Fb$\n"
-    assert not allowed(body, "/a%2fb")
-    assert allowed(body, "/a/b")
+    code = f"{ord(char):02X}"
+    spell = {"raw": char, "escaped": f"%{code}", "lower": f"%{code.lower()}"}
+    body = f"User-agent: *\nDisallow: {rule.format(**spell)}\n"
+    assert not allowed(body, url.format(**spell))
+    assert not allowed(body, "https://example.com" + url.format(**spell))
+    assert allowed(body, "/other")
+
+
+def test_2_2_2_the_issues_page_parameter_example() -> None:
+    """Issue 9's example: Disallow: /*page= -> /x/page%3D5 disallowed, decided by
+    that line; /x/page5 allowed."""
+    robots = RobotsTxt.parse("User-agent: *\nDisallow: /*page=\n")
+    decision = robots.decide("https://example.com/x/page%3D5", user_agent=BOT)
+    assert decision == Decision(False, 2, "Disallow: /*page=", ("*",))
+    assert robots.allowed("/x/page5", user_agent=BOT)
+
+
+def test_2_2_2_allow_of_an_escaped_reserved_character_needs_both_readings() -> None:
+    """An Allow matches only where both readings match it, so neither fetches more.
+
+    Disallow: / + Allow: /a%3Db -> /a%3Db allowed, /a=b disallowed (kept apart,
+    the Allow does not match it); Allow: /a=b -> /a%3Db disallowed likewise.
+    """
+    assert allowed("User-agent: *\nDisallow: /\nAllow: /a%3Db\n", "/a%3db")
+    assert not allowed("User-agent: *\nDisallow: /\nAllow: /a%3Db\n", "/a=b")
+    assert allowed("User-agent: *\nDisallow: /\nAllow: /a=b\n", "/a=b")
+    assert not allowed("User-agent: *\nDisallow: /\nAllow: /a=b\n", "/a%3Db")
+
+
+def test_2_2_2_an_escape_counts_three_octets_in_either_reading() -> None:
+    """A rule's priority is its length in normal form, however it matched: an
+    escape of a reserved character counts three octets, as written.
+
+    Disallow: /a%2Fb (6 octets) + Allow: /a/b (4) -> /a/b disallowed; Allow: /a%2Fb
+    + Disallow: /a/ -> /a%2Fb allowed, decided by the Allow.
+    """
+    robots = RobotsTxt.parse("User-agent: *\nDisallow: /a%2Fb\nAllow: /a/b\n")
+    assert robots.decide("/a/b", user_agent=BOT) == Decision(False, 2, "Disallow: /a%2Fb", ("*",))
+    robots = RobotsTxt.parse("User-agent: *\nAllow: /a%2Fb\nDisallow: /a/\n")
+    assert robots.decide("/a%2Fb", user_agent=BOT) == Decision(True, 2, "Allow: /a%2Fb", ("*",))
+
+
+@pytest.mark.parametrize(("rule", "url"), [("/a%25", "/a%"), ("/a%", "/a%25"), ("/%25x", "/%x")])
+def test_2_2_2_a_percent_that_starts_no_escape_is_a_percent(rule: str, url: str) -> None:
+    """A '%' not followed by two hex digits can only stand for itself, "%25": one
+    reading keeps them apart, the other not, so the URL is not fetched.
+
+    Disallow: /a%25 -> /a% disallowed; Disallow: /a% -> /a%25 disallowed.
+    """
+    assert not allowed(f"User-agent: *\nDisallow: {rule}\n", url)
+
+
+@pytest.mark.parametrize(("rule", "url"), [("/a%2A", "/a*"), ("/a%24", "/a$"), ("/a%5B", "/a[")])
+def test_2_2_3_escaped_star_dollar_and_brackets_are_one_reading(rule: str, url: str) -> None:
+    """'*' and '$' mean something in rules, so their escapes are literal in both
+    readings; '[' is escaped in both. Disallow: /a%2A -> /a* disallowed, /ab allowed."""
+    body = f"User-agent: *\nDisallow: {rule}\n"
+    assert not allowed(body, url)
+    assert allowed(body, "/ab")
 
 
 def test_2_2_2_priority_is_the_length_of_the_normalised_pattern() -> None:
@@ -727,6 +806,138 @@ def test_2_2_4_crawl_delay_own_group_replaces_star() -> None:
     assert RobotsTxt.parse(body).crawl_delay(user_agent=BOT) is None
 
 
+# Delays belong to the user-agent lines written above them (scrapy_rep._delays).
+
+
+def delays_of(body: str, agent: str = BOT) -> tuple[float | None, tuple[int, float] | None]:
+    robots = RobotsTxt.parse(body)
+    return robots.crawl_delay(user_agent=agent), robots.request_rate(user_agent=agent)
+
+
+def test_2_2_4_delay_right_after_its_agents_is_theirs_only() -> None:
+    """Issue 9's example: two runs of user-agent lines in one group of rules,
+    each with its own Crawl-delay.
+
+    User-agent: slurp / Crawl-delay: 60 / User-agent: * / Crawl-delay: 1 /
+    Disallow: /x -> slurp 60 s, ExampleBot 1 s; both are disallowed /x.
+    """
+    body = "User-agent: slurp\nCrawl-delay: 60\nUser-agent: *\nCrawl-delay: 1\nDisallow: /x\n"
+    assert delays_of(body, "slurp") == (60.0, None)
+    assert delays_of(body) == (1.0, None)
+    assert not allowed(body, "/x", "slurp")
+    assert not allowed(body, "/x")
+
+
+def test_2_2_4_delay_after_rules_is_the_runs_above_them() -> None:
+    """A delay line after rules belongs to the nearest run above it.
+
+    User-agent: a / Crawl-delay: 3 / User-agent: examplebot / Disallow: /x /
+    Request-rate: 1/9 -> a: 3 s and no rate, ExampleBot: no Crawl-delay, 1/9.
+    """
+    body = (
+        "User-agent: a\nCrawl-delay: 3\nUser-agent: examplebot\nDisallow: /x\nRequest-rate: 1/9\n"
+    )
+    assert delays_of(body, "a") == (3.0, None)
+    assert delays_of(body) == (None, (1, 9.0))
+
+
+def test_2_2_4_two_delay_lines_for_two_runs_in_one_group() -> None:
+    """Crawl-delay and Request-rate of two runs that share one group of rules.
+
+    User-agent: otherbot / Crawl-delay: 20 / Request-rate: 1/30 / (blank) /
+    User-agent: examplebot / Request-rate: 1/2 / Disallow: / -> OtherBot (20,
+    1/30), ExampleBot (None, 1/2); both are disallowed everything.
+    """
+    body = (
+        "User-agent: otherbot\nCrawl-delay: 20\nRequest-rate: 1/30\n\n"
+        "User-agent: examplebot\nRequest-rate: 1/2\nDisallow: /\n"
+    )
+    assert delays_of(body, "OtherBot") == (20.0, (1, 30.0))
+    assert delays_of(body) == (None, (1, 2.0))
+    assert not allowed(body, "/a") and not allowed(body, "/a", "OtherBot")
+
+
+def test_2_2_4_one_run_of_several_agents_shares_its_delay() -> None:
+    """Blank lines, comments and Sitemap lines do not break a run.
+
+    User-agent: a / # note / Sitemap: /s.xml / (blank) / User-agent: examplebot /
+    Crawl-delay: 4 -> a and ExampleBot 4 s.
+    """
+    body = "User-agent: a\n# note\nSitemap: /s.xml\n\nUser-agent: examplebot\nCrawl-delay: 4\n"
+    assert delays_of(body, "a") == delays_of(body) == (4.0, None)
+
+
+def test_2_2_4_an_unusable_delay_line_still_ends_its_run() -> None:
+    """A delay line ends its run by its key, whatever its value.
+
+    User-agent: a / Crawl-delay: soon / User-agent: examplebot / Crawl-delay: 5
+    -> a: none, ExampleBot 5 s.
+    """
+    body = "User-agent: a\nCrawl-delay: soon\nUser-agent: examplebot\nCrawl-delay: 5\n"
+    assert delays_of(body, "a") == (None, None)
+    assert delays_of(body) == (5.0, None)
+
+
+def test_2_2_4_delays_of_an_agents_merged_groups_the_most_cautious_wins() -> None:
+    """The groups of one agent are combined: the largest Crawl-delay, and the
+    Request-rate with the most seconds per request (the first on a tie).
+
+    examplebot: Crawl-delay 5, Request-rate 2/10 ... examplebot: Crawl-delay 10,
+    Request-rate 1/5 and 1/3 -> 10 s and 2/10 (5 s per request, as 1/5, first).
+    """
+    body = (
+        "User-agent: examplebot\nCrawl-delay: 5\nRequest-rate: 2/10\nDisallow: /a\n\n"
+        "User-agent: examplebot\nCrawl-delay: 10\nRequest-rate: 1/5\nRequest-rate: 1/3\n"
+        "Disallow: /b\n"
+    )
+    assert delays_of(body) == (10.0, (2, 10.0))
+    delays = RobotsTxt.parse(body).delays(user_agent=BOT)
+    assert delays.crawl_delay == DelayLine(7, "Crawl-delay: 10", 10.0)
+    assert delays.request_rate == DelayLine(3, "Request-rate: 2/10", 5.0)
+
+
+def test_2_2_4_star_runs_apply_only_when_no_run_names_the_agent() -> None:
+    """The agent's own run replaces "*" for delays, even without a delay line.
+
+    User-agent: * / Crawl-delay: 5 / User-agent: examplebot / Disallow: /x ->
+    ExampleBot: no delay (and /x disallowed); OtherBot (no run of its own): 5 s.
+    """
+    body = "User-agent: *\nCrawl-delay: 5\nUser-agent: examplebot\nDisallow: /x\n"
+    assert delays_of(body) == (None, None)
+    assert not allowed(body, "/x")
+    assert delays_of(body, "OtherBot") == (5.0, None)
+
+
+def test_2_2_4_delay_line_before_any_user_agent_line_is_ignored() -> None:
+    """Like a rule outside any group, a delay line above every user-agent line
+    applies to no one.
+
+    Crawl-delay: 5 / Request-rate: 1/5 / User-agent: * / Disallow: /x -> no delay.
+    """
+    body = "Crawl-delay: 5\nRequest-rate: 1/5\nUser-agent: *\nDisallow: /x\n"
+    assert delays_of(body) == (None, None)
+    assert RobotsTxt.parse(body).delays(user_agent=BOT) == Delays()
+
+
+def test_2_2_4_delays_names_the_lines_and_the_larger_delay() -> None:
+    """delays() gives each deciding line's number and text, and seconds: the larger
+    delay of the two (seconds per request for a rate).
+
+    (line 2) # c / User-agent: examplebot / crawl-delay: 2 # two / Request-rate:
+    1/10 -> lines 3 and 4, 2 s and 10 s, seconds 10; Crawl-delay alone -> 2.
+    """
+    body = "# c\nUser-agent: examplebot\ncrawl-delay: 2 # two\nRequest-rate: 1/10\n"
+    delays = RobotsTxt.parse(body).delays(user_agent=BOT)
+    assert delays == Delays(
+        DelayLine(3, "Crawl-delay: 2", 2.0), DelayLine(4, "Request-rate: 1/10", 10.0)
+    )
+    assert delays.seconds == 10.0
+    assert Delays(DelayLine(3, "Crawl-delay: 2", 2.0)).seconds == 2.0
+    assert Delays().seconds is None
+    for robots in (RobotsTxt.allow_all(), RobotsTxt.disallow_all()):
+        assert robots.delays(user_agent=BOT) == Delays()
+
+
 def test_2_2_4_no_crawl_delay_is_none() -> None:
     """No Crawl-delay line -> None."""
     assert RobotsTxt.parse("User-agent: *\nDisallow: /x\n").crawl_delay(user_agent=BOT) is None
@@ -761,6 +972,49 @@ def test_2_2_4_request_rate(value: str, expected: tuple[int, float]) -> None:
 def test_2_2_4_missing_or_unusable_request_rate_is_none(body: str) -> None:
     """No Request-rate, or one that is not n/t -> None."""
     assert RobotsTxt.parse(body).request_rate(user_agent=BOT) is None
+
+
+@pytest.mark.parametrize(
+    ("rate", "expected"),
+    [
+        ("9" * 4301 + "/1", None),  # more digits than int() converts
+        ("1" + "0" * 18 + "/1", None),  # 10^18 requests: no rate anyone asks for
+        ("999999999999999999/1", (999999999999999999, 1.0)),
+        ("0" * 5000 + "1/5", (1, 5.0)),  # leading zeros are no digits of the count
+        ("1/" + "0" * 5000 + "5", (1, 5.0)),
+        ("1/1" + "0" * 400 + "h", None),  # seconds overflow to infinity
+        ("\u0660" * 5000 + "/1", None),  # Arabic-Indic zeros, which "0" does not strip
+        ("1/5\u017f", (1, 5.0)),  # the long s, which re.I reads as "s"
+    ],
+    ids=["4301-digits", "10^18", "18-digits", "zeros", "seconds-zeros", "inf", "arabic", "long-s"],
+)
+def test_2_2_4_huge_or_odd_request_rate_is_read_or_unusable_never_an_error(
+    rate: str, expected: tuple[int, float] | None
+) -> None:
+    """A hostile Request-rate never raises from any query (issue 10, item 3).
+
+    Request-rate: 999...9 (4,301 digits)/1 -> request_rate() is None, and allowed(),
+    decide() and crawl_delay() answer as if the line were not there.
+    """
+    robots = RobotsTxt.parse(f"User-agent: *\nDisallow: /x\nRequest-rate: {rate}\n")
+    assert robots.request_rate(user_agent=BOT) == expected
+    assert robots.crawl_delay(user_agent=BOT) is None
+    assert not robots.allowed("/x", user_agent=BOT)
+    assert robots.decide("/y", user_agent=BOT).allowed
+
+
+@pytest.mark.parametrize(
+    "value", ["9" * 5000, "0." + "0" * 5000 + "1", "1" + "0" * 400, "." + "9" * 100_000]
+)
+def test_2_2_4_huge_crawl_delay_is_a_number_or_unusable_never_an_error(value: str) -> None:
+    """Crawl-delay with thousands of digits: a float, or None when it is infinite.
+
+    Crawl-delay: 999...9 (5,000 digits) -> None; 0.000...01 -> a tiny float.
+    """
+    robots = RobotsTxt.parse(f"User-agent: *\nCrawl-delay: {value}\n")
+    delay = robots.crawl_delay(user_agent=BOT)
+    assert delay is None or (isinstance(delay, float) and delay >= 0)
+    assert robots.allowed("/", user_agent=BOT)
 
 
 def test_2_2_4_sitemaps_anywhere_deduplicated_in_order() -> None:
@@ -870,6 +1124,12 @@ def _padded(size: int, tail: str) -> bytes:
     filler = size - len(head)
     lines = ("#" + "x" * 98 + "\n") * (filler // 100)
     return (head + lines + "#" * (filler - len(lines) - 1) + "\n" + tail).encode()
+
+
+def test_2_5_the_default_limit_is_500_kib() -> None:
+    """RFC 9309 §2.5 asks for at least 500 kibibytes; DEFAULT_MAX_SIZE, the one
+    definition of the default (REP_MAX_SIZE's too), is exactly that."""
+    assert DEFAULT_MAX_SIZE == 500 * 1024
 
 
 def test_2_5_at_least_500_kib_are_parsed() -> None:
