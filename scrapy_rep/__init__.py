@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from scrapy_rep.robotstxt import Decision, RobotsTxt
+from scrapy_rep.robotstxt import Decision, DelayLine, Delays, RobotsTxt
 
 __version__ = "0.1.0.dev0"
 
@@ -30,6 +30,8 @@ __all__ = [
     "Addon",
     "BoundedDecompressionMiddleware",
     "Decision",
+    "DelayLine",
+    "Delays",
     "ForbiddenByRobots",
     "MetaRobotsMiddleware",
     "RobotParser",

@@ -230,11 +230,9 @@ class Policy:
 
 def delay_for(robots: RobotsTxt, agent: str, max_delay: float) -> tuple[float, float]:
     """``(applied, asked)`` seconds between requests for ``agent``: ``asked`` is
-    the larger of Crawl-delay and Request-rate's seconds per request, ``applied``
-    is ``asked`` capped at ``max_delay`` (``REP_MAX_CRAWL_DELAY``). The one rule
-    for the middleware and ``scrapy robots`` alike."""
-    asked = robots.crawl_delay(user_agent=agent) or 0.0
-    rate = robots.request_rate(user_agent=agent)
-    if rate is not None and rate[0] > 0:
-        asked = max(asked, rate[1] / rate[0])
+    the larger of Crawl-delay and Request-rate's seconds per request (the lines
+    that apply: :meth:`RobotsTxt.delays`), ``applied`` is ``asked`` capped at
+    ``max_delay`` (``REP_MAX_CRAWL_DELAY``). The one rule for the middleware and
+    ``scrapy robots`` alike."""
+    asked = robots.delays(user_agent=agent).seconds or 0.0
     return min(asked, max_delay), asked

@@ -81,7 +81,10 @@ def test_forbidden_url_names_group_line_and_rule_and_exits_1(
     # ExampleBot has its own group: the "*" group's /private/ rule is not its
     assert verdict_line(out, site.url("/private/x")).startswith("ALLOWED")
     assert fact(out, "group") == "User-agent: examplebot"
-    assert fact(out, "delay") == "10 s between requests (Crawl-delay: 3; Request-rate: 1/10s)"
+    assert (
+        fact(out, "delay")
+        == "10 s between requests (line 10: Crawl-delay: 3; line 11: Request-rate: 1/10s)"
+    )
     assert f"sitemaps  {site.url('/sitemap.xml')}\n" in out
     assert "            http://elsewhere.example/news.xml.gz\n" in out
     fetched = fact(out, "fetched")
@@ -104,7 +107,7 @@ def test_all_allowed_exits_0_and_the_star_group_applies_to_other_agents(
     assert out.startswith("agent 'Scrapy' (from USER_AGENT)")
     assert fact(out, "group") == "User-agent: * (no group names 'Scrapy')"
     assert verdict_line(out, note) == f"ALLOWED {note} line 4: Allow: /private/public-note"
-    assert fact(out, "delay") == "2 s between requests (Crawl-delay: 2)"
+    assert fact(out, "delay") == "2 s between requests (line 5: Crawl-delay: 2)"
     assert "HTTP 404: no usable robots.txt, everything allowed; fresh until" in out
     assert verdict_line(out, no_robots) == f"ALLOWED {no_robots} no robots.txt rules apply"
 
@@ -146,7 +149,7 @@ def test_redirected_robots_txt_and_capped_crawl_delay(site: ScriptedServer, tmp_
     assert result.returncode == 1, result.stderr
     assert fact(out, "redirect") == f"1 redirect -> {site.url('/moved/robots.txt')}"
     assert fact(out, "delay") == (
-        "30 s between requests (Crawl-delay: 120, capped at REP_MAX_CRAWL_DELAY = 30)"
+        "30 s between requests (line 2: Crawl-delay: 120, capped at REP_MAX_CRAWL_DELAY = 30)"
     )
     assert verdict_line(out, site.url("/x/1")).endswith("line 3: Disallow: /x")
 
@@ -180,7 +183,7 @@ def test_project_settings_apply_inside_a_project(site: ScriptedServer, tmp_path:
     assert "note: ROBOTSTXT_OBEY is False here" in out
     assert fact(out, "group") == "User-agent: projectbot"
     assert fact(out, "delay") == (
-        "not applied (REP_OBEY_CRAWL_DELAY = False); robots.txt asks Crawl-delay: 4"
+        "not applied (REP_OBEY_CRAWL_DELAY = False); robots.txt asks line 6: Crawl-delay: 4"
     )
     assert verdict_line(out, members) == f"FORBIDDEN {members} line 5: Disallow: /members/"
     (hit,) = site.log()

@@ -19,6 +19,8 @@ from crawls import run_crawl
 from scrapy import Request
 from servers import ScriptedServer, gaps
 
+from scrapy_rep import ForbiddenByRobots
+
 OTHERBOT = "User-agent: OtherBot\nDisallow: /private\n"
 
 
@@ -101,3 +103,19 @@ async def test_a_misspelt_setting_names_the_closest_known_one(
     said = [r.getMessage() for r in caplog.records if "REP_UNREACHEABLE" in r.getMessage()]
     assert said == ["scrapy-rep: unknown setting REP_UNREACHEABLE is ignored; "
                     "did you mean REP_UNREACHABLE?"]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest_twisted.ensureDeferred
+async def test_a_delay_belongs_to_the_agents_written_above_it(site: ScriptedServer) -> None:
+    """Google merges the two user-agent lines into one group for Allow/Disallow
+    (no rule between them), but slurp's 60 s are not ExampleBot's: it gets the
+    0.5 s written under 'User-agent: *'."""
+    site.robots(
+        "User-agent: slurp\nCrawl-delay: 60\nUser-agent: *\nCrawl-delay: 0.5\nDisallow: /private\n"
+    )
+    urls = [site.url(f"/p{i}") for i in range(3)] + [site.url("/private/a")]
+    result = await run_crawl(urls)
+    spacing = gaps(site.page_hits("/p"))
+    assert len(spacing) == 2 and min(spacing) >= 0.45 and max(spacing) < 5, spacing
+    assert result.failed_with(site.url("/private/a")) is ForbiddenByRobots  # merged group

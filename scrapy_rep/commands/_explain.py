@@ -18,7 +18,7 @@ from typing import Any
 
 from scrapy_rep.config import Config
 from scrapy_rep.policy import PARSED, REFUSED_LOCALLY, UNAVAILABLE, UNREACHABLE, Entry, delay_for
-from scrapy_rep.robotstxt import RobotsTxt
+from scrapy_rep.robotstxt import Delays, RobotsTxt
 
 ALLOWED = "allowed"
 FORBIDDEN = "forbidden"
@@ -48,6 +48,8 @@ class Verdict:
 class Delay:
     crawl_delay: float | None
     request_rate: tuple[int, float] | None
+    lines: Delays
+    """The Crawl-delay / Request-rate lines that apply, with their line numbers."""
     asked: float
     """Seconds between requests the group asks for (the larger of the two lines)."""
     applied: float
@@ -74,6 +76,7 @@ def delay_of(robots: RobotsTxt, agent: str, config: Config) -> Delay:
     return Delay(
         robots.crawl_delay(user_agent=agent),
         robots.request_rate(user_agent=agent),
+        robots.delays(user_agent=agent),
         asked,
         applied if config.obey_crawl_delay else 0.0,
     )
@@ -191,12 +194,11 @@ def _group_text(report: Report, agent: str) -> str | None:
 
 
 def _delay_text(delay: Delay, config: Config) -> str:
-    asked: list[str] = []
-    if delay.crawl_delay is not None:
-        asked.append(f"Crawl-delay: {delay.crawl_delay:g}")
-    if delay.request_rate is not None:
-        requests, seconds = delay.request_rate
-        asked.append(f"Request-rate: {requests}/{seconds:g}s")
+    asked = [
+        f"line {line.line}: {line.text}"
+        for line in (delay.lines.crawl_delay, delay.lines.request_rate)
+        if line is not None
+    ]
     if not asked:
         return "none asked (no Crawl-delay or Request-rate for this group)"
     lines = "; ".join(asked)
@@ -271,6 +273,11 @@ def _report_json(report: Report, config: Config, now: float) -> dict[str, Any]:
     data["crawl_delay"] = delay.crawl_delay if delay else None
     data["request_rate"] = list(delay.request_rate) if delay and delay.request_rate else None
     data["delay"] = delay.applied if delay else 0.0
+    data["delay_lines"] = [
+        {"line": line.line, "text": line.text}
+        for line in ((delay.lines.crawl_delay, delay.lines.request_rate) if delay else ())
+        if line is not None
+    ]
     data["sitemaps"] = list(robots.sitemaps) if robots is not None else []
     data["urls"] = [
         {
