@@ -291,3 +291,19 @@ async def test_a_garbage_retry_after_is_no_error(
     assert result.failed_with(site.url("/a")) is RobotsTxtUnavailable
     assert result.stats["rep/robotstxt/outcome/unreachable"] == 1
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+@pytest.mark.parametrize("obey_delay", [True, False])
+@pytest_twisted.ensureDeferred
+async def test_a_4301_digit_request_rate_is_no_error(
+    site: ScriptedServer, obey_delay: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Past Python's int-string limit: an unusable rate, the rules still obeyed."""
+    site.robots(b"User-agent: *\nRequest-rate: 1" + b"0" * 4300 + b"/1\nDisallow: /private\n")
+    with caplog.at_level(logging.DEBUG):
+        result = await run_crawl(
+            [site.url("/a"), site.url("/private/a")], {"REP_OBEY_CRAWL_DELAY": obey_delay}
+        )
+    assert site.hits("/a") == 1 and site.hits("/private/a") == 0
+    assert result.failed_with(site.url("/private/a")) is ForbiddenByRobots
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
