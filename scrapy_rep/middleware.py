@@ -160,6 +160,14 @@ class RobotsTxtMiddleware:
             entry = await maybe_deferred_to_future(self.fetcher.join(origin))
         return entry
 
+    def known_rules(self, request: Request) -> RobotsTxt | None:
+        """The rules already known for ``request``'s origin (no fetch, no wait):
+        what the request was just checked against, for components placed after
+        this middleware. None when there are none (unknown, unreachable, not http)."""
+        origin = self._keys.get(urlparse_cached(request))
+        entry = self._cache.get(origin) if origin is not None else None
+        return entry.robots if entry is not None else None
+
     # -- the check ------------------------------------------------------------
 
     def process_request(
