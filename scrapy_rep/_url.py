@@ -197,6 +197,12 @@ def decode_reserved(text: str) -> str:
     return _READ_SECOND_WAY.sub(_decode_escape, text)
 
 
+def reads_one_way(text: str) -> bool:
+    """Whether ``text`` (in normal form) is the same in both readings of
+    §2.2.2 (:func:`decode_reserved` would leave it as it is): one scan."""
+    return "%" not in text or _READ_SECOND_WAY.search(text) is None
+
+
 def has_bare_percent(text: str) -> bool:
     """Whether ``text`` holds a '%' that starts no escape."""
     return "%" in text and _HAS_BARE_PERCENT.search(text) is not None

@@ -44,6 +44,7 @@ from scrapy_rep._url import (
     PLAIN_URL,
     normalize_path,
     path_of,
+    reads_one_way,
     url_path,
 )
 
@@ -206,7 +207,8 @@ class RobotsTxt:
         rank = matcher.best(path)
         if not rank or rank & 1:  # allowed in the first reading; and in the second?
             escaped = rules.escaped
-            if escaped is None and "%" not in path:
+            # (rules with a bare '%' are among the escaped ones: none without them)
+            if escaped is None and ("%" not in path or reads_one_way(path)):
                 return True  # the second reading is the same
             if "%" not in path:  # the path reads alike: only the escaped rules differ
                 second_rank = escaped.best(path)  # type: ignore[union-attr]  # not None here
