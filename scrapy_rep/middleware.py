@@ -194,7 +194,10 @@ class RobotsTxtMiddleware:
     ) -> Coroutine[Any, Any, None] | None:
         """Drop the request if its agent may not fetch it (unless dry run), then
         apply the origin's delay for that agent."""
-        agent = self._agent_of(request)
+        meta_agent = request.meta.get("rep_user_agent")
+        agent = self._ua
+        if meta_agent or self._header_agents is not None:  # else the crawl's token
+            agent = self._agent_of(request, meta_agent)
         if not robots.allowed(request.url, user_agent=agent):
             self._forbid(request, origin, robots, agent)
         if self._slots is None:
@@ -202,24 +205,24 @@ class RobotsTxtMiddleware:
         delay = entry.delay if agent == self._ua else self._delay(robots, agent)
         return self._pace(request, origin, delay) if delay else None
 
-    def _agent_of(self, request: Request) -> str:
+    def _agent_of(self, request: Request, meta_agent: Any) -> str:
         """The token robots.txt is read for: meta ``rep_user_agent``, else the
         request's own User-Agent header (set by the spider; only without
         ROBOTSTXT_USER_AGENT), else the crawl's."""
-        agent = request.meta.get("rep_user_agent")
-        if agent:
-            return product_token(str(agent)) or str(agent)
-        headers = request.headers
-        if self._header_agents is None or not headers:  # Scrapy fills them in later
+        if meta_agent:
+            return product_token(str(meta_agent)) or str(meta_agent)
+        header_agents = self._header_agents
+        headers = _compat.headers_if_any(request)
+        if header_agents is None or not headers:  # Scrapy fills them in after us
             return self._ua
         value = headers.get(b"User-Agent")
         if not value:
             return self._ua
-        token = self._header_agents.get(value)
+        token = header_agents.get(value)
         if token is None:
-            if len(self._header_agents) >= _MAX_HEADER_AGENTS:
-                self._header_agents.clear()
-            token = self._header_agents[value] = product_token(value) or self._ua
+            if len(header_agents) >= _MAX_HEADER_AGENTS:
+                header_agents.clear()
+            token = header_agents[value] = product_token(value) or self._ua
         return token
 
     def _delay(self, robots: RobotsTxt, agent: str) -> float:
