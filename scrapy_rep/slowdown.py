@@ -458,9 +458,9 @@ class SlowDown:
 
     # -- other workers (Redis) -----------------------------------------------------------
 
-    def _opened(self) -> None:
+    async def _opened(self) -> None:
         assert self._cluster is not None
-        self._cluster.start(self._from_cluster)
+        await self._cluster.start(self._from_cluster)
 
     def _from_cluster(
         self, key: str, left: float, origin: str | None, level: int, own: bool

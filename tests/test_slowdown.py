@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import formatdate
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -25,7 +26,7 @@ from scrapy.core.downloader import Downloader
 from scrapy.http import Response
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.test import get_crawler
-from servers import PAGE, Hit, Reply, ScriptedServer
+from servers import PAGE, Hit, Reply, ScriptedServer, gaps
 
 from scrapy_rep import RobotsTxtMiddleware
 from scrapy_rep._slots import pause_problems
@@ -138,11 +139,8 @@ def test_settings_defaults_and_bounds() -> None:
     assert (config.slowdown_min_delay, config.slowdown_max_delay) == (1.0, 300.0)
     assert config.redis_slowdown is True
     assert default_of("REP_SLOWDOWN_MAX_DELAY") == 300.0
-    assert Config.from_settings({"REP_SLOWDOWN_HTTP_CODES": "503, 429,520"}).slowdown_http_codes == (
-        429,
-        503,
-        520,
-    )
+    codes = Config.from_settings({"REP_SLOWDOWN_HTTP_CODES": "503, 429,520"}).slowdown_http_codes
+    assert codes == (429, 503, 520)
     assert Config.from_settings({"REP_SLOWDOWN_HTTP_CODES": [503]}).slowdown_http_codes == (503,)
     for setting, value in [
         ("REP_SLOWDOWN_HTTP_CODES", [200]),
@@ -268,11 +266,7 @@ async def test_429_without_retry_after_waits_1_s_then_doubles(
     for hit in site.page_hits():
         if hit.time > starts[-1] + IN_FLIGHT:
             starts.append(hit.time)
-    assert [round(b - a, 1) for a, b in zip(starts, starts[1:], strict=False)][:3] == [
-        1.0,
-        2.0,
-        4.0,
-    ]
+    assert [round(b - a, 1) for a, b in pairwise(starts)][:3] == [1.0, 2.0, 4.0]
     assert seconds(slowdown_lines(caplog)) == [1.0, 2.0, 4.0]
     assert result.stats["rep/slowdown/backoff"] == 3
     assert result.stats["rep/slowdown/pauses"] == 3
@@ -358,8 +352,7 @@ async def test_crawl_delay_applies_again_after_the_pause(site: ScriptedServer) -
     hits = site.log()  # robots.txt included: the slot's requests
     answered = slow.slow_answers()[0].time
     assert [h.path for h in hits if answered < h.time < answered + 2 - TOLERANCE] == []
-    gaps = [round(b.time - a.time, 3) for a, b in zip(hits, hits[1:], strict=False)]
-    assert min(gaps) >= 1 - TOLERANCE, gaps
+    assert min(gaps(hits)) >= 1 - TOLERANCE, gaps(hits)
 
 
 @pytest.mark.slow
@@ -423,9 +416,7 @@ async def test_a_429_on_robots_txt_pauses_the_slot_for_the_pages_too(
         "/robots.txt",
         [Reply(status=429, headers={"Retry-After": "2"}), Reply(body=b"User-agent: *\nAllow: /\n")],
     )
-    result = await run_crawl(
-        [site.url(f"/p{i}") for i in range(3)], {"REP_UNREACHABLE": "allow"}
-    )
+    result = await run_crawl([site.url(f"/p{i}") for i in range(3)], {"REP_UNREACHABLE": "allow"})
     assert len(result.responses) == 3
     robots = site.log()[0]
     assert robots.path == "/robots.txt"

@@ -127,6 +127,8 @@ class ClusterPauses:
         self._resume = link.script(_RESUME)
         self._running = link.script(_RUNNING)
         self._apply: Apply | None = None
+        self._ready = asyncio.Event()  # the first subscription and catch-up are done
+        self._timeout = config.redis_timeout
         self._listener: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._unshared = False  # warned that pauses stay local (until Redis answers)
@@ -183,11 +185,17 @@ class ClusterPauses:
 
     # -- the other workers' answers ------------------------------------------------
 
-    def start(self, apply: Apply) -> None:
-        """Subscribe (at spider_opened); ``apply`` receives the other workers' pauses."""
+    async def start(self, apply: Apply) -> None:
+        """Subscribe (at spider_opened); ``apply`` receives the other workers' pauses.
+
+        Returns once the pauses running in the cluster are known (or Redis
+        failed to say within its timeout), so that a worker joining during a
+        pause sends nothing into it: the crawl starts after spider_opened."""
         self._apply = apply
         if self._listener is None:
             self._listener = asyncio.ensure_future(self._listen())
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._ready.wait(), self._timeout * 2)
 
     def close(self) -> None:
         """Stop listening (at engine_stopped, before the link closes)."""
@@ -205,11 +213,13 @@ class ClusterPauses:
             try:
                 await pubsub.subscribe(self.channel)
                 await self._catch_up()
+                self._ready.set()
                 while True:
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                     if message is not None:
                         self._received(message["data"])
             except errors as exc:
+                self._ready.set()  # the crawl does not wait for Redis any longer
                 logger.debug("scrapy-rep: slow-down subscriber stopped (%r); again later", exc)
             finally:
                 with contextlib.suppress(*redis_errors):
