@@ -164,7 +164,7 @@ class SlowDown:
 
     async def sit_out(self, key: str) -> bool:
         """Wait, without slow start, until slot ``key`` is not paused; False if
-        the spider closes meanwhile. For requests paced cluste-wide, already
+        the spider closes meanwhile. For requests paced cluster-wide, already
         out of the active set."""
         while True:
             gate = self.gates.get(key)
@@ -180,6 +180,8 @@ class SlowDown:
         return gate.until <= now and len(gate.out) < gate.allowed
 
     async def _hold(self, request: Request, key: str, gate: _Gate) -> None:
+        if self.gates.get(key) is not gate:  # gone since gate() looked
+            return
         self._stats.inc_value("rep/slowdown/held")
         wake: Deferred[bool] = Deferred()
         gate.waiters.append((request, wake))
@@ -322,7 +324,8 @@ class SlowDown:
 
     def _not_reached(self, key: str, request: Request) -> None:
         gate = self.gates.get(key)
-        if gate is not None and gate.out.pop(request, 0) is not None:
+        if gate is not None and request in gate.out:
+            del gate.out[request]
             self._grant(key, gate)
             self._close_if_done(key, gate)
 
@@ -484,9 +487,8 @@ class SlowDown:
         if own:
             return
         self._stats.inc_value("rep/slowdown/pauses/cluster")
-        logger.info(
-            "%s (slot %r) paused by another worker for %.1f s", origin or "a site", key, left
-        )
+        where = f"{origin} (slot {key!r})" if origin else f"download slot {key!r}"
+        logger.info("%s paused by another worker for %.1f s", where, left)
 
 
 def _header(value: bytes | None) -> str | None:
