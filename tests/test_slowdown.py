@@ -8,7 +8,10 @@ slow-down answer was sent before the crawler could know (``IN_FLIGHT``).
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -130,6 +133,29 @@ def seconds(lines: list[str], marker: str = "no request to it for ") -> list[flo
     return [float(line.split(marker)[1].split(" s")[0]) for line in lines if marker in line]
 
 
+def state_at_close(into: dict[str, Any]) -> Callable[[Any], None]:
+    """For run_crawl(before=...): what SlowDown keeps, and its per-request
+    signal receivers, when the spider closes."""
+
+    def before(crawler: Any) -> None:
+        def closed() -> None:
+            middleware = RobotsTxtMiddleware.of(crawler)
+            assert middleware is not None and middleware._slowdown is not None
+            slowdown = middleware._slowdown
+            into["gates"] = len(slowdown.gates)
+            into["levels"] = len(slowdown.levels)
+            into["per_request"] = [
+                receiver
+                for signal in (signals.request_reached_downloader, signals.request_left_downloader)
+                for receiver in liveReceivers(getAllReceivers(crawler.signals.sender, signal))
+                if getattr(receiver, "__self__", None) is slowdown
+            ]
+
+        crawler.signals.connect(closed, signal=signals.spider_closed, weak=False)
+
+    return before
+
+
 # -- settings ---------------------------------------------------------------------------------
 
 
@@ -176,29 +202,10 @@ async def test_a_site_that_never_says_slow_down_costs_no_signal_per_request(
     site: ScriptedServer,
 ) -> None:
     """Only response_downloaded is listened to; nothing per request, no gate."""
-    seen: dict[str, Any] = {}
-
-    def look(response: Response) -> list[Request]:
-        crawler = result_holder["crawler"]
-        middleware = RobotsTxtMiddleware.of(crawler)
-        assert middleware is not None and middleware._slowdown is not None
-        seen["gates"] = dict(middleware._slowdown.gates)
-        seen["per_request"] = [
-            receiver
-            for signal in (signals.request_reached_downloader, signals.request_left_downloader)
-            for receiver in liveReceivers(getAllReceivers(crawler.signals.sender, signal))
-            if getattr(receiver, "__self__", None) is middleware._slowdown
-        ]
-        return []
-
-    result_holder: dict[str, Any] = {}
-    result = await run_crawl(
-        [site.url("/a"), site.url("/b")],
-        before=lambda crawler: result_holder.update(crawler=crawler),
-        follow=look,
-    )
+    at_close: dict[str, Any] = {}
+    result = await run_crawl([site.url("/a"), site.url("/b")], before=state_at_close(at_close))
     assert len(result.responses) == 2
-    assert seen == {"gates": {}, "per_request": []}
+    assert at_close == {"gates": 0, "levels": 0, "per_request": []}
     assert not [key for key in result.stats if key.startswith("rep/slowdown/")]
 
 
@@ -214,6 +221,27 @@ async def test_the_switch_off_leaves_scrapy_as_it_is(site: ScriptedServer) -> No
     assert not [key for key in result.stats if key.startswith("rep/slowdown/")]
 
 
+@pytest_twisted.ensureDeferred
+async def test_what_is_kept_per_slot_is_bounded(site: ScriptedServer) -> None:
+    """A broad crawl meets many slots: backoff levels and gates are kept for at
+    most REP_CACHE_MAX_ORIGINS slots."""
+    for i in range(6):
+        site.script(f"/x{i}", Reply(status=429))
+    requests = [
+        Request(site.url(f"/x{i}"), dont_filter=True, meta={"download_slot": f"slot{i}"})
+        for i in range(6)
+    ]
+    at_close: dict[str, Any] = {}
+    result = await run_crawl(
+        requests,
+        {"REP_CACHE_MAX_ORIGINS": 2, "REP_SLOWDOWN_MIN_DELAY": 0.1, "CONCURRENT_REQUESTS": 1},
+        before=state_at_close(at_close),
+    )
+    assert len(result.failures) == 6  # HttpError: retries are off here
+    assert result.stats["rep/slowdown/pauses"] == 6
+    assert at_close["levels"] == 2
+
+
 # -- pauses ---------------------------------------------------------------------------------------
 
 
@@ -225,7 +253,8 @@ async def test_503_with_retry_after_for_4_s_no_request_inside_every_page_downloa
     """Scrapy 2.19 alone: 31 requests, 29 inside the pauses, 0 of the 10 pages."""
     slow = SlowSite(site, window=4.0, retry_after=lambda now: ("3", 3.0))
     urls = slow.pages(10)
-    result = await run_crawl(urls, RETRYING)
+    at_close: dict[str, Any] = {}
+    result = await run_crawl(urls, RETRYING, before=state_at_close(at_close))
 
     assert sorted(result.responses) == sorted(urls)
     assert result.failures == {}
@@ -248,6 +277,8 @@ async def test_503_with_retry_after_for_4_s_no_request_inside_every_page_downloa
     assert seconds(lines) == [3.0, 3.0]
     assert f"{site.origin} (slot '127.0.0.1') answered 503 (Retry-After: 3): " in lines[0]
     assert "answers again (200) after 6.0 s: back to its normal pace" in lines[-1]
+    # back to normal: nothing kept for the slot, nothing listened to per request
+    assert at_close == {"gates": 0, "levels": 0, "per_request": []}
 
 
 @pytest.mark.slow
@@ -493,3 +524,55 @@ async def test_cached_answers_do_not_stall_the_slow_start(
     assert result.stats["httpcache/hit"] >= 10
     cached_at = sorted(got[url] for url in cached)
     assert cached_at[-1] - cached_at[0] < 0.5  # 10 x 0.5 s if each waited for REACH_TIMEOUT
+
+
+EPOLL_CRAWL = """
+import json, sys
+from scrapy import Request, Spider
+from scrapy.crawler import CrawlerProcess
+
+urls = sys.argv[1:]
+got, failed = [], []
+
+class Pages(Spider):
+    name = "epoll-slowdown"
+
+    async def start(self):
+        for url in urls:
+            yield Request(url, errback=lambda failure: failed.append(repr(failure.value)))
+
+    def parse(self, response):
+        got.append(response.url)
+
+process = CrawlerProcess({
+    "ADDONS": {"scrapy_rep.Addon": 100}, "ROBOTSTXT_OBEY": True,
+    "USER_AGENT": "ExampleBot/1.0", "LOG_LEVEL": "INFO", "RETRY_TIMES": 2,
+    "TELNETCONSOLE_ENABLED": False, "REMOTE_CONTROL_ENABLED": False,
+    "TWISTED_REACTOR": "twisted.internet.epollreactor.EPollReactor",
+})
+process.crawl(Pages)
+process.start()
+from twisted.internet import reactor
+print(json.dumps({"reactor": type(reactor).__name__, "got": got, "failed": failed}))
+"""
+
+
+@pytest.mark.slow
+def test_on_the_epoll_reactor(site: ScriptedServer) -> None:
+    """The gate and the pause do not need asyncio (only sharing through Redis does)."""
+    slow = SlowSite(site, window=1.5, retry_after=lambda now: ("2", 2.0))
+    urls = slow.pages(6)
+    run = subprocess.run(
+        [sys.executable, "-c", EPOLL_CRAWL, *urls],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["reactor"] == "EPollReactor"
+    assert sorted(report["got"]) == sorted(urls)
+    assert report["failed"] == []
+    assert inside_pauses(site.page_hits(), slow.slow_answers()) == []
+    assert "answers again (200)" in run.stderr
