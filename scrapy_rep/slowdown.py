@@ -35,8 +35,8 @@ errback as it would without scrapy-rep; held requests end with IgnoreRequest
 only when the spider closes. Requests with ``dont_obey_robotstxt`` (robots.txt
 itself) skip the gate but not the slot's pause.
 
-With nothing paused, a request costs one dict truthiness test here, and a
-response one set membership test.
+With nothing paused, a request costs one dict truthiness test (in the robots
+middleware), and a response a set membership and two dict truthiness tests.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
+import scrapy
 from crawls import run_crawl
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
 from scrapy import Request, signals
@@ -192,6 +193,29 @@ def test_scrapy_internals_a_pause_relies_on() -> None:
     """Fails when Scrapy moves what pausing a download slot needs (_slots.SlotPauses)."""
     assert pause_problems(object()) != [], "pause_problems checks nothing"
     assert pause_problems(Downloader(get_crawler())) == []
+
+
+@pytest.mark.slow
+@pytest_twisted.ensureDeferred
+async def test_without_the_slot_internals_the_gate_still_holds(
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Scrapy release without Downloader._latercall: one WARNING at start, and
+    the requests not yet in the slot (the retries among them) still wait."""
+    monkeypatch.delattr(Downloader, "_latercall")
+    slow = SlowSite(site, window=0.3, retry_after=lambda now: ("1", 1.0))
+    urls = slow.pages(3)
+    result = await run_crawl(urls, RETRYING)
+    assert sorted(result.responses) == sorted(urls)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert [w for w in warnings if "cannot pause" in w] == [
+        f"scrapy-rep cannot pause Scrapy {scrapy.__version__}'s download slots: "
+        "Downloader._latercall(slot) is missing. A site that answers 429 or 503 is paused "
+        "only for the requests that have not reached its download slot yet. Please report this."
+    ]
+    answered = slow.slow_answers()[0].time
+    retries = [h for h in site.page_hits() if h.time > answered + IN_FLIGHT]
+    assert retries and min(h.time for h in retries) >= answered + 1 - TOLERANCE
 
 
 # -- nothing paused, or the switch off ---------------------------------------------------------
