@@ -105,6 +105,8 @@ def pause_problems(downloader: object) -> list[str]:
         problems.append("Downloader.get_slot_key(request) is missing")
     if not callable(getattr(downloader, "_latercall", None)):
         problems.append("Downloader._latercall(slot) is missing")
+    if not isinstance(getattr(downloader, "active", None), set):
+        problems.append("Downloader.active is missing")
     assigned = Slot.__init__.__code__.co_names
     for name in ("latercall", "concurrency", "queue"):
         if name not in assigned:
@@ -465,13 +467,19 @@ class SlotPauses:
         which would otherwise wait for the pause to end."""
         downloader = self._downloader or self._bind()
         slot = downloader.slots.get(key) if downloader is not None else None
-        if slot is None or not self.holds(key, slot):
+        if downloader is None or slot is None or not self.holds(key, slot):
             return 0
+        # Only requests the downloader counts as active: it removes them from
+        # there when they fail. One taken out (a robots.txt download) goes back
+        # when the downloader signals it left, which it never would here.
+        active = downloader.active
         queued = list(slot.queue)
+        dropped = [(request, waiter) for request, waiter in queued if request in active]
         slot.queue.clear()
-        for request, waiter in queued:
+        slot.queue.extend(entry for entry in queued if entry[0] not in active)
+        for request, waiter in dropped:
             waiter.errback(IgnoreRequest(f"{reason}: {request}"))
-        return len(queued)
+        return len(dropped)
 
     def forget(self, key: str) -> None:
         """The pause of ``key`` is over (its timer fired or its slot was closed)."""
