@@ -19,6 +19,8 @@ import pytest
 import pytest_twisted
 from crawls import run_crawl
 from redis_server import RedisServer
+from scrapy import Request
+from scrapy.http import Response
 from servers import PAGE, Reply, ScriptedServer, gaps
 from test_slowdown import IN_FLIGHT, RETRYING, TOLERANCE, SlowSite, inside_pauses
 
@@ -166,3 +168,38 @@ def test_the_running_pauses_are_bounded_in_redis(
     other = [f"{redis_prefix}slowdown:t", keys[1], f"{redis_prefix}delay:t"]
     pause(keys=other, args=["t", *args[1:]])
     assert client.zrange(keys[1], 0, -1) == [b"t"]  # "s" ended: pruned
+
+
+@pytest_twisted.ensureDeferred
+async def test_what_other_workers_publish_cannot_pause_longer_than_the_cap(
+    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """A message on the channel is read with care: garbage is skipped, a pause
+    of years is cut to REP_SLOWDOWN_MAX_DELAY."""
+    channel = f"{redis_prefix}slowdown"
+    years = json.dumps({"slot": "127.0.0.1", "left": 10**17, "level": 1, "by": "x"})
+
+    site.script("/meanwhile", Reply(body=PAGE, delay=0.3))  # the messages arrive meanwhile
+
+    def publish(response: Response) -> list[Request]:
+        if response.url == site.url("/first"):
+            client = redis_server.client()
+            client.publish(channel, b"\xff not json")
+            client.publish(channel, json.dumps({"slot": "127.0.0.1"}))
+            client.publish(channel, years)
+            meanwhile = {"download_slot": "meanwhile"}
+            return [Request(site.url("/meanwhile"), dont_filter=True, meta=meanwhile)]
+        if response.url == site.url("/meanwhile"):
+            return [Request(site.url("/second"), dont_filter=True)]
+        return []
+
+    result = await run_crawl(
+        [site.url("/first")],
+        shared(redis_server, redis_prefix, REP_SLOWDOWN_MAX_DELAY=1.5),
+        follow=publish,
+    )
+    assert len(result.responses) == 3
+    first, _, second = site.page_hits()
+    assert 1.5 - TOLERANCE <= second.time - first.time < 2.5
+    assert result.stats["rep/slowdown/redis/received"] == 1
+    assert result.stats["rep/slowdown/pauses/cluster"] == 1

@@ -119,8 +119,9 @@ class ClusterPauses:
         self._me = uuid.uuid4().hex
         self._min_us = int(config.slowdown_min_delay * 1e6)
         self._max_us = int(config.slowdown_max_delay * 1e6)
-        # A level is kept for a pause's length after it (then the next pause
-        # starts from the minimum again), at least a minute.
+        self._max = config.slowdown_max_delay
+        # A level outlives its pause by REP_SLOWDOWN_MAX_DELAY, at least a
+        # minute: a slow-down answer later than that starts from the minimum.
         self._keep_ms = int(max(config.slowdown_max_delay, 60.0) * 1000)
         self._resubscribe = max(config.redis_retry, RESUBSCRIBE_MIN)
         self._pause = link.script(_PAUSE)
@@ -207,7 +208,7 @@ class ClusterPauses:
 
     async def _listen(self) -> None:
         redis_errors = _redis_errors()
-        errors: tuple[type[BaseException], ...] = (*redis_errors, ValueError, KeyError, TypeError)
+        errors: tuple[type[BaseException], ...] = (*redis_errors, ValueError, TypeError)
         while True:
             pubsub = self.link.client.pubsub(ignore_subscribe_messages=True)
             try:
@@ -238,18 +239,20 @@ class ClusterPauses:
             self._deliver(slot, (int(float(found[index + 1])) - now) / 1e6, None, 0)
 
     def _received(self, data: bytes | str) -> None:
-        message = json.loads(data)
-        if message.get("by") == self._me:
+        try:
+            message = json.loads(data)
+            if message.get("by") == self._me:
+                return
+            slot, left = str(message["slot"]), float(message["left"]) / 1e6
+            origin, level = message.get("origin"), int(message.get("level") or 0)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            logger.debug("scrapy-rep: unreadable message on %s: %r", self.channel, data[:200])
             return
         self._stats.inc_value("rep/slowdown/redis/received")
-        origin = message.get("origin")
-        self._deliver(
-            str(message["slot"]),
-            float(message["left"]) / 1e6,
-            str(origin) if origin else None,
-            int(message.get("level") or 0),
-        )
+        self._deliver(slot, left, str(origin) if origin else None, level)
 
     def _deliver(self, slot: str, left: float, origin: str | None, level: int) -> None:
+        # Whoever wrote to Redis, no pause lasts longer than this worker allows.
+        left = min(left, self._max)
         if left > 0 and self._apply is not None:
             self._apply(slot, left, origin, level, False)
