@@ -33,8 +33,10 @@ until its delay has passed, is replaced by one that fires when the pause ends
 (``Downloader._process_queue`` sends nothing while a latercall is set). Nothing
 else of the slot is written: when the timer fires, the slot's own delay
 (Crawl-delay minimum, ``DOWNLOAD_DELAY``, AutoThrottle, jitter) applies again.
-If the spider closes during a pause, the requests queued in the slot
-(``Slot.queue``) end with IgnoreRequest instead of keeping the crawl open.
+The requests queued in the slot (``Slot.queue``) when the pause begins are
+taken out and given back a few at a time after it (:meth:`SlotPauses.take_queued`);
+if the spider closes during a pause, they end with IgnoreRequest instead of
+keeping the crawl open.
 
 When many workers share the pacing of a slot through Redis
 (:mod:`scrapy_rep.cluster`), :meth:`SlotDelays.let_cluster_pace` does the
@@ -61,7 +63,12 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.core.downloader import Downloader
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
     from scrapy.utils.asyncio import CallLaterResult
+    from twisted.internet.defer import Deferred
+
+    Queued = tuple[Request, Deferred[Response]]
+    """A request in a download slot's queue, and what its download fires."""
 
 logger = logging.getLogger(__name__)
 
@@ -460,6 +467,37 @@ class SlotPauses:
         """True while ``slot``'s latercall is a pause's."""
         held = self._calls.get(key)
         return held is not None and slot.latercall is held[0]
+
+    def take_queued(self, key: str) -> list[Queued]:
+        """Take the requests queued in slot ``key`` out of its queue, for
+        :meth:`requeue` to give back a few at a time: given back at once, they
+        would all leave at once (a slot sends everything queued in one go, as
+        the transfers it starts are counted only later), whatever its
+        concurrency. The downloader keeps them active meanwhile."""
+        downloader = self._downloader or self._bind()
+        slot = downloader.slots.get(key) if downloader is not None else None
+        if slot is None or not slot.queue:
+            return []
+        queued = list(slot.queue)
+        slot.queue.clear()
+        return queued
+
+    def requeue(self, key: str, queued: Queued, reason: str | None = None) -> bool:
+        """Give back a request taken by :meth:`take_queued`; with a ``reason``
+        (the spider closes), end it with IgnoreRequest instead, if the
+        downloader counts it as active (it removes it from there when it fails;
+        one taken out, such as a robots.txt download, goes back through a
+        signal the downloader would never send here). True if it was ended."""
+        downloader = self._downloader or self._bind()
+        assert downloader is not None  # take_queued found it
+        request, waiter = queued
+        slot = downloader.slots.get(key)
+        if slot is None or (reason is not None and request in downloader.active):
+            waiter.errback(IgnoreRequest(f"{reason or 'its download slot is gone'}: {request}"))
+            return True
+        slot.queue.append(queued)
+        downloader._process_queue(slot)
+        return False
 
     def drop_queued(self, key: str, reason: str) -> int:
         """End the requests queued in slot ``key`` with IgnoreRequest (their

@@ -14,12 +14,13 @@ that got the answer, the same slot its Crawl-delay applies to:
   every pause between ``REP_SLOWDOWN_MIN_DELAY`` and ``REP_SLOWDOWN_MAX_DELAY``.
   An answer that arrives while a pause runs was sent before it began: it does
   not double the pause, only a longer ``Retry-After`` lengthens it;
-- **held where**: requests already queued in the slot stay there
-  (:class:`~scrapy_rep._slots.SlotPauses`); the others are held by the slot's
-  gate, where a request leaves the robots middleware (after its robots.txt and
-  Crawl-delay waits), in arrival order and out of ``CONCURRENT_REQUESTS``
-  (``REP_MAX_WAITING``, as robots.txt waiters). Retries of the answered
-  request come back through the scheduler and wait there too;
+- **held where**: requests already queued in the slot are taken out of its
+  queue (:class:`~scrapy_rep._slots.SlotPauses`), and go first after the
+  pause; the others are held by the slot's gate, where a request leaves the
+  robots middleware (after its robots.txt and Crawl-delay waits), in arrival
+  order and out of ``CONCURRENT_REQUESTS`` (``REP_MAX_WAITING``, as robots.txt
+  waiters). Retries of the answered request come back through the scheduler
+  and wait there too;
 - **after it**: one request goes (a probe). Another slow-down answer starts a
   doubled pause; a good one brings the slot back to its normal pace, with a
   slow start: twice as many requests may be out after each good answer, up
@@ -65,7 +66,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.utils.asyncio import CallLaterResult
 
-    from scrapy_rep._slots import SlotPauses
+    from scrapy_rep._slots import Queued, SlotPauses
     from scrapy_rep._waiting import Waiting
     from scrapy_rep.cluster import ClusterPauses
     from scrapy_rep.config import Config
@@ -82,7 +83,7 @@ _MAX_DOUBLINGS = 64  # 2**64 x any positive minimum is past any cap
 class _Gate:
     """One slot's pause and slow start, and the requests it holds."""
 
-    __slots__ = ("allowed", "keeping", "out", "until", "waiters")
+    __slots__ = ("allowed", "keeping", "out", "parked", "until", "waiters")
 
     def __init__(self) -> None:
         self.until = 0.0  # time.monotonic() at which the pause ends
@@ -90,6 +91,8 @@ class _Gate:
         # released, not answered yet -> timer until it reaches the downloader
         self.out: dict[Request, CallLaterResult | None] = {}
         self.waiters: deque[tuple[Request, Deferred[bool]]] = deque()
+        # queued in the slot when the pause began: they go first
+        self.parked: deque[Queued] = deque()
         self.keeping = False  # a keeper sleeps until the pause ends
 
 
@@ -152,7 +155,7 @@ class SlowDown:
         gate = self.gates.get(key)
         if gate is None:
             return None
-        if not gate.waiters and self._has_room(gate, time.monotonic()):
+        if not gate.waiters and not gate.parked and self._has_room(gate, time.monotonic()):
             self._release(key, gate, request)
             return None
         return self._hold(request, key, gate)
@@ -204,18 +207,27 @@ class SlowDown:
     def _grant(self, key: str, gate: _Gate) -> None:
         """Let waiters go while the slow start has room (none while paused)."""
         now = time.monotonic()
-        if gate.waiters and _slots.engine_closing(self._crawler.engine):
-            self._drop_waiters(gate)
+        if (gate.waiters or gate.parked) and _slots.engine_closing(self._crawler.engine):
+            self._drop_waiters(key, gate)
             return
+        while gate.parked and self._has_room(gate, now):
+            queued = gate.parked.popleft()
+            gate.out[queued[0]] = None  # in the downloader already
+            self._stats.inc_value("rep/slowdown/released")
+            self._pauses.requeue(key, queued)
         while gate.waiters and self._has_room(gate, now):
             request, wake = gate.waiters.popleft()
             if not wake.called:
                 self._release(key, gate, request)
                 wake.callback(True)
 
-    @staticmethod
-    def _drop_waiters(gate: _Gate) -> None:
+    def _drop_waiters(self, key: str, gate: _Gate) -> None:
+        """The spider closes: every request the gate holds ends with IgnoreRequest."""
         waiters, gate.waiters = gate.waiters, deque()
+        parked, gate.parked = gate.parked, deque()
+        reason = f"the spider closed while download slot {key!r} was paused"
+        dropped = sum(self._pauses.requeue(key, queued, reason) for queued in parked)
+        self._stats.inc_value("rep/slowdown/dropped_closing", dropped)
         for _, wake in waiters:
             if not wake.called:
                 wake.callback(False)
@@ -378,7 +390,11 @@ class SlowDown:
     def _evict_idle_gates(self) -> None:
         # A broad crawl meets many slots: forget the oldest gates holding nothing
         # (their slot's own timer still holds what is queued in it).
-        idle = [key for key, gate in self.gates.items() if not gate.waiters and not gate.out]
+        idle = [
+            key
+            for key, gate in self.gates.items()
+            if not gate.waiters and not gate.parked and not gate.out
+        ]
         for key in idle[: max(len(self.gates) - self._bound + 1, 0)]:
             del self.gates[key]
             self._pauses.forget(key)
@@ -392,6 +408,7 @@ class SlowDown:
         self._stats.set_value("rep/slowdown/seconds", round(seconds + added, 3))
         gate.until = until
         self._pauses.hold(key, until)
+        gate.parked.extend(self._pauses.take_queued(key))
         if not gate.keeping:
             gate.keeping = True
             deferred_from_coro(self._keep(key, gate))
@@ -401,7 +418,7 @@ class SlowDown:
         try:
             while (left := gate.until - time.monotonic()) > 0:
                 if not await self._waiting.sleep(left):  # the spider closes
-                    self._drop_waiters(gate)
+                    self._drop_waiters(key, gate)
                     reason = f"the spider closed while download slot {key!r} was paused"
                     dropped = self._pauses.drop_queued(key, reason)
                     self._stats.inc_value("rep/slowdown/dropped_closing", dropped)
@@ -413,7 +430,7 @@ class SlowDown:
             self._close_if_done(key, gate)
 
     def _close_if_done(self, key: str, gate: _Gate) -> None:
-        if gate.waiters or gate.out or gate.until > time.monotonic():
+        if gate.waiters or gate.parked or gate.out or gate.until > time.monotonic():
             return
         if self.gates.get(key) is gate:
             del self.gates[key]
@@ -449,8 +466,8 @@ class SlowDown:
             del table[next(iter(table))]
 
     def _stopped(self) -> None:
-        for gate in self.gates.values():
-            self._drop_waiters(gate)
+        for key, gate in self.gates.items():
+            self._drop_waiters(key, gate)
             for timer in gate.out.values():
                 if timer is not None:
                     timer.cancel()
