@@ -9,8 +9,9 @@
    any crawl can write) tells it: requests forbidden with the deciding lines,
    the delay applied (next to the gaps the site measured between requests),
    unreachable origins and their dropped requests; then pages that said
-   nofollow or noindex and what the crawler did, and the pages crawled from
-   robots.txt sitemaps.
+   nofollow or noindex and what the crawler did, the pages crawled from
+   robots.txt sitemaps, and how the crawler waited for a site that answered
+   503 with Retry-After (the pause it asked for, measured by the site).
 
 The site's access log says what reached it; the spiders' feeds what they
 got; ``REP_REPORT`` what robots.txt changed; the ``StatsFile`` extension of
@@ -315,6 +316,33 @@ def page_directives(run: DemoRun) -> list[dict[str, Any]]:
     return out
 
 
+SLOW_DOWN = (429, 503)
+IN_FLIGHT = 0.05  # seconds: a request this close after an answer was sent before it
+
+
+def slow_downs(run: DemoRun) -> list[dict[str, Any]]:
+    """Each crawled site whose pages answered 429/503: its page requests in order,
+    as (seconds since its first page request, path, status, Retry-After), and
+    how many arrived during a pause it had asked for (from the access log)."""
+    found = []
+    for name in run.sites:
+        pages = [hit for hit in run.hits_of(name) if hit["path"] != "/robots.txt"]
+        if not any(hit["status"] in SLOW_DOWN for hit in pages):
+            continue
+        pauses = [
+            (hit["t"] + IN_FLIGHT, hit["t"] + float(hit["retry_after"]))
+            for hit in pages
+            if hit["status"] in SLOW_DOWN and str(hit.get("retry_after", "")).isdigit()
+        ]
+        inside = [hit for hit in pages if any(a < hit["t"] < b for a, b in pauses)]
+        start = pages[0]["t"]
+        requests = [
+            (hit["t"] - start, hit["path"], hit["status"], hit.get("retry_after")) for hit in pages
+        ]
+        found.append({"site": name, "requests": requests, "inside": len(inside)})
+    return found
+
+
 def sitemap_paths(run: DemoRun, name: str) -> Counter[str]:
     """Sitemaps the site served to one origin (the demo site keeps them in /sitemaps/)."""
     return Counter(hit["path"] for hit in run.hits_of(name) if hit["path"].startswith("/sitemaps/"))
@@ -362,6 +390,7 @@ def format_report(run: DemoRun, *, builtin: bool = False, with_stats: bool = Fal
         out += _robots_sections(run)
     out += _directives_section(run)
     out += _sitemaps_section(run)
+    out += _slow_down_section(run)
 
     if with_stats:
         for crawl in run.crawls.values():
@@ -485,11 +514,50 @@ def _sitemaps_section(run: DemoRun) -> list[str]:
     return out
 
 
+def _slow_down_section(run: DemoRun) -> list[str]:
+    """How the crawler waited for sites that answered 503/429 (the site's clock)."""
+    found = slow_downs(run)
+    if not found:
+        return []
+    out = [
+        "",
+        "Slow down (pages answered 503 + Retry-After; seconds since the first page request):",
+    ]
+    for site in found:
+        requests = site["requests"]
+        shown = 0
+        for seconds, path, status, retry_after in requests:
+            said = f" (Retry-After: {retry_after})" if retry_after else ""
+            name = "" if shown else site["site"]
+            out.append(f"  {name:<6} {seconds:6.2f} s  {path:<10} {status}{said}")
+            shown += 1
+            if status not in SLOW_DOWN:
+                break
+        rest = [path for _, path, _, _ in requests[shown:]]
+        if rest:
+            out.append(f"  {'':<6} then {', '.join(rest)}, at its normal pace")
+        crawled = sum(
+            1
+            for item in run.items
+            if item["kind"] == "page" and run.name_of(item["url"]) == site["site"]
+        )
+        out.append(
+            f"  {'':<6} requests during the pauses it asked for: {site['inside']}; "
+            f"pages crawled: {crawled}"
+        )
+    links = run.crawls.get("links")
+    if links is not None:
+        stats = _stats_line(links.stats.get("stats", {}), "rep/slowdown/")
+        out.append(f"  rep/slowdown stats (every site, robots.txt requests too): {stats}")
+    return out
+
+
 NEXT_STEPS = """
 Next: the same for your own crawls. In your project's settings.py, change the existing
 ADDONS line to ADDONS = {"scrapy_rep.Addon": 100}, set ROBOTSTXT_OBEY = True and
 ROBOTSTXT_USER_AGENT to your crawler's name (USER_AGENT should name it too). Each crawl
-then says at INFO what robots.txt forbade or slowed, with a per-site summary at the end;
+then says at INFO what robots.txt forbade or slowed, with a per-site summary at the end,
+and pauses a site that answers 429 or 503 for as long as it asks (docs/slowdown.md);
 REP_REPORT = "robots-report.jsonl" also writes it per origin (the demo's crawls did:
 keep their logs and reports with --keep DIR). See the README and docs/report.md."""
 

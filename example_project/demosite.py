@@ -5,6 +5,8 @@ say to a crawler: rules that forbid some pages, a Crawl-delay, a robots.txt
 that answers 503, one that redirects to another origin, and Sitemap lines
 (an index, a gzipped and a plain-text sitemap). Pages of one origin speak for
 themselves: <meta name="robots">, <meta name="examplebot"> and X-Robots-Tag.
+One origin is busy for its first seconds: every page answers 503 with a
+Retry-After, as a site that needs crawlers to stop for a while should.
 
 Run it on its own::
 
@@ -86,6 +88,10 @@ class Origin:
     # the demo crawl that starts from this origin: "links" (from its home page),
     # "sitemaps" (from its robots.txt sitemaps), None (not crawled itself)
     crawl: str | None = "links"
+    # for this many seconds from its first page request, every page answers
+    # 503 with "Retry-After: <retry_after>" (robots.txt answers as usual)
+    busy_for: float = 0.0
+    retry_after: str = ""
 
 
 def _robots(text: str) -> Resource:
@@ -230,6 +236,17 @@ SITE: dict[str, Origin] = {
         },
         crawl="sitemaps",
     ),
+    "busy": Origin(
+        "overloaded for 3 s: every page answers 503 with Retry-After: 2",
+        {
+            "/robots.txt": _robots("User-agent: *\nDisallow:\n"),
+            "/": Page("Busy", ("/today", "/tomorrow")),
+            "/today": Page("Today", ("/",)),
+            "/tomorrow": Page("Tomorrow", ("/",)),
+        },
+        busy_for=3.0,
+        retry_after="2",
+    ),
     "static": Origin(
         "hosts the robots.txt that 'moved' redirects to; not crawled itself",
         {"/robots/moved.txt": _robots("User-agent: *\nDisallow: /drafts/\n")},
@@ -240,18 +257,44 @@ SITE: dict[str, Origin] = {
 NOT_FOUND = Resource("Not found\n", status=404)
 
 
+class _Busy:
+    """When an origin's busy time started: at its first page request."""
+
+    def __init__(self, origin: Origin) -> None:
+        self.origin = origin
+        self.since: float | None = None
+        self.lock = threading.Lock()
+
+    def now(self, path: str) -> bool:
+        if not self.origin.busy_for or path == "/robots.txt":
+            return False
+        now = time.monotonic()
+        with self.lock:
+            if self.since is None:
+                self.since = now
+        return now - self.since < self.origin.busy_for
+
+
 def _handler(
     name: str,
     origin: Origin,
     bases: Callable[[], dict[str, str]],
     log: Callable[[dict[str, Any]], None],
 ) -> type[BaseHTTPRequestHandler]:
+    busy = _Busy(origin)
+
     class Handler(BaseHTTPRequestHandler):
         server_version = "demosite"
 
         def do_GET(self) -> None:
             found = origin.paths.get(self.path, NOT_FOUND)
             resource = found.resource() if isinstance(found, Page) else found
+            if busy.now(self.path):
+                resource = Resource(
+                    "Busy: come back later\n",
+                    status=503,
+                    headers={"Retry-After": origin.retry_after},
+                )
             values = bases()
             body = Template(resource.body).safe_substitute(values).encode()
             if resource.gzip:
@@ -269,6 +312,8 @@ def _handler(
             }
             if "Location" in headers:
                 record["location"] = headers["Location"]
+            if "Retry-After" in headers:
+                record["retry_after"] = headers["Retry-After"]
             if resource.says:
                 record["says"] = list(resource.says)
             log(record)

@@ -60,6 +60,16 @@ class Config:
     obey_crawl_delay: bool = True
     max_crawl_delay: float = 60.0
     max_waiting: int = 256
+    # -- slowing down for 429/503 answers (scrapy_rep.slowdown)
+    slowdown: bool = True
+    """REP_SLOWDOWN: pause a download slot when it answers a code below."""
+    slowdown_http_codes: tuple[int, ...] = (429, 503)
+    slowdown_min_delay: float = 1.0
+    """The first backoff pause, and the floor of every pause (Retry-After too)."""
+    slowdown_max_delay: float = 300.0
+    """The cap of backoff pauses and of Retry-After."""
+    redis_slowdown: bool = True
+    """With REP_REDIS_URL: a pause holds for every worker."""
     meta_robots: bool = True
     meta_noindex: str = "keep"
     redis_url: str | None = None
@@ -96,6 +106,7 @@ class Config:
         explicit = bool(settings.get("ROBOTSTXT_USER_AGENT"))
         cache_ttl = read.number("REP_CACHE_TTL", minimum=0.0, exclusive=True)
         retry_min = read.number("REP_RETRY_MIN", minimum=0.0, exclusive=True)
+        slowdown_min = read.number("REP_SLOWDOWN_MIN_DELAY", minimum=0.0, exclusive=True)
         config = cls(
             obey=read.boolean("ROBOTSTXT_OBEY"),
             user_agent=user_agent,
@@ -118,6 +129,11 @@ class Config:
             obey_crawl_delay=read.boolean("REP_OBEY_CRAWL_DELAY"),
             max_crawl_delay=read.number("REP_MAX_CRAWL_DELAY", minimum=0.0),
             max_waiting=read.integer("REP_MAX_WAITING", minimum=0),
+            slowdown=read.boolean("REP_SLOWDOWN"),
+            slowdown_http_codes=read.status_codes("REP_SLOWDOWN_HTTP_CODES"),
+            slowdown_min_delay=slowdown_min,
+            slowdown_max_delay=read.number("REP_SLOWDOWN_MAX_DELAY", minimum=slowdown_min),
+            redis_slowdown=read.boolean("REP_REDIS_SLOWDOWN"),
             meta_robots=read.boolean("REP_META_ROBOTS"),
             meta_noindex=read.choice("REP_META_NOINDEX", NOINDEX_MODES),
             redis_url=_redis_url(read),
@@ -302,6 +318,28 @@ class _Reader:
             raise InvalidSetting(name, f"expected an integer, got {raw!r}")
         _check_bounds(name, value, minimum, None, False)
         return value
+
+    def status_codes(self, name: str) -> tuple[int, ...]:
+        """A non-empty list of HTTP error codes (400-599): a list, or "429,503"."""
+        raw = self._raw(name)
+        if raw is None:
+            return tuple(default_of(name))
+        items = raw.split(",") if isinstance(raw, str) else raw
+        if not isinstance(items, (list, tuple, set, frozenset)):
+            raise InvalidSetting(name, f"expected a list of HTTP status codes, got {raw!r}")
+        codes = []
+        for item in items:
+            text = item.strip() if isinstance(item, str) else item
+            if isinstance(text, str) and text.isascii() and text.isdigit():
+                text = int(text)
+            if not isinstance(text, int) or isinstance(text, bool) or not 400 <= text <= 599:
+                raise InvalidSetting(name, f"expected HTTP error codes (400-599), got {item!r}")
+            codes.append(text)
+        if not codes:
+            raise InvalidSetting(
+                name, "expected at least one code (REP_SLOWDOWN = False turns it off)"
+            )
+        return tuple(sorted(set(codes)))
 
     def text(self, name: str) -> str:
         raw = self._raw(name)

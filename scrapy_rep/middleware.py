@@ -17,6 +17,11 @@ the request's user agent, then the origin's delay. The delay becomes the
 download slot's minimum (:mod:`scrapy_rep._slots`), or, with shared state, a
 turn reserved cluster-wide (:mod:`scrapy_rep.cluster`), waited for detached
 like robots.txt waiters.
+
+A download slot that answered 429 or 503 is paused (:mod:`scrapy_rep.slowdown`):
+requests to it wait at its gate, where they leave ``process_request``, after
+their robots.txt and Crawl-delay waits. With nothing paused, the gate costs one
+dict truthiness test.
 """
 
 from __future__ import annotations
@@ -36,16 +41,17 @@ from scrapy_rep import _compat, _slots, decompression
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._agent import product_token
 from scrapy_rep._download import handlers_count_bytes
-from scrapy_rep._slots import SlotDelays
+from scrapy_rep._slots import SlotDelays, SlotPauses
 from scrapy_rep._waiting import Waiting
 from scrapy_rep.cache import MemoryRulesCache
-from scrapy_rep.cluster import CLOSING, LOCAL, SharedState
+from scrapy_rep.cluster import CLOSING, LOCAL, PACED, SharedState
 from scrapy_rep.config import Config
 from scrapy_rep.exceptions import ForbiddenByRobots, InvalidSetting, RobotsTxtUnavailable
 from scrapy_rep.fetcher import RobotsFetcher
 from scrapy_rep.origin import Origin, OriginKeys, origin_text
 from scrapy_rep.policy import delay_for
 from scrapy_rep.report import CrawlReport
+from scrapy_rep.slowdown import SlowDown
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -85,6 +91,14 @@ class RobotsTxtMiddleware:
         )
         self._waiting = Waiting(crawler, config.max_waiting)
         shared = SharedState.connect(crawler, config, pacing=self._slots is not None)
+        self._slowdown: SlowDown | None = None
+        if config.slowdown:
+            pauses = SlotPauses(crawler)
+            if self._slots is not None:
+                self._slots.pauses = pauses
+            self._slowdown = SlowDown(crawler, config, self._waiting, pauses, shared.pauses)
+        # The slots holding requests now (paused or resuming): tested on every request.
+        self._gates = self._slowdown.gates if self._slowdown is not None else {}
         self._cache = (
             shared.rules if shared.rules is not None else MemoryRulesCache(config.cache_max_origins)
         )
@@ -136,7 +150,9 @@ class RobotsTxtMiddleware:
         return cls(crawler, config)
 
     def _spider_opened(self) -> None:
-        _slots.log_problems(self.crawler, delays=self._slots is not None)
+        _slots.log_problems(
+            self.crawler, delays=self._slots is not None, pauses=self._slowdown is not None
+        )
 
     @classmethod
     def of(cls, crawler: Crawler) -> RobotsTxtMiddleware | None:
@@ -175,6 +191,18 @@ class RobotsTxtMiddleware:
     ) -> Coroutine[Any, Any, None] | None:
         if request.meta.get("dont_obey_robotstxt"):
             return None
+        checked = self._check(request)
+        # A request that may go now passes its slot's gate; the coroutines of
+        # _check pass it at their end, after waiting for robots.txt or a turn.
+        if checked is None and self._gates:
+            return self._gate(request)
+        return checked
+
+    def _gate(self, request: Request) -> Coroutine[Any, Any, None] | None:
+        assert self._slowdown is not None
+        return self._slowdown.gate(request)
+
+    def _check(self, request: Request) -> Coroutine[Any, Any, None] | None:
         origin = self._keys.get(urlparse_cached(request))
         if origin is None:  # not http(s): robots.txt does not apply
             return None
@@ -293,10 +321,14 @@ class RobotsTxtMiddleware:
             return
         if entry.robots is None:
             self._unreachable(request, origin, entry, waited=True)
-            return
-        paced = self._verdict(request, origin, entry, entry.robots)
-        if paced is not None:
-            await paced
+        else:
+            paced = self._verdict(request, origin, entry, entry.robots)
+            if paced is not None:
+                await paced  # its turn already waited for any pause
+                return
+        held = self._gate(request) if self._gates else None
+        if held is not None:
+            await held
 
     async def _await_rules(
         self, request: Request, origin: Origin, entry: Entry | None
@@ -370,14 +402,28 @@ class RobotsTxtMiddleware:
         assert slots is not None and engine is not None
         key = engine.downloader.get_slot_key(request)
         spacing = max(delay, slots.let_cluster_pace(request))
+        slowdown = self._slowdown
         detached = self._waiting.detach(request)
         try:
-            outcome = await cluster.pace(key, spacing, self._waiting.sleep)
+            while True:
+                # No turn is reserved during a pause (Redis pushed the slot's
+                # schedule past it), and a turn that falls in a pause learnt
+                # meanwhile is not used: wait it out, reserve again.
+                if slowdown is not None and not await slowdown.sit_out(key):
+                    outcome = CLOSING
+                    break
+                outcome = await cluster.pace(key, spacing, self._waiting.sleep)
+                if outcome != PACED or slowdown is None or not slowdown.paused(key, 0.05):
+                    break
+                self._stats.inc_value("rep/slowdown/redis/turn_in_pause")
         finally:
             if detached:
                 self._waiting.reattach(request)
-        if outcome == LOCAL:
+        if outcome == LOCAL:  # Redis unavailable: paced here, through the slot's gate
             slots.require(request, delay)
+            held = self._gate(request) if self._gates else None
+            if held is not None:
+                await held
         elif outcome == CLOSING:
             raise IgnoreRequest(
                 f"the spider closed while the request waited for its Crawl-delay turn: {request}"

@@ -173,7 +173,10 @@ async def test_rep_defer_max_also_bounds_a_fetch_in_flight(site: ScriptedServer)
     result = await run_crawl(
         [site.url("/a")],
         {"REP_UNREACHABLE": "defer", "REP_RETRY_MIN": 0.3, "REP_DEFER_MAX": 1.0,
-         "REP_FETCH_TIMEOUT": 10},
+         "REP_FETCH_TIMEOUT": 10,
+         # each 503 would pause the origin's slot for 1 s, then 2 s (slowdown.py),
+         # longer than the fetches this test needs within REP_DEFER_MAX
+         "REP_SLOWDOWN": False},
     )  # fmt: skip
     dropped_after = result.failed_at[site.url("/a")] - started
     assert result.failed_with(site.url("/a")) is RobotsTxtUnavailable

@@ -1,6 +1,6 @@
 """Politeness shared by many Scrapy processes through Redis (``REP_REDIS_URL``).
 
-Two pieces, each on by its own setting, both keyed under ``REP_REDIS_PREFIX``
+Three pieces, each on by its own setting, both keyed under ``REP_REDIS_PREFIX``
 and every key with a TTL, so Redis holds a bounded amount per origin and slot.
 
 robots.txt (``REP_REDIS_ROBOTS``): :class:`RedisRulesCache`
@@ -45,6 +45,21 @@ Crawl-delay (``REP_REDIS_DELAY``): :class:`ClusterDelay`
     Redis's schedule. The worker that downloads an origin's robots.txt
     reserves a turn for it too: it was a request to the origin.
 
+Slow-down pauses (``REP_REDIS_SLOWDOWN``): :class:`ClusterPauses`
+    A worker whose request is answered 429 or 503 pauses the download slot at
+    once, locally (:mod:`scrapy_rep.slowdown`), and calls one script in the
+    background. On Redis's clock, the script keeps the slot's ``{until,
+    level}`` (the pause is computed there by the same rule, so workers agree on
+    its length and on the backoff level), adds the slot to the sorted set
+    ``pauses`` (score: its end; ended pauses pruned at each call), pushes the
+    slot's Crawl-delay reservation key past the end (a turn reserved
+    afterwards, by any worker, comes after the pause) and publishes the pause
+    on the channel ``slowdown``. Each worker has one subscriber, started when
+    the spider opens, which reads the sorted set when it (re)subscribes, so a
+    late worker learns the pauses that run. Requests cost no Redis call; only
+    slow-down answers do, and one good answer per worker after a pause, which
+    resets the level. Redis down: each worker pauses on its own.
+
 Redis down or slow (:class:`RedisLink`)
     Calls time out after ``REP_REDIS_TIMEOUT`` seconds and are not retried. On
     a failure, one WARNING per outage, and for ``REP_REDIS_RETRY`` seconds the
@@ -58,7 +73,7 @@ reactor :meth:`SharedState.connect` logs a WARNING and keeps all state local.
 
 Modules: :mod:`~scrapy_rep.cluster.link` (the client, outages),
 :mod:`~scrapy_rep.cluster.rules` (robots.txt), :mod:`~scrapy_rep.cluster.pacing`
-(Crawl-delay).
+(Crawl-delay), :mod:`~scrapy_rep.cluster.pauses` (slow-down pauses).
 """
 
 from __future__ import annotations
@@ -71,6 +86,7 @@ from scrapy import signals
 
 from scrapy_rep.cluster.link import RedisLink, RedisUnavailable, reactor_problem
 from scrapy_rep.cluster.pacing import CLOSING, LOCAL, PACED, ClusterDelay
+from scrapy_rep.cluster.pauses import ClusterPauses
 from scrapy_rep.cluster.rules import RedisRulesCache
 from scrapy_rep.exceptions import InvalidSetting
 
@@ -84,6 +100,7 @@ __all__ = [
     "LOCAL",
     "PACED",
     "ClusterDelay",
+    "ClusterPauses",
     "RedisLink",
     "RedisRulesCache",
     "RedisUnavailable",
@@ -96,10 +113,12 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class SharedState:
-    """What this worker shares through Redis: robots.txt, Crawl-delay, both or none."""
+    """What this worker shares through Redis: robots.txt, Crawl-delay, slow-down
+    pauses, any of them or none."""
 
     rules: RedisRulesCache | None = None
     delay: ClusterDelay | None = None
+    pauses: ClusterPauses | None = None
 
     @classmethod
     def connect(cls, crawler: Crawler, config: Config, *, pacing: bool) -> SharedState:
@@ -107,13 +126,14 @@ class SharedState:
         obeyed at all); nothing shared without ``REP_REDIS_URL`` / ``REDIS_URL``."""
         robots = config.redis_robots
         delay = config.redis_delay and pacing
-        if config.redis_url is None or not (robots or delay):
+        pauses = config.redis_slowdown and config.slowdown
+        if config.redis_url is None or not (robots or delay or pauses):
             return cls()
         problem = reactor_problem()
         if problem is not None:
             logger.warning(
-                "scrapy-rep: REP_REDIS_URL is set but %s: robots.txt and Crawl-delay stay "
-                "local to this worker. Shared state needs TWISTED_REACTOR = "
+                "scrapy-rep: REP_REDIS_URL is set but %s: robots.txt, Crawl-delay and "
+                "slow-down pauses stay local to this worker. Shared state needs TWISTED_REACTOR = "
                 "'twisted.internet.asyncioreactor.AsyncioSelectorReactor'.",
                 problem,
             )
@@ -127,10 +147,20 @@ class SharedState:
                 "REP_REDIS_URL",
                 "shared state needs the Redis client: pip install 'scrapy-rep[redis]'",
             ) from None
+        shared_pauses = ClusterPauses(link, config, stats) if pauses else None
+        if shared_pauses is not None:  # the subscriber stops before the client closes
+            crawler.signals.connect(shared_pauses.close, signal=signals.engine_stopped)
         crawler.signals.connect(link.close, signal=signals.engine_stopped)
-        shared = " and ".join(
-            name for name, on in (("robots.txt", robots), ("Crawl-delay", delay)) if on
-        )
+        names = [
+            name
+            for name, on in (
+                ("robots.txt", robots),
+                ("Crawl-delay", delay),
+                ("slow-down pauses", pauses),
+            )
+            if on
+        ]
+        shared = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
         logger.info(
             "scrapy-rep: sharing %s with other workers through Redis at %s (keys %s*)",
             shared,
@@ -140,4 +170,5 @@ class SharedState:
         return cls(
             RedisRulesCache(link, config, stats) if robots else None,
             ClusterDelay(link, config, stats) if delay else None,
+            shared_pauses,
         )

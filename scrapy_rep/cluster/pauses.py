@@ -1,0 +1,258 @@
+"""Slow-down pauses held cluster-wide: one worker's 429 pauses the slot for all.
+
+See :mod:`scrapy_rep.cluster` for the protocol; :mod:`scrapy_rep.slowdown`
+decides and applies pauses locally, this module shares them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from scrapy_rep.cluster.link import RedisUnavailable, _redis_errors
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scrapy.statscollectors import StatsCollector
+
+    from scrapy_rep.cluster.link import RedisLink
+    from scrapy_rep.config import Config
+
+    Apply = Callable[[str, float, "str | None", int, bool], None]
+    """(slot, seconds left, origin or None, level, own answer) -> None"""
+
+logger = logging.getLogger(__name__)
+
+# KEYS: the slot's state (hash: until, level), the set of paused slots (score:
+# until), the slot's Crawl-delay next free send time (cluster/pacing.py).
+# ARGV: slot, Retry-After (us, capped; -1: none), minimum, maximum (us), how long
+# the level outlives the pause (ms), channel, sender, origin.
+# -> {us left, level, 1 if the pause is new or longer}. Times on Redis's clock.
+# The rule is slowdown.py's: a pause that runs is not doubled, only lengthened by
+# a longer Retry-After.
+_PAUSE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local state = redis.call('HMGET', KEYS[1], 'until', 'level')
+local untl = tonumber(state[1] or '0')
+local level = tonumber(state[2] or '0')
+local asked = tonumber(ARGV[2])
+local low, high = tonumber(ARGV[3]), tonumber(ARGV[4])
+local pause = nil
+if asked >= 0 then pause = math.min(math.max(asked, low), high) end
+local changed = 0
+if untl > now then
+  if pause and now + pause > untl then
+    untl = now + pause
+    changed = 1
+  end
+else
+  level = level + 1
+  if not pause then pause = math.min(low * 2 ^ math.min(level - 1, 64), high) end
+  untl = now + pause
+  changed = 1
+end
+if changed == 1 then
+  local left_ms = math.ceil((untl - now) / 1000)
+  redis.call('HSET', KEYS[1], 'until', string.format('%.0f', untl), 'level', level)
+  redis.call('PEXPIRE', KEYS[1], left_ms + tonumber(ARGV[5]))
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  redis.call('ZADD', KEYS[2], string.format('%.0f', untl), ARGV[1])
+  local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  redis.call('PEXPIRE', KEYS[2], math.ceil((tonumber(last[2]) - now) / 1000) + 1000)
+  local free = tonumber(redis.call('GET', KEYS[3]) or '0')
+  if untl > free then
+    redis.call('SET', KEYS[3], string.format('%.0f', untl), 'PX', left_ms + 1000)
+  end
+  redis.call('PUBLISH', ARGV[6], cjson.encode({slot = ARGV[1], left = untl - now,
+    level = level, by = ARGV[7], origin = ARGV[8]}))
+end
+return {math.floor(untl - now), level, changed}
+"""
+
+# KEYS: the slot's state. A good answer after the pause: the next pause starts
+# again from the minimum. Not while a pause runs (another worker's, newer).
+_RESUME = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if tonumber(redis.call('HGET', KEYS[1], 'until') or '0') <= now then
+  redis.call('DEL', KEYS[1])
+end
+return 1
+"""
+
+# KEYS: the set of paused slots. -> {now, slot, until, slot, until, ...}: the
+# pauses running, for a worker that (re)subscribes.
+_RUNNING = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local found = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%.0f', now), '+inf',
+                         'WITHSCORES')
+table.insert(found, 1, string.format('%.0f', now))
+return found
+"""
+
+RESUBSCRIBE_MIN = 1.0
+"""Seconds at least between two attempts to subscribe again after an error."""
+
+
+class ClusterPauses:
+    """This worker's side of the cluster-wide pauses (see :mod:`scrapy_rep.cluster`).
+
+    ``publish`` and ``resume`` are called on the answers that change a pause
+    and return at once (the script call runs in the background: the local
+    pause already holds); the subscriber, started with :meth:`start`, applies
+    the other workers' pauses. No Redis call is made per request.
+    """
+
+    def __init__(self, link: RedisLink, config: Config, stats: StatsCollector) -> None:
+        self.link = link
+        self._prefix = config.redis_prefix
+        self.channel = f"{config.redis_prefix}slowdown"
+        self._stats = stats
+        self._me = uuid.uuid4().hex
+        self._min_us = int(config.slowdown_min_delay * 1e6)
+        self._max_us = int(config.slowdown_max_delay * 1e6)
+        self._max = config.slowdown_max_delay
+        # A level outlives its pause by REP_SLOWDOWN_MAX_DELAY, at least a
+        # minute: a slow-down answer later than that starts from the minimum.
+        self._keep_ms = int(max(config.slowdown_max_delay, 60.0) * 1000)
+        self._resubscribe = max(config.redis_retry, RESUBSCRIBE_MIN)
+        self._pause = link.script(_PAUSE)
+        self._resume = link.script(_RESUME)
+        self._running = link.script(_RUNNING)
+        self._apply: Apply | None = None
+        self._ready = asyncio.Event()  # the first subscription and catch-up are done
+        self._timeout = config.redis_timeout
+        self._listener: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._unshared = False  # warned that pauses stay local (until Redis answers)
+
+    def _keys(self, slot: str) -> list[str]:
+        return [
+            f"{self._prefix}slowdown:{slot}",
+            f"{self._prefix}pauses",
+            f"{self._prefix}delay:{slot}",
+        ]
+
+    # -- this worker's answers -----------------------------------------------------
+
+    def publish(self, slot: str, origin: str, retry_after: float | None) -> None:
+        """A slow-down answer from ``slot`` (``retry_after``: seconds asked, capped)."""
+        self._background(self._publish(slot, origin, retry_after))
+
+    def resume(self, slot: str) -> None:
+        """A good answer from ``slot`` after its pause."""
+        self._background(self._call_resume(slot))
+
+    def _background(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)  # the loop keeps weak references only
+        task.add_done_callback(self._tasks.discard)
+
+    async def _publish(self, slot: str, origin: str, retry_after: float | None) -> None:
+        asked = -1 if retry_after is None else int(retry_after * 1e6)
+        args = [slot, asked, self._min_us, self._max_us, self._keep_ms]
+        args += [self.channel, self._me, origin]
+        try:
+            left, level, changed = await self.link.call(self._pause, self._keys(slot), args)
+        except RedisUnavailable:
+            self._stats.inc_value("rep/slowdown/redis/local")
+            if not self._unshared:
+                self._unshared = True
+                logger.warning(
+                    "scrapy-rep: Redis unavailable: the pause of download slot %r holds "
+                    "for this worker only (other workers pause when their own requests "
+                    "are answered 429/503)",
+                    slot,
+                )
+            return
+        self._unshared = False
+        if int(changed):
+            self._stats.inc_value("rep/slowdown/redis/published")
+        if self._apply is not None:
+            # The cluster may know more slow-down answers in a row than this worker.
+            self._apply(slot, int(left) / 1e6, origin, int(level), True)
+
+    async def _call_resume(self, slot: str) -> None:
+        with contextlib.suppress(RedisUnavailable):
+            await self.link.call(self._resume, self._keys(slot)[:1], [])
+
+    # -- the other workers' answers ------------------------------------------------
+
+    async def start(self, apply: Apply) -> None:
+        """Subscribe (at spider_opened); ``apply`` receives the other workers' pauses.
+
+        Returns once the pauses running in the cluster are known (or Redis
+        failed to say within its timeout), so that a worker joining during a
+        pause sends nothing into it: the crawl starts after spider_opened."""
+        self._apply = apply
+        if self._listener is None:
+            self._listener = asyncio.ensure_future(self._listen())
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._ready.wait(), self._timeout * 2)
+
+    def close(self) -> None:
+        """Stop listening (at engine_stopped, before the link closes)."""
+        if self._listener is not None:
+            self._listener.cancel()
+            self._listener = None
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def _listen(self) -> None:
+        redis_errors = _redis_errors()
+        errors: tuple[type[BaseException], ...] = (*redis_errors, ValueError, TypeError)
+        while True:
+            pubsub = self.link.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.channel)
+                await self._catch_up()
+                self._ready.set()
+                while True:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if message is not None:
+                        self._received(message["data"])
+            except errors as exc:
+                self._ready.set()  # the crawl does not wait for Redis any longer
+                logger.debug("scrapy-rep: slow-down subscriber stopped (%r); again later", exc)
+            finally:
+                with contextlib.suppress(*redis_errors):
+                    await pubsub.aclose()
+            await asyncio.sleep(self._resubscribe)
+
+    async def _catch_up(self) -> None:
+        """Pauses that began before this worker (re)subscribed."""
+        try:
+            found = await self.link.call(self._running, self._keys("")[1:2], [])
+        except RedisUnavailable:
+            return
+        now = int(found[0])
+        for index in range(1, len(found) - 1, 2):
+            slot = found[index].decode() if isinstance(found[index], bytes) else str(found[index])
+            self._deliver(slot, (int(float(found[index + 1])) - now) / 1e6, None, 0)
+
+    def _received(self, data: bytes | str) -> None:
+        try:
+            message = json.loads(data)
+            if message.get("by") == self._me:
+                return
+            slot, left = str(message["slot"]), float(message["left"]) / 1e6
+            origin, level = message.get("origin"), int(message.get("level") or 0)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            logger.debug("scrapy-rep: unreadable message on %s: %r", self.channel, data[:200])
+            return
+        self._stats.inc_value("rep/slowdown/redis/received")
+        self._deliver(slot, left, str(origin) if origin else None, level)
+
+    def _deliver(self, slot: str, left: float, origin: str | None, level: int) -> None:
+        # Whoever wrote to Redis, no pause lasts longer than this worker allows.
+        left = min(left, self._max)
+        if left > 0 and self._apply is not None:
+            self._apply(slot, left, origin, level, False)

@@ -1,0 +1,205 @@
+"""Slow-down pauses shared through a real Redis (REP_REDIS_URL, REP_REDIS_SLOWDOWN).
+
+The workers of the first test are real Scrapy processes (tests/_redis_worker.py),
+each request carrying the header ``X-Worker``; the others run one crawl here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_twisted
+from crawls import run_crawl
+from redis_server import RedisServer
+from scrapy import Request
+from scrapy.http import Response
+from servers import PAGE, Reply, ScriptedServer, gaps
+from test_slowdown import IN_FLIGHT, RETRYING, TOLERANCE, SlowSite, inside_pauses
+
+pytestmark = pytest.mark.slow  # real-time pauses, worker subprocesses
+
+WORKER = Path(__file__).with_name("_redis_worker.py")
+
+
+def shared(redis: RedisServer, prefix: str, **extra: Any) -> dict[str, Any]:
+    return {"REP_REDIS_URL": redis.url, "REP_REDIS_PREFIX": prefix, **extra}
+
+
+def start_worker(name: str, urls: list[str], settings: dict[str, Any]) -> subprocess.Popen[str]:
+    config = {"name": name, "urls": urls, "settings": settings}
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), json.dumps(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def report_of(worker: subprocess.Popen[str]) -> dict[str, Any]:
+    out, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err[-3000:]
+    report: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    report["log"] = err
+    assert report["finish_reason"] == "finished", err[-3000:]
+    return report
+
+
+def wait_for(condition: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_a_429_seen_by_one_worker_pauses_the_others(
+    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """B crawls steadily; A's first page is answered 429 + Retry-After: 4; C
+    starts during that pause. No request of any worker arrives inside it."""
+    answered: list[float] = []
+
+    def a0(number: int) -> Reply:
+        if number == 1:
+            answered.append(time.time())
+            return Reply(status=429, headers={"Retry-After": "4"})
+        return Reply(body=PAGE)
+
+    site.script("/a0", a0)
+    settings = shared(redis_server, redis_prefix, **RETRYING, DOWNLOAD_DELAY=0.2)
+    b = start_worker("b", [site.url(f"/b{i}") for i in range(40)], settings)
+    wait_for(lambda: len(site.page_hits("/b")) >= 2)
+    a = start_worker("a", [site.url(f"/a{i}") for i in range(3)], settings)
+    wait_for(lambda: bool(answered))
+    c = start_worker("c", [site.url(f"/c{i}") for i in range(3)], settings)
+    reports = {name: report_of(worker) for name, worker in (("a", a), ("b", b), ("c", c))}
+
+    start, end = answered[0] + IN_FLIGHT, answered[0] + 4 - TOLERANCE
+    inside = [(h.path, round(h.time - answered[0], 3)) for h in site.log() if start < h.time < end]
+    assert inside == []
+    assert len(site.page_hits("/b")) == 40
+    for name, count in (("a", 3), ("b", 40), ("c", 3)):
+        assert len(reports[name]["responses"]) == count
+        assert reports[name]["failures"] == {}
+    stats = {name: report["stats"] for name, report in reports.items()}
+    assert stats["a"]["rep/slowdown/pauses"] == 1
+    assert stats["a"]["rep/slowdown/redis/published"] == 1
+    assert stats["b"]["rep/slowdown/redis/received"] == 1
+    assert stats["b"]["rep/slowdown/pauses/cluster"] == 1
+    assert "paused by another worker for 4.0 s" in reports["b"]["log"]
+    # C learnt the pause from Redis's set of running pauses when it subscribed
+    assert stats["c"]["rep/slowdown/pauses/cluster"] == 1
+    assert min(h.time for h in site.page_hits("/c")) >= end
+    # a good answer after the pause reset the backoff level for the cluster
+    assert redis_server.client().keys(f"{redis_prefix}slowdown:*") == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_crawl_delay_paced_through_redis_waits_for_the_pause(
+    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """A slot paced cluster-wide (Crawl-delay) reserves no turn during a pause,
+    and its Crawl-delay holds again afterwards."""
+    site.robots("User-agent: *\nCrawl-delay: 0.5\n")
+    slow = SlowSite(site, window=0.3, retry_after=lambda now: ("2", 2.0))
+    urls = slow.pages(4)
+    result = await run_crawl(urls, shared(redis_server, redis_prefix, **RETRYING))
+
+    assert sorted(result.responses) == sorted(urls)
+    assert inside_pauses(site.log(), slow.slow_answers()) == []
+    assert min(gaps(site.log())) >= 0.5 - TOLERANCE
+    assert result.stats["rep/slowdown/redis/published"] == 1
+    assert result.stats["rep/redis/delay/paced"] >= 4
+
+
+@pytest_twisted.ensureDeferred
+async def test_redis_down_each_worker_pauses_on_its_own(
+    site: ScriptedServer,
+    own_redis: RedisServer,
+    redis_prefix: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="scrapy_rep")
+    own_redis.stop()
+    slow = SlowSite(site, window=1.5, retry_after=lambda now: ("1", 1.0))
+    urls = slow.pages(3)
+    result = await run_crawl(urls, shared(own_redis, redis_prefix, **RETRYING))
+
+    assert sorted(result.responses) == sorted(urls)
+    assert inside_pauses(site.page_hits(), slow.slow_answers()) == []
+    assert result.stats["rep/slowdown/pauses"] == 2
+    assert result.stats["rep/slowdown/redis/local"] >= 2
+    unshared = [
+        r for r in caplog.records if r.levelno == logging.WARNING and "holds for this" in r.message
+    ]
+    assert len(unshared) == 1
+
+
+def test_the_running_pauses_are_bounded_in_redis(
+    redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """Every key the pauses write expires; the set of running pauses is pruned."""
+    from scrapy_rep.cluster.pauses import _PAUSE
+
+    client = redis_server.client()
+    pause = client.register_script(_PAUSE)
+    keys = [f"{redis_prefix}slowdown:s", f"{redis_prefix}pauses", f"{redis_prefix}delay:s"]
+    args = ["s", -1, 100_000, 300_000, 60_000, f"{redis_prefix}slowdown", "me", "http://s"]
+    first = pause(keys=keys, args=args)
+    assert first[1:] == [1, 1]
+    assert 99_000 < first[0] <= 100_000
+    again = pause(keys=keys, args=args)  # during the pause: not doubled, not published
+    assert again[1:] == [1, 0]
+    for key in keys:
+        assert 0 < client.pttl(key) <= 61_000 + 1_000
+    assert int(client.get(keys[2])) >= int(client.hget(keys[0], "until"))
+    threading.Event().wait(0.15)
+    doubled = pause(keys=keys, args=args)  # after it: the next level, 200 ms
+    assert doubled[1:] == [2, 1]
+    assert 190_000 < doubled[0] <= 200_000
+    threading.Event().wait(0.25)
+    other = [f"{redis_prefix}slowdown:t", keys[1], f"{redis_prefix}delay:t"]
+    pause(keys=other, args=["t", *args[1:]])
+    assert client.zrange(keys[1], 0, -1) == [b"t"]  # "s" ended: pruned
+
+
+@pytest_twisted.ensureDeferred
+async def test_what_other_workers_publish_cannot_pause_longer_than_the_cap(
+    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """A message on the channel is read with care: garbage is skipped, a pause
+    of years is cut to REP_SLOWDOWN_MAX_DELAY."""
+    channel = f"{redis_prefix}slowdown"
+    years = json.dumps({"slot": "127.0.0.1", "left": 10**17, "level": 1, "by": "x"})
+
+    site.script("/meanwhile", Reply(body=PAGE, delay=0.3))  # the messages arrive meanwhile
+
+    def publish(response: Response) -> list[Request]:
+        if response.url == site.url("/first"):
+            client = redis_server.client()
+            client.publish(channel, b"\xff not json")
+            client.publish(channel, json.dumps({"slot": "127.0.0.1"}))
+            client.publish(channel, years)
+            meanwhile = {"download_slot": "meanwhile"}
+            return [Request(site.url("/meanwhile"), dont_filter=True, meta=meanwhile)]
+        if response.url == site.url("/meanwhile"):
+            return [Request(site.url("/second"), dont_filter=True)]
+        return []
+
+    result = await run_crawl(
+        [site.url("/first")],
+        shared(redis_server, redis_prefix, REP_SLOWDOWN_MAX_DELAY=1.5),
+        follow=publish,
+    )
+    assert len(result.responses) == 3
+    first, _, second = site.page_hits()
+    assert 1.5 - TOLERANCE <= second.time - first.time < 2.5
+    assert result.stats["rep/slowdown/redis/received"] == 1
+    assert result.stats["rep/slowdown/pauses/cluster"] == 1
