@@ -51,7 +51,8 @@ async def test_a_broad_crawl_keeps_per_origin_state_within_rep_cache_max_origins
                 slot_minimums=len(slots._own_settings),
                 per_slot_settings=len(downloader.per_slot_settings),
                 fetches=len(fetcher._fetches),
-                sizes=len(fetcher._sizes),
+                sizes=len(fetcher.download._sizes),
+                out_of_active=len(fetcher.download._out),
                 waiting=middleware._waiting.count,
             )
 
@@ -74,4 +75,4 @@ async def test_a_broad_crawl_keeps_per_origin_state_within_rep_cache_max_origins
     assert held["rules"] <= BOUND and held["backoffs"] <= BOUND
     assert held["origin_keys"] <= BOUND
     assert held["slot_minimums"] <= BOUND and held["per_slot_settings"] <= BOUND
-    assert held["fetches"] == held["sizes"] == held["waiting"] == 0
+    assert held["fetches"] == held["sizes"] == held["out_of_active"] == held["waiting"] == 0
