@@ -60,7 +60,10 @@ redis-server:
 	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server) || \
 	  echo "warning: could not install redis-server (Debian: apt-get install -y redis-server)"
 
-test: lint typecheck docs pytest pytest-floor
+# The suite on both Scrapy releases at once: it mostly waits on real time (Crawl-delay,
+# timeouts, pauses), not on the CPU, so side by side the whole takes about one run.
+test: lint typecheck docs
+	$(MAKE) -j2 --output-sync=target pytest pytest-floor
 
 # Everything but the subprocess and real-time-delay tests (marked slow): under 30 s.
 test-fast: venv
