@@ -19,6 +19,10 @@ Good results stay fresh for ``Cache-Control: max-age`` clamped to
 ``[min_ttl, ttl]``, else ``ttl``. Unreachable results are retried after an
 exponential backoff from ``retry_min`` (doubling per consecutive failure) or
 after ``Retry-After``, both bounded by ``[retry_min, retry_max]``.
+
+Beside them, two rules for the crawl itself: the delay between requests asked
+by Crawl-delay and Request-rate (:func:`delay_for`), and the pause of a site
+that answered 429 or 503 (:func:`pause_for`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ _MAX_AGE = re.compile(r"(?:^|[,\s])max-age\s*=\s*\"?([0-9]+)", re.IGNORECASE)
 _SECONDS = re.compile(r"[0-9]+")
 _MAX_DATE = 64  # longer than any HTTP date: not one
 _NO_CACHE = re.compile(r"(?:^|[,\s])(?:no-cache|no-store)\b", re.IGNORECASE)
+_MAX_DOUBLINGS = 64  # 2**64 x any positive minimum is past any cap
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,3 +241,15 @@ def delay_for(robots: RobotsTxt, agent: str, max_delay: float) -> tuple[float, f
     ``scrapy robots`` alike."""
     asked = robots.delays(user_agent=agent).seconds or 0.0
     return min(asked, max_delay), asked
+
+
+def pause_for(asked: float | None, minimum: float, maximum: float, *, answers: int = 1) -> float:
+    """Seconds a site that answered 429 or 503 is paused: the seconds its
+    ``Retry-After`` asks for (``asked``, from :func:`retry_after`) bounded to
+    ``[minimum, maximum]`` (``REP_SLOWDOWN_MIN_DELAY``,
+    ``REP_SLOWDOWN_MAX_DELAY``), else ``minimum`` doubled for each slow-down
+    answer in a row after the first (``answers``), capped at ``maximum``. The
+    script of :mod:`scrapy_rep.cluster.pauses` applies the same rule in Redis."""
+    if asked is not None:
+        return min(max(asked, minimum), maximum)
+    return min(minimum * 2.0 ** min(answers - 1, _MAX_DOUBLINGS), maximum)

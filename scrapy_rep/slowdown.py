@@ -38,25 +38,24 @@ itself) skip the gate but not the slot's pause.
 
 With nothing paused, a request costs one dict truthiness test (in the robots
 middleware), and a response a set membership and two dict truthiness tests.
+
+This module observes the answers and decides the pauses (how long, at which
+level, shared with other workers through Redis); the held requests and the
+slow start are the slots' gates, :mod:`scrapy_rep._gates`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.exceptions import IgnoreRequest
-from scrapy.utils.asyncio import call_later
-from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
-from twisted.internet.defer import Deferred
 
-from scrapy_rep import _slots
+from scrapy_rep._gates import Gates
 from scrapy_rep.origin import origin_of, origin_text
-from scrapy_rep.policy import retry_after
+from scrapy_rep.policy import pause_for, retry_after
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -64,36 +63,13 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
-    from scrapy.utils.asyncio import CallLaterResult
 
-    from scrapy_rep._slots import Queued, SlotPauses
+    from scrapy_rep._slots import SlotPauses
     from scrapy_rep._waiting import Waiting
     from scrapy_rep.cluster import ClusterPauses
     from scrapy_rep.config import Config
 
 logger = logging.getLogger(__name__)
-
-REACH_TIMEOUT = 0.5
-"""Seconds a released request has to reach the downloader before it no longer counts as out."""
-DEFAULT_CONCURRENCY = 8
-"""Slow start limit of a slot the downloader has no slot object for right now."""
-_MAX_DOUBLINGS = 64  # 2**64 x any positive minimum is past any cap
-
-
-class _Gate:
-    """One slot's pause and slow start, and the requests it holds."""
-
-    __slots__ = ("allowed", "keeping", "out", "parked", "until", "waiters")
-
-    def __init__(self) -> None:
-        self.until = 0.0  # time.monotonic() at which the pause ends
-        self.allowed = 1  # released requests that may be unanswered at once
-        # released, not answered yet -> timer until it reaches the downloader
-        self.out: dict[Request, CallLaterResult | None] = {}
-        self.waiters: deque[tuple[Request, Deferred[bool]]] = deque()
-        # queued in the slot when the pause began: they go first
-        self.parked: deque[Queued] = deque()
-        self.keeping = False  # a keeper sleeps until the pause ends
 
 
 class _Level:
@@ -121,26 +97,22 @@ class SlowDown:
         pauses: SlotPauses,
         cluster: ClusterPauses | None = None,
     ) -> None:
-        self._crawler = crawler
         stats = crawler.stats
         assert stats is not None
         self._stats = stats
-        self._waiting = waiting
         self._pauses = pauses
         self._cluster = cluster
         self._codes = frozenset(config.slowdown_http_codes)
         self._min = config.slowdown_min_delay
         self._max = config.slowdown_max_delay
         self._bound = config.cache_max_origins
-        self.gates: dict[str, _Gate] = {}
+        self._gates = Gates(crawler, stats, waiting, pauses, self._bound)
+        self.gates = self._gates.by_slot
         """Slots holding requests: paused, or resuming slowly."""
         self.levels: dict[str, _Level] = {}
         """Slots that answered slow-down and no good answer since."""
         self._warned: dict[str, None] = {}  # origins warned of a capped Retry-After
-        self._listening = False  # request_reached/left_downloader connected
-        self._quieting: CallLaterResult | None = None
         crawler.signals.connect(self._downloaded, signal=signals.response_downloaded)
-        crawler.signals.connect(self._stopped, signal=signals.engine_stopped)
         if cluster is not None:
             crawler.signals.connect(self._opened, signal=signals.spider_opened)
 
@@ -149,88 +121,17 @@ class SlowDown:
     def gate(self, request: Request) -> Coroutine[Any, Any, None] | None:
         """None if ``request`` may go on now, else a coroutine that holds it
         until its slot's gate lets it go (IgnoreRequest if the spider closes)."""
-        if not self.gates:
-            return None
-        key = self._pauses.key(request)
-        gate = self.gates.get(key)
-        if gate is None:
-            return None
-        if not gate.waiters and not gate.parked and self._has_room(gate, time.monotonic()):
-            self._release(key, gate, request)
-            return None
-        return self._hold(request, key, gate)
+        return self._gates.gate(request)
 
     def paused(self, key: str, slack: float = 0.0) -> bool:
         """True while slot ``key`` is paused for longer than ``slack`` seconds."""
-        gate = self.gates.get(key)
-        return gate is not None and gate.until - slack > time.monotonic()
+        return self._gates.paused(key, slack)
 
     async def sit_out(self, key: str) -> bool:
         """Wait, without slow start, until slot ``key`` is not paused; False if
         the spider closes meanwhile. For requests paced cluster-wide, already
         out of the active set."""
-        while True:
-            gate = self.gates.get(key)
-            left = 0.0 if gate is None else gate.until - time.monotonic()
-            if left <= 0:
-                return True
-            if not await self._waiting.sleep(left):
-                self._stats.inc_value("rep/slowdown/dropped_closing")
-                return False
-
-    @staticmethod
-    def _has_room(gate: _Gate, now: float) -> bool:
-        return gate.until <= now and len(gate.out) < gate.allowed
-
-    async def _hold(self, request: Request, key: str, gate: _Gate) -> None:
-        if self.gates.get(key) is not gate:  # gone since gate() looked
-            return
-        self._stats.inc_value("rep/slowdown/held")
-        wake: Deferred[bool] = Deferred()
-        gate.waiters.append((request, wake))
-        detached = self._waiting.detach(request)
-        try:
-            go = await maybe_deferred_to_future(wake)
-        finally:
-            if detached:
-                self._waiting.reattach(request)
-        if not go:
-            self._stats.inc_value("rep/slowdown/dropped_closing")
-            raise IgnoreRequest(
-                f"the spider closed while download slot {key!r} was paused: {request}"
-            )
-
-    def _release(self, key: str, gate: _Gate, request: Request) -> None:
-        gate.out[request] = call_later(REACH_TIMEOUT, self._not_reached, key, request)
-        self._stats.inc_value("rep/slowdown/released")
-
-    def _grant(self, key: str, gate: _Gate) -> None:
-        """Let waiters go while the slow start has room (none while paused)."""
-        now = time.monotonic()
-        if (gate.waiters or gate.parked) and _slots.engine_closing(self._crawler.engine):
-            self._drop_waiters(key, gate)
-            return
-        while gate.parked and self._has_room(gate, now):
-            queued = gate.parked.popleft()
-            gate.out[queued[0]] = None  # in the downloader already
-            self._stats.inc_value("rep/slowdown/released")
-            self._pauses.requeue(key, queued)
-        while gate.waiters and self._has_room(gate, now):
-            request, wake = gate.waiters.popleft()
-            if not wake.called:
-                self._release(key, gate, request)
-                wake.callback(True)
-
-    def _drop_waiters(self, key: str, gate: _Gate) -> None:
-        """The spider closes: every request the gate holds ends with IgnoreRequest."""
-        waiters, gate.waiters = gate.waiters, deque()
-        parked, gate.parked = gate.parked, deque()
-        reason = f"the spider closed while download slot {key!r} was paused"
-        dropped = sum(self._pauses.requeue(key, queued, reason) for queued in parked)
-        self._stats.inc_value("rep/slowdown/dropped_closing", dropped)
-        for _, wake in waiters:
-            if not wake.called:
-                wake.callback(False)
+        return await self._gates.sit_out(key)
 
     # -- answers -------------------------------------------------------------------
 
@@ -245,11 +146,8 @@ class SlowDown:
     def _answered(self, key: str, request: Request, status: int) -> None:
         """A good (not slow-down) answer from slot ``key``."""
         now = time.monotonic()
-        gate = self.gates.get(key)
-        if gate is not None:
-            self._forget_out(gate, request)
-            if gate.until > now:  # sent before this pause began: says nothing of now
-                return
+        if self._gates.answered(key, request, now):  # sent before this pause began
+            return
         level = self.levels.pop(key, None)
         if level is not None:
             self._stats.inc_value("rep/slowdown/resumed")
@@ -262,10 +160,7 @@ class SlowDown:
             )
             if self._cluster is not None:
                 self._cluster.resume(key)
-        if gate is not None:
-            gate.allowed = min(gate.allowed * 2, self._pauses.concurrency(key, DEFAULT_CONCURRENCY))
-            self._grant(key, gate)
-            self._close_if_done(key, gate)
+        self._gates.widen(key)
 
     def _slow(self, response: Response, request: Request) -> None:
         """A slow-down answer: pause the slot, unless a pause already runs."""
@@ -282,29 +177,21 @@ class SlowDown:
             self._count_retry_after(asked, origin, raw)
         if self._cluster is not None:
             self._cluster.publish(key, origin, None if asked is None else min(asked, self._max))
-        gate = self.gates.get(key)
-        if gate is not None:
-            self._forget_out(gate, request)
-            if gate.until > now:  # sent before this pause began
-                if asked is not None:
-                    self._pause(key, gate, now + self._bounded(asked), now)
-                return
+        if self._gates.answered(key, request, now):  # sent before this pause began
+            if asked is not None:
+                self._gates.pause(key, now + pause_for(asked, self._min, self._max), now)
+            return
         level = self.levels.pop(key, None) or _Level(now)
         level.count += 1
         self._remember(self.levels, key, level)
+        pause = pause_for(asked, self._min, self._max, answers=level.count)
         if asked is None:
             self._stats.inc_value("rep/slowdown/backoff")
-            doublings = min(level.count - 1, _MAX_DOUBLINGS)
-            pause = min(self._min * 2.0**doublings, self._max)
             said = ""
         else:
-            pause = self._bounded(asked)
             said = f" (Retry-After: {_shown(raw)})"
-        if gate is None:
-            gate = self._new_gate(key)
-        gate.allowed = 1
         self._stats.inc_value("rep/slowdown/pauses")
-        self._pause(key, gate, now + pause, now)
+        self._gates.pause(key, now + pause, now)
         logger.info(
             "%s (slot %r) answered %d%s: no request to it for %.1f s",
             origin,
@@ -313,9 +200,6 @@ class SlowDown:
             said,
             pause,
         )
-
-    def _bounded(self, asked: float) -> float:
-        return min(max(asked, self._min), self._max)
 
     def _count_retry_after(self, asked: float, origin: str, raw: str | None) -> None:
         if asked <= self._max:
@@ -334,147 +218,11 @@ class SlowDown:
             self._max,
         )
 
-    def _not_reached(self, key: str, request: Request) -> None:
-        gate = self.gates.get(key)
-        if gate is not None and request in gate.out:
-            del gate.out[request]
-            self._grant(key, gate)
-            self._close_if_done(key, gate)
-
-    def _reached(self, request: Request) -> None:
-        key: str | None = request.meta.get("download_slot")
-        gate = self.gates.get(key) if key is not None else None
-        if key is None or gate is None:
-            return
-        timer = gate.out.get(request)
-        if timer is not None:
-            timer.cancel()
-            gate.out[request] = None
-        if gate.until > time.monotonic():  # a slot made anew during the pause
-            self._pauses.hold(key, gate.until)
-
-    def _received(self, request: Request) -> None:
-        # A response that never reached the downloader (an HttpCacheMiddleware
-        # hit): its place in the slow start is free, but it says nothing of the site.
-        key = self._pauses.key(request)
-        gate = self.gates.get(key)
-        if gate is not None and gate.out.get(request) is not None:  # never reached
-            self._forget_out(gate, request)
-            self._grant(key, gate)
-            self._close_if_done(key, gate)
-
-    def _left(self, request: Request) -> None:
-        # Sent after response_downloaded: still out means no answer (an error).
-        key: str | None = request.meta.get("download_slot")
-        gate = self.gates.get(key) if key is not None else None
-        if key is not None and gate is not None and request in gate.out:
-            self._forget_out(gate, request)
-            self._grant(key, gate)
-            self._close_if_done(key, gate)
-
-    @staticmethod
-    def _forget_out(gate: _Gate, request: Request) -> None:
-        timer = gate.out.pop(request, None)
-        if timer is not None:
-            timer.cancel()
-
-    # -- pauses --------------------------------------------------------------------
-
-    def _new_gate(self, key: str) -> _Gate:
-        if len(self.gates) >= self._bound:
-            self._evict_idle_gates()
-        gate = self.gates[key] = _Gate()
-        self._listen()
-        return gate
-
-    def _evict_idle_gates(self) -> None:
-        # A broad crawl meets many slots: forget the oldest gates holding nothing
-        # (their slot's own timer still holds what is queued in it).
-        idle = [
-            key
-            for key, gate in self.gates.items()
-            if not gate.waiters and not gate.parked and not gate.out
-        ]
-        for key in idle[: max(len(self.gates) - self._bound + 1, 0)]:
-            del self.gates[key]
-            self._pauses.forget(key)
-
-    def _pause(self, key: str, gate: _Gate, until: float, now: float) -> None:
-        """Make slot ``key``'s pause last until ``until``, never shorter."""
-        if until <= gate.until:
-            return
-        added = until - max(gate.until, now)
-        seconds = self._stats.get_value("rep/slowdown/seconds", 0.0)
-        self._stats.set_value("rep/slowdown/seconds", round(seconds + added, 3))
-        gate.until = until
-        self._pauses.hold(key, until)
-        gate.parked.extend(self._pauses.take_queued(key))
-        if not gate.keeping:
-            gate.keeping = True
-            deferred_from_coro(self._keep(key, gate))
-
-    async def _keep(self, key: str, gate: _Gate) -> None:
-        """Sleep until the pause is over, then let the first request go."""
-        try:
-            while (left := gate.until - time.monotonic()) > 0:
-                if not await self._waiting.sleep(left):  # the spider closes
-                    self._drop_waiters(key, gate)
-                    reason = f"the spider closed while download slot {key!r} was paused"
-                    dropped = self._pauses.drop_queued(key, reason)
-                    self._stats.inc_value("rep/slowdown/dropped_closing", dropped)
-                    return
-        finally:
-            gate.keeping = False
-        if self.gates.get(key) is gate:
-            self._grant(key, gate)
-            self._close_if_done(key, gate)
-
-    def _close_if_done(self, key: str, gate: _Gate) -> None:
-        if gate.waiters or gate.parked or gate.out or gate.until > time.monotonic():
-            return
-        if self.gates.get(key) is gate:
-            del self.gates[key]
-            self._pauses.forget(key)
-        if not self.gates and self._quieting is None:
-            # not now: this may run inside the dispatch of a signal it disconnects
-            self._quieting = call_later(0, self._quiet)
-
-    def _listen(self) -> None:
-        """Follow released requests into the downloader while any gate exists."""
-        if self._listening:
-            return
-        self._listening = True
-        connect = self._crawler.signals.connect
-        connect(self._reached, signal=signals.request_reached_downloader)
-        connect(self._left, signal=signals.request_left_downloader)
-        connect(self._received, signal=signals.response_received)
-
-    def _quiet(self) -> None:
-        self._quieting = None
-        if self.gates or not self._listening:
-            return
-        self._listening = False
-        disconnect = self._crawler.signals.disconnect
-        disconnect(self._reached, signal=signals.request_reached_downloader)
-        disconnect(self._left, signal=signals.request_left_downloader)
-        disconnect(self._received, signal=signals.response_received)
-
     def _remember(self, table: dict[str, Any], key: str, value: Any) -> None:
         """Store ``key`` last in ``table``, forgetting the oldest past the bound."""
         table[key] = value
         if len(table) > self._bound:
             del table[next(iter(table))]
-
-    def _stopped(self) -> None:
-        for key, gate in self.gates.items():
-            self._drop_waiters(key, gate)
-            for timer in gate.out.values():
-                if timer is not None:
-                    timer.cancel()
-            gate.out.clear()
-        if self._quieting is not None:
-            self._quieting.cancel()
-            self._quieting = None
 
     # -- other workers (Redis) -----------------------------------------------------------
 
@@ -489,18 +237,14 @@ class SlowDown:
         (``own``: the cluster's answer to this worker's own slow-down answer)."""
         now = time.monotonic()
         until = now + left
-        gate = self.gates.get(key)
-        if gate is not None and gate.until >= until - 0.01:
+        ends = self._gates.ends(key)
+        if ends is not None and ends >= until - 0.01:
             return  # known already (clocks differ by a few ms)
         if level:
             known = self.levels.pop(key, None) or _Level(now)
             known.count = max(known.count, level)
             self._remember(self.levels, key, known)
-        if gate is None:
-            gate = self._new_gate(key)
-        if gate.until <= now:
-            gate.allowed = 1
-        self._pause(key, gate, until, now)
+        self._gates.pause(key, until, now)
         if own:
             return
         self._stats.inc_value("rep/slowdown/pauses/cluster")

@@ -149,7 +149,7 @@ def state_at_close(into: dict[str, Any]) -> Callable[[Any], None]:
                 receiver
                 for signal in (signals.request_reached_downloader, signals.request_left_downloader)
                 for receiver in liveReceivers(getAllReceivers(crawler.signals.sender, signal))
-                if getattr(receiver, "__self__", None) is slowdown
+                if getattr(receiver, "__self__", None) in (slowdown, slowdown._gates)
             ]
 
         crawler.signals.connect(closed, signal=signals.spider_closed, weak=False)

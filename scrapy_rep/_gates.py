@@ -1,0 +1,355 @@
+"""Paused download slots' gates: held requests in arrival order, then a slow start.
+
+:class:`~scrapy_rep.slowdown.SlowDown` decides when a slot is paused and for
+how long; :class:`Gates` holds the requests meanwhile. A slot paused or
+resuming has a :class:`Gate`:
+
+- requests leaving the robots middleware wait at it in arrival order, out of
+  ``CONCURRENT_REQUESTS`` (``REP_MAX_WAITING``, as robots.txt waiters); those
+  queued in the slot when the pause began (parked, taken out by
+  :class:`~scrapy_rep._slots.SlotPauses`) go first;
+- when the pause ends, ``allowed`` released requests may be unanswered at once:
+  one (a probe), doubled by each good answer (:meth:`Gates.widen`) up to the
+  slot's concurrency;
+- a released request is followed into the downloader: it no longer counts as
+  out once answered, left without an answer, answered from HttpCacheMiddleware's
+  cache, or not reached within :data:`REACH_TIMEOUT`;
+- the gate goes once its backlog is gone; past ``REP_CACHE_MAX_ORIGINS`` gates,
+  the oldest holding nothing are forgotten.
+
+The spider closing ends every held request with IgnoreRequest.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.asyncio import call_later
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet.defer import Deferred
+
+from scrapy_rep import _slots
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+    from scrapy.utils.asyncio import CallLaterResult
+
+    from scrapy_rep._slots import Queued, SlotPauses
+    from scrapy_rep._waiting import Waiting
+
+REACH_TIMEOUT = 0.5
+"""Seconds a released request has to reach the downloader before it no longer counts as out."""
+DEFAULT_CONCURRENCY = 8
+"""Slow start limit of a slot the downloader has no slot object for right now."""
+
+
+class Gate:
+    """One slot's pause and slow start, and the requests it holds."""
+
+    __slots__ = ("allowed", "keeping", "out", "parked", "until", "waiters")
+
+    def __init__(self) -> None:
+        self.until = 0.0  # time.monotonic() at which the pause ends
+        self.allowed = 1  # released requests that may be unanswered at once
+        # released, not answered yet -> timer until it reaches the downloader
+        self.out: dict[Request, CallLaterResult | None] = {}
+        self.waiters: deque[tuple[Request, Deferred[bool]]] = deque()
+        # queued in the slot when the pause began: they go first
+        self.parked: deque[Queued] = deque()
+        self.keeping = False  # a keeper sleeps until the pause ends
+
+
+class Gates:
+    """The gates of the slots paused or resuming (see the module docstring).
+
+    ``by_slot`` is read by the robots middleware on every request: empty, the
+    request goes on without any other cost.
+    """
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        stats: StatsCollector,
+        waiting: Waiting,
+        pauses: SlotPauses,
+        bound: int,
+    ) -> None:
+        self._crawler = crawler
+        self._stats = stats
+        self._waiting = waiting
+        self._pauses = pauses
+        self._bound = bound
+        self.by_slot: dict[str, Gate] = {}
+        """Slots holding requests: paused, or resuming slowly."""
+        self._listening = False  # request_reached/left_downloader connected
+        self._quieting: CallLaterResult | None = None
+        crawler.signals.connect(self._stopped, signal=signals.engine_stopped)
+
+    # -- where a request leaves the robots middleware ----------------------------------
+
+    def gate(self, request: Request) -> Coroutine[Any, Any, None] | None:
+        """None if ``request`` may go on now, else a coroutine that holds it
+        until its slot's gate lets it go (IgnoreRequest if the spider closes)."""
+        if not self.by_slot:
+            return None
+        key = self._pauses.key(request)
+        gate = self.by_slot.get(key)
+        if gate is None:
+            return None
+        if not gate.waiters and not gate.parked and self._has_room(gate, time.monotonic()):
+            self._release(key, gate, request)
+            return None
+        return self._hold(request, key, gate)
+
+    def paused(self, key: str, slack: float = 0.0) -> bool:
+        """True while slot ``key`` is paused for longer than ``slack`` seconds."""
+        gate = self.by_slot.get(key)
+        return gate is not None and gate.until - slack > time.monotonic()
+
+    def ends(self, key: str) -> float | None:
+        """When slot ``key``'s pause ends (``time.monotonic()``); None if it has no gate."""
+        gate = self.by_slot.get(key)
+        return None if gate is None else gate.until
+
+    async def sit_out(self, key: str) -> bool:
+        """Wait, without slow start, until slot ``key`` is not paused; False if
+        the spider closes meanwhile. For requests paced cluster-wide, already
+        out of the active set."""
+        while True:
+            gate = self.by_slot.get(key)
+            left = 0.0 if gate is None else gate.until - time.monotonic()
+            if left <= 0:
+                return True
+            if not await self._waiting.sleep(left):
+                self._stats.inc_value("rep/slowdown/dropped_closing")
+                return False
+
+    @staticmethod
+    def _has_room(gate: Gate, now: float) -> bool:
+        return gate.until <= now and len(gate.out) < gate.allowed
+
+    async def _hold(self, request: Request, key: str, gate: Gate) -> None:
+        if self.by_slot.get(key) is not gate:  # gone since gate() looked
+            return
+        self._stats.inc_value("rep/slowdown/held")
+        wake: Deferred[bool] = Deferred()
+        gate.waiters.append((request, wake))
+        detached = self._waiting.detach(request)
+        try:
+            go = await maybe_deferred_to_future(wake)
+        finally:
+            if detached:
+                self._waiting.reattach(request)
+        if not go:
+            self._stats.inc_value("rep/slowdown/dropped_closing")
+            raise IgnoreRequest(
+                f"the spider closed while download slot {key!r} was paused: {request}"
+            )
+
+    def _release(self, key: str, gate: Gate, request: Request) -> None:
+        gate.out[request] = call_later(REACH_TIMEOUT, self._not_reached, key, request)
+        self._stats.inc_value("rep/slowdown/released")
+
+    def _grant(self, key: str, gate: Gate) -> None:
+        """Let waiters go while the slow start has room (none while paused)."""
+        now = time.monotonic()
+        if (gate.waiters or gate.parked) and _slots.engine_closing(self._crawler.engine):
+            self._drop_waiters(key, gate)
+            return
+        while gate.parked and self._has_room(gate, now):
+            queued = gate.parked.popleft()
+            gate.out[queued[0]] = None  # in the downloader already
+            self._stats.inc_value("rep/slowdown/released")
+            self._pauses.requeue(key, queued)
+        while gate.waiters and self._has_room(gate, now):
+            request, wake = gate.waiters.popleft()
+            if not wake.called:
+                self._release(key, gate, request)
+                wake.callback(True)
+
+    def _drop_waiters(self, key: str, gate: Gate) -> None:
+        """The spider closes: every request the gate holds ends with IgnoreRequest."""
+        waiters, gate.waiters = gate.waiters, deque()
+        parked, gate.parked = gate.parked, deque()
+        reason = f"the spider closed while download slot {key!r} was paused"
+        dropped = sum(self._pauses.requeue(key, queued, reason) for queued in parked)
+        self._stats.inc_value("rep/slowdown/dropped_closing", dropped)
+        for _, wake in waiters:
+            if not wake.called:
+                wake.callback(False)
+
+    # -- answers -------------------------------------------------------------------
+
+    def answered(self, key: str, request: Request, now: float) -> bool:
+        """``request``, released by slot ``key``'s gate, was answered: its place
+        is free. True if the slot's pause runs at ``now``: the answer was sent
+        before the pause began, and says nothing of the site now."""
+        gate = self.by_slot.get(key)
+        if gate is None:
+            return False
+        self._forget_out(gate, request)
+        return gate.until > now
+
+    def widen(self, key: str) -> None:
+        """A good answer after the pause: twice as many requests may be out, up
+        to the slot's concurrency."""
+        gate = self.by_slot.get(key)
+        if gate is not None:
+            gate.allowed = min(gate.allowed * 2, self._pauses.concurrency(key, DEFAULT_CONCURRENCY))
+            self._grant(key, gate)
+            self._close_if_done(key, gate)
+
+    def _not_reached(self, key: str, request: Request) -> None:
+        gate = self.by_slot.get(key)
+        if gate is not None and request in gate.out:
+            del gate.out[request]
+            self._grant(key, gate)
+            self._close_if_done(key, gate)
+
+    def _reached(self, request: Request) -> None:
+        key: str | None = request.meta.get("download_slot")
+        gate = self.by_slot.get(key) if key is not None else None
+        if key is None or gate is None:
+            return
+        timer = gate.out.get(request)
+        if timer is not None:
+            timer.cancel()
+            gate.out[request] = None
+        if gate.until > time.monotonic():  # a slot made anew during the pause
+            self._pauses.hold(key, gate.until)
+
+    def _received(self, request: Request) -> None:
+        # A response that never reached the downloader (an HttpCacheMiddleware
+        # hit): its place in the slow start is free, but it says nothing of the site.
+        key = self._pauses.key(request)
+        gate = self.by_slot.get(key)
+        if gate is not None and gate.out.get(request) is not None:  # never reached
+            self._forget_out(gate, request)
+            self._grant(key, gate)
+            self._close_if_done(key, gate)
+
+    def _left(self, request: Request) -> None:
+        # Sent after response_downloaded: still out means no answer (an error).
+        key: str | None = request.meta.get("download_slot")
+        gate = self.by_slot.get(key) if key is not None else None
+        if key is not None and gate is not None and request in gate.out:
+            self._forget_out(gate, request)
+            self._grant(key, gate)
+            self._close_if_done(key, gate)
+
+    @staticmethod
+    def _forget_out(gate: Gate, request: Request) -> None:
+        timer = gate.out.pop(request, None)
+        if timer is not None:
+            timer.cancel()
+
+    # -- pauses --------------------------------------------------------------------
+
+    def pause(self, key: str, until: float, now: float) -> None:
+        """Slot ``key`` sends nothing before ``until`` (``time.monotonic()``),
+        through its gate, made if it has none. A slot not paused at ``now``
+        starts its slow start again at one request; a pause never shortens."""
+        gate = self.by_slot.get(key)
+        if gate is None:
+            gate = self._new_gate(key)
+        if gate.until <= now:
+            gate.allowed = 1
+        self._pause(key, gate, until, now)
+
+    def _new_gate(self, key: str) -> Gate:
+        if len(self.by_slot) >= self._bound:
+            self._evict_idle_gates()
+        gate = self.by_slot[key] = Gate()
+        self._listen()
+        return gate
+
+    def _evict_idle_gates(self) -> None:
+        # A broad crawl meets many slots: forget the oldest gates holding nothing
+        # (their slot's own timer still holds what is queued in it).
+        idle = [
+            key
+            for key, gate in self.by_slot.items()
+            if not gate.waiters and not gate.parked and not gate.out
+        ]
+        for key in idle[: max(len(self.by_slot) - self._bound + 1, 0)]:
+            del self.by_slot[key]
+            self._pauses.forget(key)
+
+    def _pause(self, key: str, gate: Gate, until: float, now: float) -> None:
+        """Make slot ``key``'s pause last until ``until``, never shorter."""
+        if until <= gate.until:
+            return
+        added = until - max(gate.until, now)
+        seconds = self._stats.get_value("rep/slowdown/seconds", 0.0)
+        self._stats.set_value("rep/slowdown/seconds", round(seconds + added, 3))
+        gate.until = until
+        self._pauses.hold(key, until)
+        gate.parked.extend(self._pauses.take_queued(key))
+        if not gate.keeping:
+            gate.keeping = True
+            deferred_from_coro(self._keep(key, gate))
+
+    async def _keep(self, key: str, gate: Gate) -> None:
+        """Sleep until the pause is over, then let the first request go."""
+        try:
+            while (left := gate.until - time.monotonic()) > 0:
+                if not await self._waiting.sleep(left):  # the spider closes
+                    self._drop_waiters(key, gate)
+                    reason = f"the spider closed while download slot {key!r} was paused"
+                    dropped = self._pauses.drop_queued(key, reason)
+                    self._stats.inc_value("rep/slowdown/dropped_closing", dropped)
+                    return
+        finally:
+            gate.keeping = False
+        if self.by_slot.get(key) is gate:
+            self._grant(key, gate)
+            self._close_if_done(key, gate)
+
+    def _close_if_done(self, key: str, gate: Gate) -> None:
+        if gate.waiters or gate.parked or gate.out or gate.until > time.monotonic():
+            return
+        if self.by_slot.get(key) is gate:
+            del self.by_slot[key]
+            self._pauses.forget(key)
+        if not self.by_slot and self._quieting is None:
+            # not now: this may run inside the dispatch of a signal it disconnects
+            self._quieting = call_later(0, self._quiet)
+
+    def _listen(self) -> None:
+        """Follow released requests into the downloader while any gate exists."""
+        if self._listening:
+            return
+        self._listening = True
+        connect = self._crawler.signals.connect
+        connect(self._reached, signal=signals.request_reached_downloader)
+        connect(self._left, signal=signals.request_left_downloader)
+        connect(self._received, signal=signals.response_received)
+
+    def _quiet(self) -> None:
+        self._quieting = None
+        if self.by_slot or not self._listening:
+            return
+        self._listening = False
+        disconnect = self._crawler.signals.disconnect
+        disconnect(self._reached, signal=signals.request_reached_downloader)
+        disconnect(self._left, signal=signals.request_left_downloader)
+        disconnect(self._received, signal=signals.response_received)
+
+    def _stopped(self) -> None:
+        for key, gate in self.by_slot.items():
+            self._drop_waiters(key, gate)
+            for timer in gate.out.values():
+                if timer is not None:
+                    timer.cancel()
+            gate.out.clear()
+        if self._quieting is not None:
+            self._quieting.cancel()
+            self._quieting = None

@@ -1,0 +1,195 @@
+"""The crawl report's records: what robots.txt did to one origin, the crawl's totals, rule counts.
+
+:class:`~scrapy_rep.report.CrawlReport` keeps one :class:`OriginRecord` per
+origin while the crawl runs and adds each record that leaves memory to the
+:class:`Totals`. Rules are counted per ``(line, rule)``, at most
+:data:`MAX_RULES` per origin.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from scrapy_rep.origin import origin_text
+from scrapy_rep.policy import delay_for
+
+if TYPE_CHECKING:
+    from scrapy_rep.origin import Origin
+    from scrapy_rep.robotstxt import RobotsTxt
+
+MAX_RULES = 32
+"""Distinct rules counted per origin; beyond, requests count under :data:`OTHER_RULES`."""
+OTHER_RULES = (0, "(other rules)")
+"""Key of the rules past :data:`MAX_RULES` (robots.txt lines are numbered from 1)."""
+
+Rule = tuple[int, str]
+"""``(line, rule)`` as a :class:`~scrapy_rep.robotstxt.Decision` names it."""
+
+
+class OriginRecord:
+    """What robots.txt did to one origin (the unit of the report file)."""
+
+    __slots__ = (
+        "asked",
+        "delay",
+        "dropped",
+        "dropped_reason",
+        "dry_dropped",
+        "dry_forbidden",
+        "dry_rules",
+        "evicted",
+        "fetches",
+        "forbidden",
+        "origin",
+        "outcome",
+        "pace",
+        "paced",
+        "reason",
+        "rules",
+        "seen",
+        "sitemaps",
+        "source",
+        "stale",
+        "status",
+        "told_delays",
+        "told_dry",
+        "told_forbidden",
+    )
+
+    def __init__(self, origin: Origin) -> None:
+        self.origin = origin
+        self.outcome: str | None = None  # None: not fetched since this record started
+        self.status: int | None = None
+        self.reason = ""
+        self.stale = False
+        self.fetches = 0
+        self.delay = 0.0  # applied to the crawl's own user agent (after the cap)
+        self.asked = 0.0  # what robots.txt asks for that agent
+        self.source = ""  # "Crawl-delay: 5" / "Request-rate: 1/10s"
+        self.sitemaps = 0
+        self.forbidden = 0
+        self.rules: dict[Rule, int] = {}
+        self.dropped = 0
+        self.dropped_reason = ""
+        self.paced = 0
+        self.pace = -1.0  # the delay of the latest paced() call (the hot path compares it)
+        self.dry_forbidden = 0
+        self.dry_rules: dict[Rule, int] = {}
+        self.dry_dropped = 0
+        self.told_forbidden = False
+        self.told_dry = False
+        self.told_delays: tuple[float, ...] = ()
+        self.seen = 0  # activity when eviction last looked at this record
+        self.evicted = False
+
+    @property
+    def affected(self) -> int:
+        """Requests robots.txt changed something for (would have, under dry run)."""
+        return self.forbidden + self.dropped + self.paced + self.dry_forbidden + self.dry_dropped
+
+    @property
+    def activity(self) -> int:
+        return self.affected + self.fetches
+
+    def add(self, older: OriginRecord) -> None:
+        """Add the counts of an earlier (evicted) record of the same origin."""
+        self.forbidden += older.forbidden
+        self.dropped += older.dropped
+        self.paced += older.paced
+        self.dry_forbidden += older.dry_forbidden
+        self.dry_dropped += older.dry_dropped
+        self.fetches += older.fetches
+        for mine, theirs in ((self.rules, older.rules), (self.dry_rules, older.dry_rules)):
+            for rule, hits in theirs.items():
+                count_rule(mine, rule, hits)
+        if self.outcome is None:
+            self.outcome, self.status, self.reason = older.outcome, older.status, older.reason
+            self.delay, self.asked, self.source = older.delay, older.asked, older.source
+            self.sitemaps, self.stale = older.sitemaps, older.stale
+        self.dropped_reason = self.dropped_reason or older.dropped_reason
+
+    def as_json(self) -> dict[str, Any]:
+        """The record as written to the REP_REPORT file (docs/report.md)."""
+        return {
+            "origin": origin_text(self.origin),
+            "outcome": self.outcome,
+            "status": self.status,
+            "reason": self.reason,
+            "stale": self.stale,
+            "fetches": self.fetches,
+            "delay": self.delay,
+            "asked_delay": self.asked,
+            "delay_source": self.source,
+            "sitemaps": self.sitemaps,
+            "forbidden": self.forbidden,
+            "forbidden_rules": _rules_json(self.rules),
+            "dropped": self.dropped,
+            "dropped_reason": self.dropped_reason,
+            "paced": self.paced,
+            "dry_run": {
+                "forbidden": self.dry_forbidden,
+                "forbidden_rules": _rules_json(self.dry_rules),
+                "dropped": self.dry_dropped,
+            },
+            "evicted": self.evicted,
+        }
+
+
+class Totals:
+    """Counts over every record that left memory (evicted, or finished at close)."""
+
+    __slots__ = (
+        "affected_origins",
+        "dropped",
+        "dry_dropped",
+        "dry_forbidden",
+        "evicted",
+        "forbidden",
+        "paced",
+        "records",
+    )
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.evicted = 0
+        self.affected_origins = 0
+        self.forbidden = 0
+        self.dropped = 0
+        self.paced = 0
+        self.dry_forbidden = 0
+        self.dry_dropped = 0
+
+    def add(self, record: OriginRecord) -> None:
+        self.records += 1
+        self.evicted += record.evicted
+        self.affected_origins += record.affected > 0
+        self.forbidden += record.forbidden
+        self.dropped += record.dropped
+        self.paced += record.paced
+        self.dry_forbidden += record.dry_forbidden
+        self.dry_dropped += record.dry_dropped
+
+
+def count_rule(rules: dict[Rule, int], rule: Rule, hits: int = 1) -> None:
+    """Add ``hits`` to ``rule``'s count; past :data:`MAX_RULES` rules, to :data:`OTHER_RULES`."""
+    if rule not in rules and len(rules) >= MAX_RULES:
+        rule = OTHER_RULES
+    rules[rule] = rules.get(rule, 0) + hits
+
+
+def _rules_json(rules: dict[Rule, int]) -> list[dict[str, Any]]:
+    ranked = sorted(rules.items(), key=lambda item: (-item[1], item[0]))
+    return [{"line": line or None, "rule": rule, "count": hits} for (line, rule), hits in ranked]
+
+
+def asked_delay(robots: RobotsTxt | None, agent: str, cap: float) -> tuple[float, str]:
+    """What robots.txt asks of ``agent`` (seconds) and the line kind that asks it."""
+    if robots is None:
+        return 0.0, ""
+    asked = delay_for(robots, agent, cap)[1]
+    if not asked:
+        return 0.0, ""
+    rate = robots.request_rate(user_agent=agent)
+    if rate is not None and rate[0] > 0 and rate[1] / rate[0] == asked:
+        return asked, f"Request-rate: {rate[0]}/{rate[1]:g}s"
+    return asked, f"Crawl-delay: {asked:g}"

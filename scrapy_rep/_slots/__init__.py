@@ -1,0 +1,86 @@
+"""Scrapy's engine and downloader internals, in one room: per-slot delays, pauses, waiting.
+
+Scrapy has no public API for per-slot delays or for requests that wait inside
+a downloader middleware, so this package is the only part of scrapy-rep that
+touches the engine's and downloader's internals (with :mod:`scrapy_rep._compat`
+for what differs between Scrapy releases): ``Downloader.slots``,
+``Downloader.per_slot_settings`` (the live copy of ``DOWNLOAD_SLOTS``),
+``Slot.delay``, ``Slot.jitter``, ``Slot.latercall``,
+``Downloader._process_queue``, ``Downloader._latercall``, ``Downloader.active``,
+``Slot.concurrency``, ``Slot.queue`` and the engine's ``_slot`` (``nextcall``, ``closing``).
+:func:`internals_problems`, :func:`pause_problems` and :func:`waiting_problems`
+list what is missing; :func:`log_problems` logs them at start naming the Scrapy
+version, and tests/test_slots.py and tests/test_slowdown.py fail when any of it
+changes.
+
+- :mod:`~scrapy_rep._slots.active`: the downloader's active set and the
+  engine's state, for requests that wait inside a middleware;
+- :mod:`~scrapy_rep._slots.delays`: Crawl-delay as a slot's minimum delay
+  (:class:`SlotDelays`);
+- :mod:`~scrapy_rep._slots.pauses`: slots paused for a 429/503 answer
+  (:class:`SlotPauses`).
+
+Everything is imported from here (``from scrapy_rep._slots import SlotDelays``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy_rep._slots.active import engine_closing, leave_active, rejoin_active, waiting_problems
+from scrapy_rep._slots.delays import SlotDelays, internals_problems
+from scrapy_rep._slots.pauses import SlotPauses, pause_problems
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+    from scrapy_rep._slots.pauses import Queued
+
+__all__ = [
+    "Queued",
+    "SlotDelays",
+    "SlotPauses",
+    "engine_closing",
+    "internals_problems",
+    "leave_active",
+    "log_problems",
+    "pause_problems",
+    "rejoin_active",
+    "waiting_problems",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def log_problems(crawler: Crawler, *, delays: bool, pauses: bool = False) -> list[str]:
+    """Log, as one ERROR naming the Scrapy version, what scrapy-rep needs from
+    the running engine and does not find (``delays``: Crawl-delay is obeyed);
+    with ``pauses`` (slowing down for 429/503), what pausing a slot needs, as
+    one WARNING (the requests held in scrapy-rep still wait). Called at
+    spider_opened, before any request: a Scrapy release that moved an
+    internal is reported at start, never silently."""
+    import scrapy
+
+    engine = crawler.engine
+    problems = waiting_problems(engine)
+    if delays and engine is not None:
+        problems += internals_problems(getattr(engine, "downloader", None))
+    if problems:
+        logger.error(
+            "scrapy-rep does not fully work with Scrapy %s: %s. Requests waiting for "
+            "robots.txt may count against CONCURRENT_REQUESTS%s. Please report this.",
+            scrapy.__version__,
+            "; ".join(problems),
+            ", and Crawl-delay may not be applied" if delays else "",
+        )
+    missing = pause_problems(getattr(engine, "downloader", None)) if pauses else []
+    if missing:
+        logger.warning(
+            "scrapy-rep cannot pause Scrapy %s's download slots: %s. A site that answers "
+            "429 or 503 is paused only for the requests that have not reached its "
+            "download slot yet. Please report this.",
+            scrapy.__version__,
+            "; ".join(missing),
+        )
+    return problems + missing

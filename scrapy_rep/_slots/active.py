@@ -1,0 +1,61 @@
+"""The downloader's active set and the engine's state, for requests that wait in a middleware.
+
+A request waiting inside a downloader middleware (for its robots.txt, a
+Crawl-delay turn, a paused slot's gate) is in ``Downloader.active``, so it
+counts against ``CONCURRENT_REQUESTS``: :func:`leave_active` takes it out and
+wakes the engine (``ExecutionEngine._slot.nextcall``) to fill its place,
+:func:`rejoin_active` puts it back; :func:`engine_closing` reads
+``ExecutionEngine._slot.closing``. :func:`waiting_problems` lists what of
+these is missing (logged at start by :func:`scrapy_rep._slots.log_problems`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scrapy import Request
+
+
+def waiting_problems(engine: Any) -> list[str]:
+    """What :mod:`scrapy_rep._waiting` needs from Scrapy's engine and does not find."""
+    if engine is None:
+        return ["no engine"]
+    problems = []
+    active = getattr(getattr(engine, "downloader", None), "active", None)
+    if not isinstance(active, set):
+        problems.append(f"Downloader.active is {type(active).__name__}, expected set")
+    slot = getattr(engine, "_slot", None)
+    if slot is not None:
+        if not callable(getattr(getattr(slot, "nextcall", None), "schedule", None)):
+            problems.append("ExecutionEngine._slot.nextcall.schedule() is missing")
+        if not hasattr(slot, "closing"):
+            problems.append("ExecutionEngine._slot.closing is missing")
+    return problems
+
+
+def leave_active(engine: Any, request: Request) -> bool:
+    """Take ``request`` out of the downloader's active set (it stops counting
+    against CONCURRENT_REQUESTS) and wake the engine to fill the place; False
+    if it was not there. :func:`waiting_problems` must be empty."""
+    active: set[Request] = engine.downloader.active
+    if request not in active:
+        return False
+    active.discard(request)
+    slot = engine._slot
+    if slot is not None:
+        slot.nextcall.schedule()
+    return True
+
+
+def rejoin_active(engine: Any, request: Request) -> None:
+    """Put back a request taken out by :func:`leave_active`."""
+    engine.downloader.active.add(request)
+
+
+def engine_closing(engine: Any) -> bool:
+    """True once the engine has started closing the spider (or has none)."""
+    if engine is None:
+        return True
+    slot = getattr(engine, "_slot", None)
+    return slot is None or getattr(slot, "closing", None) is not None

@@ -1,0 +1,290 @@
+"""Crawl-delay as a download slot's minimum, which jitter, AutoThrottle and GC cannot undercut.
+
+How the minimum holds against what would otherwise undercut it:
+
+- jitter: a slot randomises its delay to ``delay * (1 +/- jitter)``. We keep
+  the slot's own jitter only as far as the low end stays at the minimum,
+  ``jitter <= 1 - minimum / delay``: a slot sitting at the minimum is not
+  randomised, a slot whose delay is above it (``DOWNLOAD_DELAY``,
+  AutoThrottle) keeps the randomisation that fits above the minimum.
+- AutoThrottle sets ``slot.delay`` in a ``response_downloaded`` handler,
+  before the downloader picks the slot's next request. Our handler is
+  connected when the first minimum is recorded, during the crawl, so after
+  AutoThrottle's (receivers run in connection order), and raises the delay
+  back to the minimum. AutoThrottle stays free to go above it.
+- garbage collection: a slot idle for about a minute is dropped and later
+  recreated from ``per_slot_settings``, so the minimum is written there too.
+
+When many workers share the pacing of a slot through Redis
+(:mod:`scrapy_rep.cluster`), :meth:`SlotDelays.let_cluster_pace` does the
+opposite: the slot's local delay is held at 0 (no jitter, AutoThrottle and GC
+cannot raise it), because a request released at its cluster-wide reserved
+time must leave at once. :meth:`SlotDelays.require` takes the slot back.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.core.downloader import Slot
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scrapy import Request
+    from scrapy.core.downloader import Downloader
+    from scrapy.crawler import Crawler
+
+    from scrapy_rep._slots.pauses import SlotPauses
+
+# The room's one logger name, as before it became a package.
+logger = logging.getLogger("scrapy_rep._slots")
+
+# Scrapy 2.19 randomises a slot's delay by +/- Slot.jitter; earlier versions
+# only had a +/-50% switch, Slot.randomize_delay.
+_HAS_JITTER = hasattr(Slot, "jitter")
+_JITTER_KEY = "jitter" if _HAS_JITTER else "randomize_delay"
+
+
+def internals_problems(downloader: object) -> list[str]:
+    """What SlotDelays needs from Scrapy's downloader and does not find."""
+    problems = []
+    for name, kind in (("slots", dict), ("per_slot_settings", dict)):
+        value = getattr(downloader, name, None)
+        if not isinstance(value, kind):
+            problems.append(
+                f"Downloader.{name} is {type(value).__name__}, expected {kind.__name__}"
+            )
+    if not callable(getattr(downloader, "get_slot_key", None)):
+        problems.append("Downloader.get_slot_key(request) is missing")
+    # Where new slots take their default delay and jitter from.
+    for name in ("_delay", "_jitter") if _HAS_JITTER else ("randomize_delay",):
+        if not isinstance(getattr(downloader, name, None), (float, int)):
+            problems.append(f"Downloader.{name} (default of new slots) is missing")
+    # Ending a wait scheduled under a former delay (_end_pending_delay).
+    if not callable(getattr(downloader, "_process_queue", None)):
+        problems.append("Downloader._process_queue(slot) is missing")
+    # Slot.__init__ sets it; its signature differs between releases, so read
+    # the attribute names it assigns instead of building one.
+    if "latercall" not in Slot.__init__.__code__.co_names:
+        problems.append("Slot.latercall is missing")
+    return problems
+
+
+def _fitting_jitter(own_jitter: float, minimum: float, delay: float) -> float:
+    """The largest jitter up to the slot's own whose low end, delay * (1 -
+    jitter), stays at or above the minimum (delay >= minimum > 0)."""
+    return min(abs(own_jitter), 1.0 - minimum / delay)
+
+
+def _jitter_value(jitter: float) -> float | bool:
+    # Before 2.19, randomisation was all (+/-50%) or nothing.
+    return jitter if _HAS_JITTER else jitter >= 0.5
+
+
+class SlotDelays:
+    """Minimum delays between request starts, per download slot.
+
+    ``require(request, delay)`` makes the delay of the request's download
+    slot at least ``delay`` seconds; when several origins share a slot, the
+    largest minimum wins. At most ``max_slots`` slots are remembered (the
+    oldest first gives its DOWNLOAD_SLOTS entry back): the middleware calls
+    ``require`` for every request of an origin with a delay, so a slot that
+    is still in use gets its minimum back with its next request.
+    """
+
+    def __init__(self, crawler: Crawler, max_slots: int) -> None:
+        self._crawler = crawler
+        self._max_slots = max_slots
+        # Bound on first use: middlewares are built before the engine exists.
+        self._downloader: Downloader | None = None
+        self._unsupported = False
+        self._minimum: dict[str, float] = {}
+        # The slot's own DOWNLOAD_SLOTS entry and jitter, before we touched them.
+        self._own_settings: dict[str, dict[str, Any]] = {}
+        self._own_jitter: dict[str, float] = {}
+        self._elsewhere: set[str] = set()  # slots paced cluster-wide: local delay 0
+        self._listening = False
+        self.pauses: SlotPauses | None = None
+        """Slots paused for a 429/503: their pending delay is not ended early."""
+
+    def require(self, request: Request, delay: float) -> None:
+        """Make the delay of ``request``'s download slot at least ``delay`` s.
+
+        Called for every request of an origin with a Crawl-delay, before the
+        slot of a new key exists: when nothing changes it costs the slot key
+        (Scrapy's get_slot_key), one dict lookup and one comparison (about
+        2 microseconds here, most of it get_slot_key).
+        """
+        downloader = self._downloader or self._bind()
+        if downloader is None:
+            return
+        key = downloader.get_slot_key(request)
+        if self._minimum.get(key, 0.0) >= delay:
+            return
+        self._elsewhere.discard(key)
+        self._raise_minimum(downloader, key, delay)
+
+    def let_cluster_pace(self, request: Request) -> float:
+        """Hold the local delay of ``request``'s slot at 0: the cluster paces it.
+
+        Returns the delay the slot would have of its own (its DOWNLOAD_SLOTS
+        entry, else DOWNLOAD_DELAY), which the cluster-wide spacing must
+        include. Until :meth:`require` is called for the slot again, jitter,
+        AutoThrottle and slot garbage collection leave the delay at 0. Called
+        for every paced request: when nothing changes it costs the slot key and
+        one set lookup.
+        """
+        downloader = self._downloader or self._bind()
+        if downloader is None:
+            return 0.0
+        key = downloader.get_slot_key(request)
+        own = self._own(downloader, key)
+        # DOWNLOAD_DELAY, not the downloader's default: AutoThrottle sets that
+        # to its start delay, which it would lower later, and here cannot.
+        own_delay = float(own.get("delay", self._crawler.settings.getfloat("DOWNLOAD_DELAY")))
+        if key in self._elsewhere:
+            return own_delay
+        self._elsewhere.add(key)
+        self._minimum.pop(key, None)
+        self._listen()
+        downloader.per_slot_settings[key] = {**own, "delay": 0.0, _JITTER_KEY: _jitter_value(0.0)}
+        slot = downloader.slots.get(key)
+        if slot is not None:
+            slot.delay = 0.0
+            _set_jitter(slot, 0.0)
+            if self.pauses is None or not self.pauses.holds(key, slot):
+                _end_pending_delay(downloader, slot)
+        logger.debug("Download slot %r: paced cluster-wide, no local delay", key)
+        return own_delay
+
+    def _own(self, downloader: Downloader, key: str) -> dict[str, Any]:
+        """The slot's own DOWNLOAD_SLOTS entry, remembered the first time we touch it."""
+        own = self._own_settings.get(key)
+        if own is None:
+            own = self._own_settings[key] = dict(downloader.per_slot_settings.get(key, {}))
+            self._own_jitter[key] = self._own_slot_jitter(downloader, own)
+            if len(self._own_settings) > self._max_slots:
+                self._forget(downloader, next(iter(self._own_settings)))
+        return own
+
+    def _forget(self, downloader: Downloader, key: str) -> None:
+        """Give the slot its own DOWNLOAD_SLOTS entry back and drop what we kept."""
+        own = self._own_settings.pop(key)
+        if own:
+            downloader.per_slot_settings[key] = own
+        else:
+            downloader.per_slot_settings.pop(key, None)
+        self._own_jitter.pop(key, None)
+        self._minimum.pop(key, None)
+        self._elsewhere.discard(key)
+
+    def _listen(self) -> None:
+        if not self._listening:
+            self._crawler.signals.connect(
+                self._after_response_downloaded, signal=signals.response_downloaded
+            )
+            self._listening = True
+
+    def _bind(self) -> Downloader | None:
+        if self._unsupported:
+            return None
+        engine = self._crawler.engine
+        if engine is None:
+            return None
+        downloader = getattr(engine, "downloader", None)
+        if internals_problems(downloader):  # logged at start (log_problems)
+            self._unsupported = True
+            return None
+        self._downloader = downloader
+        return downloader
+
+    def _raise_minimum(self, downloader: Downloader, key: str, delay: float) -> None:
+        if not delay > 0:  # also refuses NaN
+            return
+        own = self._own(downloader, key)
+        own_jitter = self._own_jitter[key]
+        self._minimum[key] = delay
+        self._listen()
+
+        # What a slot (re)created for this key starts with: its own delay, or
+        # the crawl's default, but never less than the minimum.
+        start = max(float(own.get("delay", self._default_delay(downloader))), delay)
+        downloader.per_slot_settings[key] = {
+            **own,
+            "delay": start,
+            _JITTER_KEY: _jitter_value(_fitting_jitter(own_jitter, delay, start)),
+        }
+        slot = downloader.slots.get(key)
+        if slot is not None:
+            _clamp(slot, delay, own_jitter)
+        logger.debug("Download slot %r: at least %.3f s between requests (Crawl-delay)", key, delay)
+
+    def _after_response_downloaded(self, request: Request) -> None:
+        # Runs after AutoThrottle's handler has set slot.delay, and before the
+        # downloader schedules the slot's next request.
+        key = request.meta.get("download_slot")
+        if key is None or self._downloader is None:
+            return
+        minimum = self._minimum.get(key)
+        if minimum is None:
+            if key in self._elsewhere:
+                slot = self._downloader.slots.get(key)
+                if slot is not None:
+                    slot.delay = 0.0
+            return
+        slot = self._downloader.slots.get(key)
+        if slot is not None:
+            _clamp(slot, minimum, self._own_jitter[key])
+
+    def _default_delay(self, downloader: Downloader) -> float:
+        if _HAS_JITTER:
+            # DOWNLOAD_DELAY, or AUTOTHROTTLE_START_DELAY when AutoThrottle is on.
+            return float(downloader._delay)
+        spider = self._crawler.spider
+        fallback = self._crawler.settings.getfloat("DOWNLOAD_DELAY")
+        return float(getattr(spider, "download_delay", fallback))
+
+    @staticmethod
+    def _own_slot_jitter(downloader: Downloader, own: dict[str, Any]) -> float:
+        if _HAS_JITTER:
+            if "jitter" in own:
+                return float(own["jitter"])
+            if "randomize_delay" in own:  # deprecated DOWNLOAD_SLOTS key
+                return 0.5 if own["randomize_delay"] else 0.0
+            return float(downloader._jitter)
+        randomize = own.get("randomize_delay", getattr(downloader, "randomize_delay", False))
+        return 0.5 if randomize else 0.0
+
+
+def _set_jitter_2_19(slot: Slot, jitter: float) -> None:
+    slot.jitter = jitter
+
+
+def _set_randomize_delay(slot: Slot, jitter: float) -> None:
+    slot.randomize_delay = jitter >= 0.5
+
+
+_set_jitter: Callable[[Slot, float], None] = (
+    _set_jitter_2_19 if _HAS_JITTER else _set_randomize_delay
+)
+
+
+def _end_pending_delay(downloader: Downloader, slot: Slot) -> None:
+    """Cancel the wait the slot scheduled under its former delay: until it
+    fires, the slot sends nothing, and a request released at its reserved
+    time would leave late. (internals_problems checks both names.)"""
+    latercall = slot.latercall
+    if latercall is None:
+        return
+    latercall.cancel()
+    slot.latercall = None
+    downloader._process_queue(slot)
+
+
+def _clamp(slot: Slot, minimum: float, own_jitter: float) -> None:
+    if slot.delay < minimum:
+        slot.delay = minimum
+    _set_jitter(slot, _fitting_jitter(own_jitter, minimum, slot.delay))

@@ -1,0 +1,181 @@
+"""Download slots paused for a 429/503 answer: their queue held, then given back a few at a time.
+
+A slot that answered 429 or 503 is paused (:class:`SlotPauses`, for
+:mod:`scrapy_rep.slowdown`): its ``latercall``, the timer that holds its queue
+until its delay has passed, is replaced by one that fires when the pause ends
+(``Downloader._process_queue`` sends nothing while a latercall is set). Nothing
+else of the slot is written: when the timer fires, the slot's own delay
+(Crawl-delay minimum, ``DOWNLOAD_DELAY``, AutoThrottle, jitter) applies again.
+The requests queued in the slot (``Slot.queue``) when the pause begins are
+taken out and given back a few at a time after it (:meth:`SlotPauses.take_queued`);
+if the spider closes during a pause, they end with IgnoreRequest instead of
+keeping the crawl open.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from scrapy.core.downloader import Slot
+from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.asyncio import call_later
+from scrapy.utils.httpobj import urlparse_cached
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.core.downloader import Downloader
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.utils.asyncio import CallLaterResult
+    from twisted.internet.defer import Deferred
+
+    Queued = tuple[Request, Deferred[Response]]
+    """A request in a download slot's queue, and what its download fires."""
+
+
+def pause_problems(downloader: object) -> list[str]:
+    """What SlotPauses needs to hold a slot's queue and does not find."""
+    problems = []
+    if not isinstance(getattr(downloader, "slots", None), dict):
+        problems.append("Downloader.slots is missing")
+    if not callable(getattr(downloader, "get_slot_key", None)):
+        problems.append("Downloader.get_slot_key(request) is missing")
+    if not callable(getattr(downloader, "_latercall", None)):
+        problems.append("Downloader._latercall(slot) is missing")
+    if not isinstance(getattr(downloader, "active", None), set):
+        problems.append("Downloader.active is missing")
+    assigned = Slot.__init__.__code__.co_names
+    for name in ("latercall", "concurrency", "queue"):
+        if name not in assigned:
+            problems.append(f"Slot.{name} is missing")
+    return problems
+
+
+class SlotPauses:
+    """Download slots held still until a time: nothing queued in them leaves.
+
+    ``hold(key, until)`` replaces the slot's ``latercall`` with a timer that
+    fires at ``until`` (``time.monotonic()``) and then lets the downloader go on
+    as its own timer would (``Downloader._latercall``). ``lastseen``, whose
+    clock differs between Scrapy releases, and the delay settings are left
+    alone. A slot created during a pause (the old one was garbage-collected)
+    has no timer: :mod:`scrapy_rep.slowdown` holds it again when a request
+    reaches it. Without the internals (:func:`pause_problems`, logged at
+    start), ``hold`` does nothing and only the requests not yet in the slot wait.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        self._crawler = crawler
+        self._downloader: Downloader | None = None
+        self._unsupported = False
+        self._calls: dict[str, tuple[CallLaterResult, float]] = {}
+
+    def key(self, request: Request) -> str:
+        """The request's download slot key (Scrapy's ``get_slot_key``)."""
+        downloader = self._downloader or self._bind()
+        if downloader is None:
+            slot = request.meta.get("download_slot")
+            return str(slot) if slot is not None else urlparse_cached(request).hostname or ""
+        return downloader.get_slot_key(request)
+
+    def concurrency(self, key: str, default: int) -> int:
+        """The slot's own concurrency (``default`` if it has no slot now)."""
+        downloader = self._downloader or self._bind()
+        slot = downloader.slots.get(key) if downloader is not None else None
+        return default if slot is None else max(int(slot.concurrency), 1)
+
+    def hold(self, key: str, until: float) -> None:
+        """Nothing queued in slot ``key`` leaves before ``until`` (monotonic)."""
+        downloader = self._downloader or self._bind()
+        slot = downloader.slots.get(key) if downloader is not None else None
+        if slot is None:
+            return
+        held = self._calls.get(key)
+        if held is not None and slot.latercall is held[0] and held[1] == until:
+            return
+        if slot.latercall is not None:
+            slot.latercall.cancel()  # the delay's timer: the pause ends later
+        call = call_later(max(until - time.monotonic(), 0.0), self._release, key, slot)
+        slot.latercall = call
+        self._calls[key] = (call, until)
+
+    def holds(self, key: str, slot: Slot) -> bool:
+        """True while ``slot``'s latercall is a pause's."""
+        held = self._calls.get(key)
+        return held is not None and slot.latercall is held[0]
+
+    def take_queued(self, key: str) -> list[Queued]:
+        """Take the requests queued in slot ``key`` out of its queue, for
+        :meth:`requeue` to give back a few at a time: given back at once, they
+        would all leave at once (a slot sends everything queued in one go, as
+        the transfers it starts are counted only later), whatever its
+        concurrency. The downloader keeps them active meanwhile."""
+        downloader = self._downloader or self._bind()
+        slot = downloader.slots.get(key) if downloader is not None else None
+        if slot is None or not slot.queue:
+            return []
+        queued = list(slot.queue)
+        slot.queue.clear()
+        return queued
+
+    def requeue(self, key: str, queued: Queued, reason: str | None = None) -> bool:
+        """Give back a request taken by :meth:`take_queued`; with a ``reason``
+        (the spider closes), end it with IgnoreRequest instead, if the
+        downloader counts it as active (it removes it from there when it fails;
+        one taken out, such as a robots.txt download, goes back through a
+        signal the downloader would never send here). True if it was ended."""
+        downloader = self._downloader or self._bind()
+        assert downloader is not None  # take_queued found it
+        request, waiter = queued
+        slot = downloader.slots.get(key)
+        if slot is None or (reason is not None and request in downloader.active):
+            waiter.errback(IgnoreRequest(f"{reason or 'its download slot is gone'}: {request}"))
+            return True
+        slot.queue.append(queued)
+        downloader._process_queue(slot)
+        return False
+
+    def drop_queued(self, key: str, reason: str) -> int:
+        """End the requests queued in slot ``key`` with IgnoreRequest (their
+        errbacks get it); their number. For the spider closing during a pause,
+        which would otherwise wait for the pause to end."""
+        downloader = self._downloader or self._bind()
+        slot = downloader.slots.get(key) if downloader is not None else None
+        if downloader is None or slot is None or not self.holds(key, slot):
+            return 0
+        # Only requests the downloader counts as active: it removes them from
+        # there when they fail. One taken out (a robots.txt download) goes back
+        # when the downloader signals it left, which it never would here.
+        active = downloader.active
+        queued = list(slot.queue)
+        dropped = [(request, waiter) for request, waiter in queued if request in active]
+        slot.queue.clear()
+        slot.queue.extend(entry for entry in queued if entry[0] not in active)
+        for request, waiter in dropped:
+            waiter.errback(IgnoreRequest(f"{reason}: {request}"))
+        return len(dropped)
+
+    def forget(self, key: str) -> None:
+        """The pause of ``key`` is over (its timer fired or its slot was closed)."""
+        self._calls.pop(key, None)
+
+    def _release(self, key: str, slot: Slot) -> None:
+        held = self._calls.get(key)
+        if held is not None and held[0] is slot.latercall:
+            del self._calls[key]
+        assert self._downloader is not None
+        self._downloader._latercall(slot)  # clears latercall, sends what the delay allows
+
+    def _bind(self) -> Downloader | None:
+        if self._unsupported:
+            return None
+        engine = self._crawler.engine
+        if engine is None:
+            return None
+        downloader = getattr(engine, "downloader", None)
+        if pause_problems(downloader):  # logged at start (log_problems)
+            self._unsupported = True
+            return None
+        self._downloader = downloader
+        return downloader
