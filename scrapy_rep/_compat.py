@@ -3,7 +3,7 @@
 Each shim names the release that makes it unnecessary: once the floor reaches
 it, call Scrapy directly and delete the shim. :func:`check` fails at start,
 naming the installed Scrapy, when something scrapy-rep needs is missing.
-Scrapy's download-slot internals are not here but in ``_slots.py``.
+Scrapy's engine and download-slot internals are not here but in ``_slots/``.
 Importing this module never fails on a supported Scrapy.
 """
 

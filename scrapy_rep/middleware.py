@@ -32,21 +32,20 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from scrapy import signals
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 
-from scrapy_rep import _compat, _slots, decompression
+from scrapy_rep import _compat, _slots, _startup
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._agent import product_token
-from scrapy_rep._download import handlers_count_bytes
 from scrapy_rep._slots import SlotDelays, SlotPauses
 from scrapy_rep._waiting import Waiting
 from scrapy_rep.cache import MemoryRulesCache
 from scrapy_rep.cluster import CLOSING, LOCAL, PACED, SharedState
 from scrapy_rep.config import Config
-from scrapy_rep.exceptions import ForbiddenByRobots, InvalidSetting, RobotsTxtUnavailable
+from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtUnavailable
 from scrapy_rep.fetcher import RobotsFetcher
 from scrapy_rep.origin import Origin, OriginKeys, origin_text
 from scrapy_rep.policy import delay_for
@@ -58,7 +57,6 @@ if TYPE_CHECKING:
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
-    from scrapy.settings import BaseSettings
     from twisted.internet.defer import Deferred
 
     from scrapy_rep.cluster import ClusterDelay
@@ -67,8 +65,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SCRAPY_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
-_UNREACHABLE_ACTIONS = {"disallow": "dropped", "allow": "let through", "defer": "kept"}
 _MAX_HEADER_AGENTS = 1_000
 """User-Agent header values whose product token is remembered."""
 
@@ -113,41 +109,12 @@ class RobotsTxtMiddleware:
             cluster_delay=shared.delay,
             sleep=self._waiting.sleep,
             report=self.report,
-            uncapped=_uncapped(crawler.settings),
+            uncapped=_startup.uncapped(crawler.settings),
         )
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RobotsTxtMiddleware:
-        _compat.check()
-        try:
-            config = Config.from_settings(crawler.settings)
-        except InvalidSetting as exc:  # one clean line before Scrapy's traceback
-            logger.error("scrapy-rep cannot start: %s", exc)
-            raise
-        if not config.obey:
-            logger.info("ROBOTSTXT_OBEY is False: robots.txt is not obeyed")
-            raise NotConfigured
-        for warning in config.warnings:
-            logger.warning("scrapy-rep: %s", warning)
-        _error_if_scrapy_middleware_enabled(crawler)
-        missing = _compat.limit_robots_txt_headers()
-        if missing is not None:
-            logger.error(
-                "scrapy-rep cannot bound the headers of robots.txt answers with this "
-                "Twisted (%s): a server streaming headers can take much memory",
-                missing,
-            )
-        logger.info(
-            "scrapy-rep: obeying robots.txt as %r; when an origin's robots.txt is "
-            "unreachable its requests are %s (REP_UNREACHABLE = %r)%s",
-            config.user_agent,
-            _UNREACHABLE_ACTIONS[config.unreachable],
-            config.unreachable,
-            "; dry run: nothing is dropped, would-be drops are counted under rep/dry_run/"
-            if config.dry_run
-            else "",
-        )
-        return cls(crawler, config)
+        return cls(crawler, _startup.checked_config(crawler))
 
     def _spider_opened(self) -> None:
         _slots.log_problems(
@@ -430,35 +397,6 @@ class RobotsTxtMiddleware:
             )
 
 
-def _uncapped(settings: BaseSettings) -> bool:
-    """Whether robots.txt answers may pass DOWNLOAD_MAXSIZE: our own bounds
-    (size cap, bounded decoding) hold; else Scrapy's limits stay."""
-    problem = decompression.problem(settings)
-    if problem is not None:
-        logger.warning(
-            "scrapy-rep: %s: compressed robots.txt answers are inflated by Scrapy's "
-            "HttpCompressionMiddleware up to DOWNLOAD_MAXSIZE, and larger ones are lost",
-            problem,
-        )
-        return False
-    return handlers_count_bytes(settings)
-
-
 def _give_up(waiter: Deferred[Entry | None]) -> None:
     if not waiter.called:  # the fetch then finds it called and passes it by
         waiter.callback(None)
-
-
-def _error_if_scrapy_middleware_enabled(crawler: Crawler) -> None:
-    from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyMiddleware
-
-    enabled = _compat.downloader_middlewares(crawler.settings)
-    if any(cls is ScrapyMiddleware for cls, _ in enabled):
-        logger.error(
-            "Scrapy's own RobotsTxtMiddleware is enabled next to "
-            "scrapy_rep.RobotsTxtMiddleware: it fetches robots.txt a second time and "
-            "drops requests by its own, different verdicts. Disable it with "
-            "DOWNLOADER_MIDDLEWARES = {%r: None}, or enable scrapy-rep with "
-            "ADDONS = {'scrapy_rep.Addon': 100}.",
-            SCRAPY_MIDDLEWARE,
-        )

@@ -138,7 +138,7 @@ async def test_the_waiting_internals_are_where_scrapy_kept_them(site: ScriptedSe
         crawler.signals.connect(opened, signal=signals.spider_opened, weak=False)
 
     await run_crawl([site.url("/")], before=listen)
-    assert problems == [[]], "Scrapy changed: see scrapy_rep/_slots.py"
+    assert problems == [[]], "Scrapy changed: see scrapy_rep/_slots/"
 
 
 # -- REP_UNREACHABLE = defer -----------------------------------------------------------------------

@@ -158,7 +158,7 @@ def test_scrapy_internals_slot_delays_rely_on() -> None:
     try:
         assert internals_problems(object()) != [], "internals_problems checks nothing"
         assert internals_problems(downloader) == [], (
-            "Scrapy's Downloader changed; scrapy_rep/_slots.py cannot apply Crawl-delay"
+            "Scrapy's Downloader changed; scrapy_rep/_slots/ cannot apply Crawl-delay"
         )
         assert isinstance(downloader._delay, float), "Downloader._delay (default slot delay) moved"
         assert isinstance(downloader._jitter, float), "Downloader._jitter (default jitter) moved"

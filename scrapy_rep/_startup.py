@@ -1,0 +1,92 @@
+"""What the robots middleware checks, and says, when a crawl starts.
+
+Its lines go to the middleware's logger (``scrapy_rep.middleware``): they are
+the middleware's, whichever module holds the code.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy.exceptions import NotConfigured
+
+from scrapy_rep import _compat, decompression
+from scrapy_rep._download import handlers_count_bytes
+from scrapy_rep.config import Config
+from scrapy_rep.exceptions import InvalidSetting
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+
+logger = logging.getLogger("scrapy_rep.middleware")
+
+SCRAPY_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
+_UNREACHABLE_ACTIONS = {"disallow": "dropped", "allow": "let through", "defer": "kept"}
+
+
+def checked_config(crawler: Crawler) -> Config:
+    """The crawl's settings, once Scrapy and they were checked and what a user
+    should know was logged: an unsupported Scrapy or an invalid setting stops
+    the crawl (one clean ERROR line first), ROBOTSTXT_OBEY = False turns the
+    middleware off (NotConfigured), odd settings are warned about."""
+    _compat.check()
+    try:
+        config = Config.from_settings(crawler.settings)
+    except InvalidSetting as exc:  # one clean line before Scrapy's traceback
+        logger.error("scrapy-rep cannot start: %s", exc)
+        raise
+    if not config.obey:
+        logger.info("ROBOTSTXT_OBEY is False: robots.txt is not obeyed")
+        raise NotConfigured
+    for warning in config.warnings:
+        logger.warning("scrapy-rep: %s", warning)
+    _error_if_scrapy_middleware_enabled(crawler)
+    missing = _compat.limit_robots_txt_headers()
+    if missing is not None:
+        logger.error(
+            "scrapy-rep cannot bound the headers of robots.txt answers with this "
+            "Twisted (%s): a server streaming headers can take much memory",
+            missing,
+        )
+    logger.info(
+        "scrapy-rep: obeying robots.txt as %r; when an origin's robots.txt is "
+        "unreachable its requests are %s (REP_UNREACHABLE = %r)%s",
+        config.user_agent,
+        _UNREACHABLE_ACTIONS[config.unreachable],
+        config.unreachable,
+        "; dry run: nothing is dropped, would-be drops are counted under rep/dry_run/"
+        if config.dry_run
+        else "",
+    )
+    return config
+
+
+def uncapped(settings: BaseSettings) -> bool:
+    """Whether robots.txt answers may pass DOWNLOAD_MAXSIZE: our own bounds
+    (size cap, bounded decoding) hold; else Scrapy's limits stay."""
+    problem = decompression.problem(settings)
+    if problem is not None:
+        logger.warning(
+            "scrapy-rep: %s: compressed robots.txt answers are inflated by Scrapy's "
+            "HttpCompressionMiddleware up to DOWNLOAD_MAXSIZE, and larger ones are lost",
+            problem,
+        )
+        return False
+    return handlers_count_bytes(settings)
+
+
+def _error_if_scrapy_middleware_enabled(crawler: Crawler) -> None:
+    from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyMiddleware
+
+    enabled = _compat.downloader_middlewares(crawler.settings)
+    if any(cls is ScrapyMiddleware for cls, _ in enabled):
+        logger.error(
+            "Scrapy's own RobotsTxtMiddleware is enabled next to "
+            "scrapy_rep.RobotsTxtMiddleware: it fetches robots.txt a second time and "
+            "drops requests by its own, different verdicts. Disable it with "
+            "DOWNLOADER_MIDDLEWARES = {%r: None}, or enable scrapy-rep with "
+            "ADDONS = {'scrapy_rep.Addon': 100}.",
+            SCRAPY_MIDDLEWARE,
+        )
