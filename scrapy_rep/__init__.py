@@ -24,6 +24,8 @@ _LAZY = {
     "RobotsSitemapMixin": "scrapy_rep.sitemaps",
     "RobotsSitemapSpider": "scrapy_rep.sitemaps",
     "RobotParser": "scrapy_rep.robotparser",
+    "UsageDecision": "scrapy_rep.usage",
+    "UsageLine": "scrapy_rep.usage",
 }
 
 __all__ = [
@@ -40,6 +42,8 @@ __all__ = [
     "RobotsTxt",
     "RobotsTxtMiddleware",
     "RobotsTxtUnavailable",
+    "UsageDecision",
+    "UsageLine",
 ]
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers
@@ -50,6 +54,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers
     from scrapy_rep.middleware import RobotsTxtMiddleware
     from scrapy_rep.robotparser import RobotParser
     from scrapy_rep.sitemaps import RobotsSitemapMixin, RobotsSitemapSpider
+    from scrapy_rep.usage import UsageDecision, UsageLine
 
 
 def __getattr__(name: str) -> Any:

@@ -6,7 +6,11 @@ read later, for the agent that asks (:mod:`scrapy_rep._rules`).
 
 Groups are found as Google's reference parser finds them: a user-agent line
 that follows an Allow or Disallow line starts a new group; any other line
-(Crawl-delay, Sitemap, unknown keys, blank lines, comments) ends nothing.
+(Crawl-delay, Sitemap, Content-Usage, Content-Signal, unknown keys, blank
+lines, comments) ends nothing.
+
+The text before the first group belongs to no group and is not kept, but for
+its Content-Signal lines, which apply to every agent (:mod:`scrapy_rep.usage`).
 """
 
 from __future__ import annotations
@@ -35,21 +39,29 @@ _GROUP_LINE = re.compile(
     rf"|(?:{_lines.RULE_KEY})[^:#\n]*(?P<rule_colon>:?)[^\n]*)"
 )
 _NEXT_HEAD = re.compile(rf"\n[ \t\v\f]*(?:{_lines.USER_AGENT_KEY}|{_lines.SITEMAP_KEY})")
+_SIGNAL_LINE = re.compile(rf"\n[ \t\v\f]*{_lines.CONTENT_SIGNAL_KEY}[^\n]*")
 
 
 class Groups:
     """The groups of one body: group ``i`` is ``text[bounds[i]:bounds[i + 1]]``,
     from the "\\n" before its first line, and names the tokens ``agents[i]``."""
 
-    __slots__ = ("agents", "bounds", "first_line", "text")
+    __slots__ = ("agents", "bounds", "first_line", "preamble_signals", "text")
 
     def __init__(
-        self, text: str, bounds: array[int], agents: list[tuple[str, ...]], first_line: int
+        self,
+        text: str,
+        bounds: array[int],
+        agents: list[tuple[str, ...]],
+        first_line: int,
+        preamble_signals: tuple[tuple[int, str], ...] = (),
     ) -> None:
         self.text = text  # from the first group on: the text before it is no group's
         self.bounds = bounds
         self.agents = agents
         self.first_line = first_line  # the line number of the first group's first line
+        # (line number, line) of the Content-Signal lines before the first group
+        self.preamble_signals = preamble_signals
 
     def line_number(self, offset: int) -> int:
         """The 1-based line number of the line that starts at ``text[offset]``."""
@@ -135,18 +147,37 @@ def find_groups(text: str) -> tuple[Groups, list[str]]:
             rule_seen = False
         if token:
             agents[-1].setdefault(sys.intern(token))
+    base = bounds[0] if bounds else len(text)
+    signals = _preamble_signals(text, base) if base > 1 else ()
     if not bounds:
+        if signals:
+            return Groups("", array("q"), [], 1, signals), sitemap_lines
         return NO_GROUPS, sitemap_lines
     # Keep only the text from the first group on, offsets shifted to match.
-    base = bounds[0]
     bounds.append(len(text))
     groups = Groups(
         text[base:],
         array("q", [bound - base for bound in bounds]),
         list(map(tuple, agents)),
         text.count("\n", 0, base + 1),
+        signals,
     )
     return groups, sitemap_lines
+
+
+def _preamble_signals(text: str, end: int) -> tuple[tuple[int, str], ...]:
+    """(line number, line) of each Content-Signal line in ``text[:end]``: one
+    search, as the text before the first group is mostly comments or nothing."""
+    found = []
+    number, counted = 0, 0  # lines counted in text[:counted]
+    for match in _SIGNAL_LINE.finditer(text, 0, end):
+        line = match.group()[1:]
+        parsed = _lines.parse_line(line)
+        if parsed is not None and parsed[0] == _lines.CONTENT_SIGNAL:
+            number += text.count("\n", counted, match.start() + 1)
+            counted = match.start() + 1
+            found.append((number, line))
+    return tuple(found)
 
 
 def _has_rule(text: str, start: int, end: int) -> bool:
