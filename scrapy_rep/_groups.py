@@ -10,7 +10,9 @@ that follows an Allow or Disallow line starts a new group; any other line
 lines, comments) ends nothing.
 
 The text before the first group belongs to no group and is not kept, but for
-its Content-Signal lines, which apply to every agent (:mod:`scrapy_rep.usage`).
+Content-Signal lines there, which apply to every agent (:mod:`scrapy_rep.usage`):
+its last 4 KiB are kept when they mention "signal" in any case, to be read on
+the first usage() call.
 """
 
 from __future__ import annotations
@@ -39,14 +41,15 @@ _GROUP_LINE = re.compile(
     rf"|(?:{_lines.RULE_KEY})[^:#\n]*(?P<rule_colon>:?)[^\n]*)"
 )
 _NEXT_HEAD = re.compile(rf"\n[ \t\v\f]*(?:{_lines.USER_AGENT_KEY}|{_lines.SITEMAP_KEY})")
-_SIGNAL_LINE = re.compile(rf"\n[ \t\v\f]*{_lines.CONTENT_SIGNAL_KEY}[^\n]*")
+PREAMBLE_KEPT = 4096
+"""Characters before the first group looked at for Content-Signal lines."""
 
 
 class Groups:
     """The groups of one body: group ``i`` is ``text[bounds[i]:bounds[i + 1]]``,
     from the "\\n" before its first line, and names the tokens ``agents[i]``."""
 
-    __slots__ = ("agents", "bounds", "first_line", "preamble_signals", "text")
+    __slots__ = ("agents", "bounds", "first_line", "preamble", "preamble_line", "text")
 
     def __init__(
         self,
@@ -54,14 +57,17 @@ class Groups:
         bounds: array[int],
         agents: list[tuple[str, ...]],
         first_line: int,
-        preamble_signals: tuple[tuple[int, str], ...] = (),
+        preamble: str = "",
+        preamble_line: int = 0,
     ) -> None:
         self.text = text  # from the first group on: the text before it is no group's
         self.bounds = bounds
         self.agents = agents
         self.first_line = first_line  # the line number of the first group's first line
-        # (line number, line) of the Content-Signal lines before the first group
-        self.preamble_signals = preamble_signals
+        # The lines before the first group that may hold Content-Signal lines
+        # (from a "\n"; "" when none may), and the number of the first of them.
+        self.preamble = preamble
+        self.preamble_line = preamble_line
 
     def line_number(self, offset: int) -> int:
         """The 1-based line number of the line that starts at ``text[offset]``."""
@@ -148,10 +154,10 @@ def find_groups(text: str) -> tuple[Groups, list[str]]:
         if token:
             agents[-1].setdefault(sys.intern(token))
     base = bounds[0] if bounds else len(text)
-    signals = _preamble_signals(text, base) if base > 1 else ()
+    preamble, preamble_line = _preamble(text, base) if base > 1 else ("", 0)
     if not bounds:
-        if signals:
-            return Groups("", array("q"), [], 1, signals), sitemap_lines
+        if preamble:
+            return Groups("", array("q"), [], 1, preamble, preamble_line), sitemap_lines
         return NO_GROUPS, sitemap_lines
     # Keep only the text from the first group on, offsets shifted to match.
     bounds.append(len(text))
@@ -160,24 +166,25 @@ def find_groups(text: str) -> tuple[Groups, list[str]]:
         array("q", [bound - base for bound in bounds]),
         list(map(tuple, agents)),
         text.count("\n", 0, base + 1),
-        signals,
+        preamble,
+        preamble_line,
     )
     return groups, sitemap_lines
 
 
-def _preamble_signals(text: str, end: int) -> tuple[tuple[int, str], ...]:
-    """(line number, line) of each Content-Signal line in ``text[:end]``: one
-    search, as the text before the first group is mostly comments or nothing."""
-    found = []
-    number, counted = 0, 0  # lines counted in text[:counted]
-    for match in _SIGNAL_LINE.finditer(text, 0, end):
-        line = match.group()[1:]
-        parsed = _lines.parse_line(line)
-        if parsed is not None and parsed[0] == _lines.CONTENT_SIGNAL:
-            number += text.count("\n", counted, match.start() + 1)
-            counted = match.start() + 1
-            found.append((number, line))
-    return tuple(found)
+def _preamble(text: str, base: int) -> tuple[str, int]:
+    """The last whole lines before the first group (at most PREAMBLE_KEPT
+    characters, from a "\\n") if they mention "signal" in any case, and the
+    number of the first; else ("", 0). A cheap test: most files have none."""
+    cut = 0
+    if base > PREAMBLE_KEPT:
+        cut = text.find("\n", base - PREAMBLE_KEPT, base)
+        if cut < 0:
+            return "", 0
+    kept = text[cut:base]
+    if "signal" not in kept.lower():
+        return "", 0
+    return kept, text.count("\n", 0, cut + 1)
 
 
 def _has_rule(text: str, start: int, end: int) -> bool:

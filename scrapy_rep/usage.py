@@ -342,6 +342,7 @@ class UsageDecision:
 
 
 _KEY_NAMES = {_lines.CONTENT_USAGE: "Content-Usage", _lines.CONTENT_SIGNAL: "Content-Signal"}
+_SIGNAL_LINE = re.compile(rf"\n[ \t\v\f]*{_lines.CONTENT_SIGNAL_KEY}[^\n]*")
 _USAGE_KINDS = frozenset(_KEY_NAMES)
 
 
@@ -418,9 +419,13 @@ def read_usage(groups: Groups, indexes: Sequence[int], token: str) -> AgentUsage
     above every group."""
     usage: list[_Rule] = []
     signal: list[_Rule] = []
-    for number, line in groups.preamble_signals:
-        parsed = _lines.parse_line(line)
-        if parsed is not None:
+    preamble = groups.preamble
+    number, counted = groups.preamble_line - 1, 0
+    for match in _SIGNAL_LINE.finditer(preamble):
+        parsed = _lines.parse_line(match.group()[1:])
+        if parsed is not None and parsed[0] == _lines.CONTENT_SIGNAL:
+            number += preamble.count("\n", counted, match.start() + 1)
+            counted = match.start() + 1
             signal.append(_rule(_lines.CONTENT_SIGNAL, parsed[1], number))
     number, counted = groups.first_line - 1, 0
     text = groups.text

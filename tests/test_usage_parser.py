@@ -727,3 +727,46 @@ def test_header_values_past_the_bound_state_nothing() -> None:
     assert (
         content_usage(big) == {} and content_signal(big.replace("train-ai=n", "ai-train=no")) == {}
     )
+
+
+# -- the mapping table of docs/usage.md is the data ---------------------------------------
+
+
+def test_docs_mapping_table_is_the_data_of_usage_labels() -> None:
+    """docs/usage.md's mapping table lists every row of scrapy_rep._usage_labels,
+    with the same purposes and source, and nothing else."""
+    from pathlib import Path
+
+    from scrapy_rep import _usage_labels as labels
+
+    mechanisms = {
+        "Content-Usage": labels.CONTENT_USAGE,
+        "Content-Signal": labels.CONTENT_SIGNAL,
+        "TDMRep": (labels.TDMREP,),
+        "robots meta / X-Robots-Tag": labels.ROBOTS_DIRECTIVES,
+    }
+    expected = [
+        (mechanism, f"`{row.label}`", ", ".join(row.purposes) or "(not read)", row.source)
+        for mechanism, rows in mechanisms.items()
+        for row in rows
+    ]
+    page = (Path(__file__).parent.parent / "docs" / "usage.md").read_text(encoding="utf-8")
+    table = page.split("### The mapping table", 1)[1].split("\n\n| mechanism |", 1)[1]
+    rows = [line for line in table.split("\n\n", 1)[0].splitlines()[2:]]
+    found = [tuple(cell.strip() for cell in row.strip("|").split("|")) for row in rows]
+    assert found == expected
+
+
+def test_ours_content_signal_before_the_groups_is_read_in_their_last_4_kib() -> None:
+    """ours: the text before the first group is not kept, so that parsing costs what
+    it did; only its last 4 KiB are, when they mention "signal": a Content-Signal
+    line there counts (with its line number), one above 4 KiB of comments does not."""
+    comments = "# " + "x" * 60 + "\n"
+    near = comments * 200 + "Content-Signal: ai-train=no\n\nUser-agent: *\nAllow: /\n"
+    decided = RobotsTxt.parse(near).decide_usage("/", user_agent=BOT)
+    assert decided["train-ai"].lines == (UsageLine(201, "Content-Signal: ai-train=no"),)
+    far = "Content-Signal: ai-train=no\n" + comments * 70 + "User-agent: *\nAllow: /\n"
+    assert usage(far) == {}
+    assert usage("CONTENT-SIGNAL: AI-TRAIN=NO\n" + comments * 10 + "User-agent: *\n") == {
+        "train-ai": False
+    }
