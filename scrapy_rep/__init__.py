@@ -24,6 +24,10 @@ _LAZY = {
     "RobotsSitemapMixin": "scrapy_rep.sitemaps",
     "RobotsSitemapSpider": "scrapy_rep.sitemaps",
     "RobotParser": "scrapy_rep.robotparser",
+    "UsageMiddleware": "scrapy_rep.usage_middleware",
+    "UsageDenied": "scrapy_rep.exceptions",
+    "UsageDecision": "scrapy_rep.usage",
+    "UsageLine": "scrapy_rep.usage",
 }
 
 __all__ = [
@@ -40,16 +44,22 @@ __all__ = [
     "RobotsTxt",
     "RobotsTxtMiddleware",
     "RobotsTxtUnavailable",
+    "UsageDecision",
+    "UsageDenied",
+    "UsageLine",
+    "UsageMiddleware",
 ]
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers
     from scrapy_rep.addon import Addon
     from scrapy_rep.decompression import BoundedDecompressionMiddleware
-    from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtUnavailable
+    from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtUnavailable, UsageDenied
     from scrapy_rep.meta import MetaRobotsMiddleware
     from scrapy_rep.middleware import RobotsTxtMiddleware
     from scrapy_rep.robotparser import RobotParser
     from scrapy_rep.sitemaps import RobotsSitemapMixin, RobotsSitemapSpider
+    from scrapy_rep.usage import UsageDecision, UsageLine
+    from scrapy_rep.usage_middleware import UsageMiddleware
 
 
 def __getattr__(name: str) -> Any:

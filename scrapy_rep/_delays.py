@@ -7,10 +7,12 @@ apart: each delay line belongs to the *run* of user-agent lines above it.
 
 - A run is one or more user-agent lines in a row; blank lines, comments,
   Sitemap and unknown lines between them do not break it. A run ends at the
-  first Allow, Disallow, Crawl-delay or Request-rate line after it (so a
-  user-agent line after a delay line starts a new run, though not a new group).
+  first Allow, Disallow, Crawl-delay, Request-rate, Content-Usage or
+  Content-Signal line after it (so a user-agent line after a delay line starts
+  a new run, though not a new group).
 - A Crawl-delay or Request-rate line belongs to the nearest run above it,
-  whatever lies between them (rules, other delay lines).
+  whatever lies between them (rules, other delay lines). Content-Usage and
+  Content-Signal lines belong to runs the same way (:mod:`scrapy_rep.usage`).
 - An agent reads the delay lines of the runs that name its token; when no run
   does (no group does either), those of the runs that name "*". A run that names
   the token but has no delay line means no delay: "*" does not stand in.
@@ -36,7 +38,15 @@ from typing import Final
 from scrapy_rep import _lines
 from scrapy_rep._groups import Groups, agent_token
 
-__all__ = ["NO_DELAYS", "AgentDelays", "delay_line", "parse_delay", "parse_rate", "read_delays"]
+__all__ = [
+    "NO_DELAYS",
+    "AgentDelays",
+    "delay_line",
+    "lines_of_runs_naming",
+    "parse_delay",
+    "parse_rate",
+    "read_delays",
+]
 
 _DELAY = re.compile(r"\d+(?:\.\d*)?|\.\d+")
 _RATE = re.compile(r"(\d+)\s*/\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)(?![A-Za-z])", re.I)
@@ -45,10 +55,15 @@ _RATE = re.compile(r"(\d+)\s*/\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)(?![A-Za-z])",
 _MAX_COUNT_DIGITS = 18
 _RATE_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _KEY_NAMES = {_lines.CRAWL_DELAY: "Crawl-delay", _lines.REQUEST_RATE: "Request-rate"}
+_DELAY_KINDS = frozenset(_KEY_NAMES)
+# The lines that end a run (Allow and Disallow lines end the group as well).
+_RUN_ENDS = frozenset(
+    {_lines.CRAWL_DELAY, _lines.REQUEST_RATE, _lines.CONTENT_USAGE, _lines.CONTENT_SIGNAL}
+)
 # The lines that make runs and belong to them, each checked with parse_line().
 _RUN_LINE = re.compile(
     rf"\n[ \t\v\f]*(?:{_lines.USER_AGENT_KEY}|{_lines.CRAWL_DELAY_KEY}"
-    rf"|{_lines.REQUEST_RATE_KEY})[^\n]*"
+    rf"|{_lines.REQUEST_RATE_KEY}|{_lines.CONTENT_USAGE_KEY}|{_lines.CONTENT_SIGNAL_KEY})[^\n]*"
 )
 
 
@@ -101,7 +116,7 @@ def read_delays(groups: Groups, indexes: list[int], token: str) -> AgentDelays:
     delays = AgentDelays()
     most = 0.0  # the largest seconds per request of a Request-rate so far
     for index in indexes:
-        for kind, value, offset in _lines_of_runs_naming(groups, index, token):
+        for kind, value, offset in lines_of_runs_naming(groups, index, token, _DELAY_KINDS):
             if kind == _lines.CRAWL_DELAY:
                 seconds = parse_delay(value)
                 if seconds is not None and (
@@ -116,9 +131,11 @@ def read_delays(groups: Groups, indexes: list[int], token: str) -> AgentDelays:
     return delays
 
 
-def _lines_of_runs_naming(groups: Groups, index: int, token: str) -> Iterator[tuple[int, str, int]]:
-    """``(kind, value, offset)`` of each Crawl-delay and Request-rate line of group
-    ``index`` whose run names ``token``."""
+def lines_of_runs_naming(
+    groups: Groups, index: int, token: str, kinds: frozenset[int]
+) -> Iterator[tuple[int, str, int]]:
+    """``(kind, value, offset)`` of each line of one of ``kinds`` (delay or usage
+    lines) in group ``index`` whose run names ``token``."""
     text, bounds = groups.text, groups.bounds
     in_run = names = False
     for match in _RUN_LINE.finditer(text, bounds[index], bounds[index + 1]):
@@ -130,9 +147,9 @@ def _lines_of_runs_naming(groups: Groups, index: int, token: str) -> Iterator[tu
             if not in_run:  # the first of a run
                 in_run, names = True, False
             names = names or agent_token(value) == token
-        elif kind in _KEY_NAMES:
+        elif kind in _RUN_ENDS:
             in_run = False
-            if names:
+            if names and kind in kinds:
                 yield kind, value, match.start() + 1
 
 

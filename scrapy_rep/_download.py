@@ -26,6 +26,12 @@ cost is bounded here:
 
 Redirects are followed here, hop by hop (up to ``REP_MAX_REDIRECTS``); what
 the final answer means is :mod:`scrapy_rep.policy`'s job.
+
+Another file of the origin (``/.well-known/tdmrep.json``, :mod:`scrapy_rep.usage_middleware`)
+is downloaded with the same bounds by an instance of its own
+(``well_known=True``, :meth:`RobotsDownload.well_known_file`): one attempt per
+hop, no retry. Its requests carry ``rep_robotstxt`` too (so they are decoded
+with a bound) and ``rep_well_known``; each instance handles only its own.
 """
 
 from __future__ import annotations
@@ -58,6 +64,9 @@ if TYPE_CHECKING:
 
 ROBOTS_META = "rep_robotstxt"
 """Meta key marking scrapy-rep's own robots.txt requests (value: the origin text)."""
+WELL_KNOWN_META = "rep_well_known"
+"""Meta key marking scrapy-rep's requests for another file of the origin
+(/.well-known/tdmrep.json), which carry ROBOTS_META too (value: the file's path)."""
 _SCRAPY_HANDLERS = "scrapy.core.downloader.handlers."
 FIRST_RETRY = 1.0
 """Seconds before the first retry without Retry-After (then doubling), and at least."""
@@ -66,10 +75,21 @@ FIRST_RETRY = 1.0
 class RobotsDownload:
     """Downloads origins' robots.txt (see the module docstring)."""
 
-    def __init__(self, crawler: Crawler, config: Config, *, sleep: Sleep, uncapped: bool) -> None:
+    def __init__(
+        self,
+        crawler: Crawler,
+        config: Config,
+        *,
+        sleep: Sleep,
+        uncapped: bool,
+        well_known: bool = False,
+    ) -> None:
         """``uncapped``: robots.txt answers are decoded with a bound
         (:func:`scrapy_rep.decompression.problem` found nothing) and Scrapy's own
-        handlers report received bytes, so DOWNLOAD_MAXSIZE can be lifted."""
+        handlers report received bytes, so DOWNLOAD_MAXSIZE can be lifted.
+        ``well_known``: this instance downloads other files of origins
+        (:meth:`well_known_file`), not robots.txt."""
+        self.well_known = well_known
         self.crawler = crawler
         self.config = config
         self._policy = config.policy
@@ -208,27 +228,55 @@ class RobotsDownload:
             },
         )
 
+    async def well_known_file(self, path: str, origin: Origin) -> Response:
+        """Another file of the origin (``path``: "/.well-known/tdmrep.json") with
+        the bounds of robots.txt downloads: the final answer, redirects followed
+        up to REP_MAX_REDIRECTS (a 3xx when they lead nowhere or too far); one
+        attempt per hop. Network errors and refusals raise, as Scrapy's do."""
+        url = origin_text(origin) + path
+        for _ in range(self.config.max_redirects + 1):
+            request = self._request(url, origin)
+            request.meta[WELL_KNOWN_META] = path
+            response = await self._send(request)
+            location = response.headers.get(b"Location")
+            status = response.status
+            if not (300 <= status < 400 and status != 304 and location):
+                return response
+            target = _redirect_target(response.url, location)
+            if target is None:
+                return response
+            url = target
+        return response
+
     async def _download(self, url: str, origin: Origin) -> Response:
-        engine = self.crawler.engine
-        if engine is None:
-            raise RuntimeError("the crawler has no engine")
-        request = self._request(url, origin)
-        self._stats.inc_value("rep/robotstxt/request_count")
-        self._running += 1
-        if self._running == 1:
-            self._connect(True)
-        try:
-            response = await engine.download_async(request)
-        finally:
-            self._sizes.pop(request, None)
-            self._running -= 1
-            if not self._running:
-                self._connect(False)
+        response = await self._send(self._request(url, origin), "rep/robotstxt/request_count")
         status = response.status
         self._stats.inc_value("rep/robotstxt/response_count")
         self._stats.inc_value(f"rep/robotstxt/response_status_count/{status}")
         self._stats.inc_value(f"rep/robotstxt/response_status_class/{status // 100}xx")
         return response
+
+    async def _send(self, request: Request, count: str | None = None) -> Response:
+        engine = self.crawler.engine
+        if engine is None:
+            raise RuntimeError("the crawler has no engine")
+        if count is not None:
+            self._stats.inc_value(count)
+        self._running += 1
+        if self._running == 1:
+            self._connect(True)
+        try:
+            return await engine.download_async(request)
+        finally:
+            self._sizes.pop(request, None)
+            self._running -= 1
+            if not self._running:
+                self._connect(False)
+
+    def _ours(self, request: Request) -> bool:
+        """A request of this instance: robots.txt, or another file when ``well_known``."""
+        meta = request.meta
+        return ROBOTS_META in meta and (WELL_KNOWN_META in meta) == self.well_known
 
     # -- while downloads run ------------------------------------------------------
 
@@ -243,7 +291,7 @@ class RobotsDownload:
             self._sizes.clear()
 
     def _bytes_received(self, data: bytes, request: Request, spider: Spider | None = None) -> None:
-        if ROBOTS_META not in request.meta:
+        if ROBOTS_META not in request.meta or not self._ours(request):
             return
         size = self._sizes.get(request, 0) + len(data)
         self._sizes[request] = size
@@ -251,7 +299,7 @@ class RobotsDownload:
             raise StopDownload(fail=False)
 
     def _reached(self, request: Request, spider: Spider | None = None) -> None:
-        if ROBOTS_META not in request.meta or len(self._out) >= self.config.max_fetches:
+        if not self._ours(request) or len(self._out) >= self.config.max_fetches:
             return
         engine = self.crawler.engine
         if self._can_leave is None:  # what is missing was logged at start (_slots)

@@ -6,7 +6,13 @@ read later, for the agent that asks (:mod:`scrapy_rep._rules`).
 
 Groups are found as Google's reference parser finds them: a user-agent line
 that follows an Allow or Disallow line starts a new group; any other line
-(Crawl-delay, Sitemap, unknown keys, blank lines, comments) ends nothing.
+(Crawl-delay, Sitemap, Content-Usage, Content-Signal, unknown keys, blank
+lines, comments) ends nothing.
+
+The text before the first group belongs to no group and is not kept, but for
+Content-Signal lines there, which apply to every agent (:mod:`scrapy_rep.usage`):
+its last 4 KiB are kept when they mention "signal" in any case, to be read on
+the first usage() call.
 """
 
 from __future__ import annotations
@@ -35,21 +41,33 @@ _GROUP_LINE = re.compile(
     rf"|(?:{_lines.RULE_KEY})[^:#\n]*(?P<rule_colon>:?)[^\n]*)"
 )
 _NEXT_HEAD = re.compile(rf"\n[ \t\v\f]*(?:{_lines.USER_AGENT_KEY}|{_lines.SITEMAP_KEY})")
+PREAMBLE_KEPT = 4096
+"""Characters before the first group looked at for Content-Signal lines."""
 
 
 class Groups:
     """The groups of one body: group ``i`` is ``text[bounds[i]:bounds[i + 1]]``,
     from the "\\n" before its first line, and names the tokens ``agents[i]``."""
 
-    __slots__ = ("agents", "bounds", "first_line", "text")
+    __slots__ = ("agents", "bounds", "first_line", "preamble", "preamble_line", "text")
 
     def __init__(
-        self, text: str, bounds: array[int], agents: list[tuple[str, ...]], first_line: int
+        self,
+        text: str,
+        bounds: array[int],
+        agents: list[tuple[str, ...]],
+        first_line: int,
+        preamble: str = "",
+        preamble_line: int = 0,
     ) -> None:
         self.text = text  # from the first group on: the text before it is no group's
         self.bounds = bounds
         self.agents = agents
         self.first_line = first_line  # the line number of the first group's first line
+        # The lines before the first group that may hold Content-Signal lines
+        # (from a "\n"; "" when none may), and the number of the first of them.
+        self.preamble = preamble
+        self.preamble_line = preamble_line
 
     def line_number(self, offset: int) -> int:
         """The 1-based line number of the line that starts at ``text[offset]``."""
@@ -135,18 +153,38 @@ def find_groups(text: str) -> tuple[Groups, list[str]]:
             rule_seen = False
         if token:
             agents[-1].setdefault(sys.intern(token))
+    base = bounds[0] if bounds else len(text)
+    preamble, preamble_line = _preamble(text, base) if base > 1 else ("", 0)
     if not bounds:
+        if preamble:
+            return Groups("", array("q"), [], 1, preamble, preamble_line), sitemap_lines
         return NO_GROUPS, sitemap_lines
     # Keep only the text from the first group on, offsets shifted to match.
-    base = bounds[0]
     bounds.append(len(text))
     groups = Groups(
         text[base:],
         array("q", [bound - base for bound in bounds]),
         list(map(tuple, agents)),
         text.count("\n", 0, base + 1),
+        preamble,
+        preamble_line,
     )
     return groups, sitemap_lines
+
+
+def _preamble(text: str, base: int) -> tuple[str, int]:
+    """The last whole lines before the first group (at most PREAMBLE_KEPT
+    characters, from a "\\n") if they mention "signal" in any case, and the
+    number of the first; else ("", 0). A cheap test: most files have none."""
+    cut = 0
+    if base > PREAMBLE_KEPT:
+        cut = text.find("\n", base - PREAMBLE_KEPT, base)
+        if cut < 0:
+            return "", 0
+    kept = text[cut:base]
+    if "signal" not in kept.lower():
+        return "", 0
+    return kept, text.count("\n", 0, cut + 1)
 
 
 def _has_rule(text: str, start: int, end: int) -> bool:

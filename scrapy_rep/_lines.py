@@ -18,6 +18,10 @@ import re
 __all__ = [
     "ALLOW",
     "ALLOW_KEY",
+    "CONTENT_SIGNAL",
+    "CONTENT_SIGNAL_KEY",
+    "CONTENT_USAGE",
+    "CONTENT_USAGE_KEY",
     "CRAWL_DELAY",
     "CRAWL_DELAY_KEY",
     "DISALLOW",
@@ -37,6 +41,8 @@ __all__ = [
 ]
 
 USER_AGENT, ALLOW, DISALLOW, SITEMAP, CRAWL_DELAY, REQUEST_RATE, OTHER = range(7)
+# Usage preferences (scrapy_rep.usage): read only when RobotsTxt.usage() asks.
+CONTENT_USAGE, CONTENT_SIGNAL = 7, 8
 
 MAX_LINE = 16_663  # Google's line buffer keeps this many bytes of a line (UTF-8)
 # Lines longer than this many characters may be cut (a character is 1 to 4
@@ -52,15 +58,21 @@ _KEYS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (SITEMAP, ("sitemap", "site-map")),
     (CRAWL_DELAY, ("crawl-delay", "crawl delay", "crawldelay")),
     (REQUEST_RATE, ("request-rate", "request rate", "requestrate")),
+    # AIPREF's literal only; Content-Signal, which no text defines, also in the
+    # spellings deployed parsers accept (a key is read by its start: "Content-Signals").
+    (CONTENT_USAGE, ("content-usage",)),
+    (CONTENT_SIGNAL, ("content-signal", "content signal", "contentsignal")),
 )
 
-# Keys by their first four letters, for one lookup instead of a scan.
-_BY_START: dict[str, tuple[int, tuple[str, ...]]] = {}
+# Keys by their first four letters, for one lookup instead of a scan (the two
+# usage keys share theirs: "cont").
+_BY_START: dict[str, tuple[tuple[int, tuple[str, ...]], ...]] = {}
 for _kind, _spellings in _KEYS:
     for _spelling in _spellings:
         _start = _spelling[:4]
-        _known = _BY_START.get(_start, (_kind, ()))[1]
-        _BY_START[_start] = (_kind, (*_known, _spelling))
+        _known = dict(_BY_START.get(_start, ()))
+        _known[_kind] = (*_known.get(_kind, ()), _spelling)
+        _BY_START[_start] = tuple(_known.items())
 
 
 # The same spellings as _KEYS, factored into one expression per directive:
@@ -72,6 +84,8 @@ _KEY_EXPRESSIONS = {
     SITEMAP: "site-?map",
     CRAWL_DELAY: "crawl[- ]?delay",
     REQUEST_RATE: "request[- ]?rate",
+    CONTENT_USAGE: "content-usage",
+    CONTENT_SIGNAL: "content[- ]?signal",
 }
 
 
@@ -88,6 +102,8 @@ DISALLOW_KEY = any_case(_KEY_EXPRESSIONS[DISALLOW])
 SITEMAP_KEY = any_case(_KEY_EXPRESSIONS[SITEMAP])
 CRAWL_DELAY_KEY = any_case(_KEY_EXPRESSIONS[CRAWL_DELAY])
 REQUEST_RATE_KEY = any_case(_KEY_EXPRESSIONS[REQUEST_RATE])
+CONTENT_USAGE_KEY = any_case(_KEY_EXPRESSIONS[CONTENT_USAGE])
+CONTENT_SIGNAL_KEY = any_case(_KEY_EXPRESSIONS[CONTENT_SIGNAL])
 RULE_KEY = f"{ALLOW_KEY}|{DISALLOW_KEY}"
 # Scans the text after line ends were folded to "\n" and one "\n" was put in
 # front: each match is "\n" followed by a whole Allow/Disallow line.
@@ -97,9 +113,9 @@ RULE_LINE = re.compile(rf"\n[ \t\v\f]*(?:{RULE_KEY})[^\n]*")
 def key_kind(key: str) -> int:
     """The directive a key names (one of the module constants)."""
     lowered = key.lower()
-    entry = _BY_START.get(lowered[:4])
-    if entry is not None and lowered.startswith(entry[1]):
-        return entry[0]
+    for kind, spellings in _BY_START.get(lowered[:4], ()):
+        if lowered.startswith(spellings):
+            return kind
     return OTHER
 
 

@@ -35,7 +35,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 
-__all__ = ["Matcher", "allows"]
+__all__ = ["Matcher", "allows", "matches"]
 
 _NO_KEYS: list[str] = []  # shared by matchers without prefixes or heads; never changed
 _NO_INDEXES = array("i")
@@ -81,6 +81,17 @@ def _glob_matches(path: str, pos: int, body: str, anchored: bool) -> bool:
     if anchored:
         return len(path) - len(last) >= pos and path.endswith(last)
     return path.find(last, pos) >= 0
+
+
+def matches(pattern: str, path: str) -> bool:
+    """Whether one normalised pattern matches a normalised path, as a rule of a
+    :class:`Matcher` would (for the few patterns of usage rules and tdmrep.json)."""
+    anchored = pattern[-1:] == "$"
+    body = pattern[:-1] if anchored else pattern
+    head_size = body.find("*")
+    if head_size < 0:
+        return path == body if anchored else path.startswith(body)
+    return path.startswith(body[:head_size]) and _glob_matches(path, head_size, body, anchored)
 
 
 def _wildcard(rule_rank: int, body: str, head_size: int, anchored: bool, label: str) -> _Wildcard:

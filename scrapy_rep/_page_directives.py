@@ -39,6 +39,8 @@ class Directives:
     noimageindex: bool = False
     notranslate: bool = False
     unavailable_after: datetime | None = None  # timezone-aware, UTC
+    noai: bool = False  # not for AI training nor AI input (scrapy_rep.usage reads it)
+    noimageai: bool = False  # the same for images
 
     @property
     def none(self) -> bool:
@@ -60,6 +62,8 @@ class Directives:
             noimageindex=self.noimageindex or other.noimageindex,
             notranslate=self.notranslate or other.notranslate,
             unavailable_after=expiry,
+            noai=self.noai or other.noai,
+            noimageai=self.noimageai or other.noimageai,
         )
 
     def expired(self, now: datetime | None = None) -> bool:
@@ -85,6 +89,8 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "noimageindex": ("noimageindex",),
     "notranslate": ("notranslate",),
     "indexifembedded": (),
+    "noai": ("noai",),  # DeviantArt's convention (scrapy_rep._usage_labels)
+    "noimageai": ("noimageai",),
 }
 # rules written "name: value"; in a header, any other "key:" followed by a rule names a crawler
 _VALUED = frozenset({"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"})
@@ -126,6 +132,8 @@ class _Builder:
             noimageindex="noimageindex" in flags,
             notranslate="notranslate" in flags,
             unavailable_after=self.expiry,
+            noai="noai" in flags,
+            noimageai="noimageai" in flags,
         )
 
 

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Set as AbstractSet
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from scrapy_rep import _lines
 from scrapy_rep._delays import NO_DELAYS, AgentDelays, read_delays
 from scrapy_rep._groups import GLOBAL, Groups
 from scrapy_rep._match import Matcher
 from scrapy_rep._url import PLAIN_IN_PATH, decode_reserved, has_bare_percent, normalize_pattern
+
+if TYPE_CHECKING:
+    from scrapy_rep.usage import AgentUsage
 
 __all__ = [
     "ALLOW_ALL",
@@ -70,6 +73,7 @@ class AgentRules:
         "groups",
         "matcher",
         "rule_offsets",
+        "usage",
     )
 
     def __init__(
@@ -94,6 +98,8 @@ class AgentRules:
         # makes each pattern starts ([Disallow, Allow]), and the answers given.
         self.rule_offsets: tuple[dict[str, int], dict[str, int]] | None = None
         self.explained: dict[tuple[str, bool], tuple[int | None, str]] | None = None
+        # Content-Usage / Content-Signal lines, read on the first RobotsTxt.usage() call.
+        self.usage: AgentUsage | None = None
 
 
 ALLOW_ALL: Final = AgentRules((), None)

@@ -14,6 +14,11 @@
   middleware above it (Depth, UrlLength, Referer, the user's own at 543...)
   lets out of the spider, and after HttpErrorMiddleware (50) filtered errors.
 
+- enables ``scrapy_rep.UsageMiddleware`` at downloader-middleware order 101,
+  just after ``RobotsTxtMiddleware``, only when ``REP_PURPOSES`` names a
+  purpose, unless DOWNLOADER_MIDDLEWARES mentions it: without purposes a
+  crawl reads and fetches nothing more.
+
 ``ROBOTSTXT_OBEY`` stays the switch: with it off, the middlewares disable
 themselves at start.
 """
@@ -34,6 +39,7 @@ META_MIDDLEWARE_ORDER = 100
 MIDDLEWARE = "scrapy_rep.RobotsTxtMiddleware"
 META_MIDDLEWARE = "scrapy_rep.MetaRobotsMiddleware"
 DECOMPRESSION_MIDDLEWARE = "scrapy_rep.BoundedDecompressionMiddleware"
+USAGE_MIDDLEWARE = "scrapy_rep.UsageMiddleware"
 
 
 class Addon:
@@ -67,6 +73,19 @@ class Addon:
             default=True,
             path=DECOMPRESSION_MIDDLEWARE,
         )
+        purposes = settings.get("REP_PURPOSES")
+        if purposes and (not isinstance(purposes, str) or purposes.strip(", ")):
+            from scrapy_rep.usage_middleware import ORDER as USAGE_ORDER
+            from scrapy_rep.usage_middleware import UsageMiddleware
+
+            _compat.set_component(
+                settings,
+                middlewares,
+                UsageMiddleware,
+                USAGE_ORDER,
+                default=True,
+                path=USAGE_MIDDLEWARE,
+            )
         try:
             meta_robots = settings.getbool("REP_META_ROBOTS", True)
         except ValueError:

@@ -21,12 +21,14 @@ from typing import Any
 from scrapy.settings import BaseSettings, Settings
 
 from scrapy_rep._agent import product_token
+from scrapy_rep._usage_labels import PURPOSES
 from scrapy_rep.exceptions import InvalidSetting
 from scrapy_rep.policy import Policy
 from scrapy_rep.robotstxt import DEFAULT_MAX_SIZE
 
 UNREACHABLE_MODES = ("disallow", "allow", "defer")
 NOINDEX_MODES = ("keep", "drop")
+USAGE_ACTIONS = ("annotate", "drop")
 REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
@@ -72,6 +74,12 @@ class Config:
     """With REP_REDIS_URL: a pause holds for every worker."""
     meta_robots: bool = True
     meta_noindex: str = "keep"
+    # -- usage preferences (scrapy_rep.usage_middleware)
+    purposes: tuple[str, ...] = ()
+    """REP_PURPOSES: what the crawl collects for ("train-ai", "search", "ai-input");
+    empty: usage preferences are not read."""
+    usage_action: str = "annotate"
+    """REP_USAGE_ACTION: "annotate" (meta key and stats) or "drop"."""
     redis_url: str | None = None
     """Shared state for many workers (scrapy_rep.cluster); None: each worker alone."""
     redis_robots: bool = True
@@ -136,6 +144,8 @@ class Config:
             redis_slowdown=read.boolean("REP_REDIS_SLOWDOWN"),
             meta_robots=read.boolean("REP_META_ROBOTS"),
             meta_noindex=read.choice("REP_META_NOINDEX", NOINDEX_MODES),
+            purposes=_purposes(read),
+            usage_action=read.choice("REP_USAGE_ACTION", USAGE_ACTIONS),
             redis_url=_redis_url(read),
             redis_robots=read.boolean("REP_REDIS_ROBOTS"),
             redis_delay=read.boolean("REP_REDIS_DELAY"),
@@ -235,6 +245,31 @@ def _report_path(read: _Reader) -> str | None:
             "REP_REPORT", f"expected a file path ending in .json or .jsonl, got {raw!r}"
         )
     return path
+
+
+def _purposes(read: _Reader) -> tuple[str, ...]:
+    """REP_PURPOSES: a list (or a comma-separated string) of known purposes, in
+    any case, each once."""
+    raw = read._raw("REP_PURPOSES")
+    if raw is None:
+        return tuple(default_of("REP_PURPOSES"))
+    items = raw.split(",") if isinstance(raw, str) else raw
+    if not isinstance(items, (list, tuple, set, frozenset)):
+        raise InvalidSetting("REP_PURPOSES", f"expected a list of purposes, got {raw!r}")
+    purposes: dict[str, None] = {}
+    for item in items:
+        name = item.strip().lower() if isinstance(item, str) else item
+        if name == "":
+            continue
+        if name not in PURPOSES:
+            close = difflib.get_close_matches(str(name), PURPOSES, n=1, cutoff=0.5)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            known = ", ".join(repr(purpose) for purpose in PURPOSES)
+            raise InvalidSetting(
+                "REP_PURPOSES", f"unknown purpose {item!r}{hint}; known purposes: {known}"
+            )
+        purposes[name] = None
+    return tuple(purposes)
 
 
 def _user_agent(settings: BaseSettings) -> tuple[str, str]:

@@ -1,6 +1,6 @@
 """Exceptions raised by scrapy-rep.
 
-Both request-dropping exceptions subclass Scrapy's ``IgnoreRequest``, so a
+The request-dropping exceptions subclass Scrapy's ``IgnoreRequest``, so a
 request's errback receives them and Scrapy does not log them as errors.
 """
 
@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import IgnoreRequest
 
 if TYPE_CHECKING:
+    from scrapy.http import Response
+
     from scrapy_rep.robotstxt import Decision
 
 
@@ -39,6 +41,32 @@ class RobotsTxtUnavailable(IgnoreRequest):
         self.origin = origin
         self.reason = reason
         super().__init__(f"robots.txt of {origin} unavailable: {reason}")
+
+
+class UsageDenied(IgnoreRequest):
+    """Under ``REP_USAGE_ACTION = "drop"``: the site's usage preferences deny
+    every purpose the crawl declared (``REP_PURPOSES``), so the request was not
+    downloaded (``response`` is None: robots.txt said so) or its response does
+    not reach the spider (its headers or page said so).
+
+    ``usage`` is ``{purpose: False}``; ``reasons`` is ``{purpose: (where, ...)}``,
+    the statements that denied each purpose; ``origin`` is the origin.
+    """
+
+    def __init__(
+        self,
+        usage: dict[str, bool | None],
+        reasons: dict[str, tuple[str, ...]],
+        origin: str = "",
+        response: Response | None = None,
+    ) -> None:
+        self.usage = usage
+        self.reasons = reasons
+        self.origin = origin
+        self.response = response
+        first = next((where[0] for where in reasons.values() if where), "its preferences")
+        purposes = ", ".join(usage)
+        super().__init__(f"Usage preferences deny {purposes}: {first}")
 
 
 class InvalidSetting(ValueError):

@@ -21,6 +21,10 @@ octets, as the reference counts them.
 Delays. Crawl-delay and Request-rate lines do not end a group of rules, but
 each belongs to the run of user-agent lines written above it, and the most
 cautious of those that apply wins (:mod:`scrapy_rep._delays` has the rule).
+
+Usage preferences. Content-Usage and Content-Signal lines do not end a group
+either; they belong to runs as delay lines do, and are read only when
+:meth:`RobotsTxt.usage` asks (:mod:`scrapy_rep.usage`).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from scrapy_rep._url import (
     reads_one_way,
     url_path,
 )
+from scrapy_rep.usage import UsageDecision, read_usage
 
 __all__ = ["DEFAULT_MAX_SIZE", "Decision", "DelayLine", "Delays", "RobotsTxt"]
 
@@ -268,6 +273,31 @@ class RobotsTxt:
         if crawl_delay is None and request_rate is None:
             return _NO_DELAYS
         return Delays(crawl_delay, request_rate)
+
+    def usage(self, url: str, *, user_agent: str) -> dict[str, bool]:
+        """The usage preferences robots.txt states for ``url`` and ``user_agent``:
+        ``{purpose: allowed}``, a purpose absent when nothing is said about it
+        (purposes: ``"train-ai"``, ``"search"``, ``"ai-input"``). A URL the agent
+        may not fetch has none (``{}``). See :mod:`scrapy_rep.usage`."""
+        return {purpose: found.allowed for purpose, found in self._usage(url, user_agent).items()}
+
+    def decide_usage(self, url: str, *, user_agent: str) -> dict[str, UsageDecision]:
+        """Like :meth:`usage`, with the Content-Usage / Content-Signal lines that
+        say it, per purpose."""
+        return self._usage(url, user_agent)
+
+    def _usage(self, url: str, user_agent: str) -> dict[str, UsageDecision]:
+        if self._fixed is not None or not self.allowed(url, user_agent=user_agent):
+            return {}
+        rules = self._by_agent.get(user_agent) or self._rules_for(user_agent)
+        usage = rules.usage
+        if usage is None:
+            groups = self._groups
+            token = user_agent.lower()
+            if not rules.groups or token not in groups.agents[rules.groups[0]]:
+                token = _groups.GLOBAL  # no group names the agent: "*" groups, if any
+            usage = rules.usage = read_usage(groups, rules.groups, token)
+        return usage.decide(url_path(url))
 
     def __repr__(self) -> str:
         if self._fixed is ALLOW_ALL:

@@ -14,6 +14,13 @@
     with the absolute, deduplicated ``Sitemap:`` URLs (an empty tuple when
     there are none or the robots.txt could not be parsed). Sent again only if
     the origin fell out of the rules cache and was fetched anew.
+
+``usage_denied(request, response, usage, reasons, origin)``
+    With ``REP_PURPOSES`` declared: the site's usage preferences deny every
+    declared purpose for a request or response (whatever ``REP_USAGE_ACTION``
+    then does with it). ``response`` is None when robots.txt alone said so
+    before the download (only under ``"drop"``, which then skips it);
+    ``usage`` is ``{purpose: False}``, ``reasons`` ``{purpose: (where, ...)}``.
 """
 
 from __future__ import annotations
@@ -21,3 +28,4 @@ from __future__ import annotations
 request_forbidden = object()
 robotstxt_parsed = object()
 sitemaps_found = object()
+usage_denied = object()

@@ -19,6 +19,7 @@ from typing import Any
 from scrapy_rep.config import Config
 from scrapy_rep.policy import PARSED, REFUSED_LOCALLY, UNAVAILABLE, UNREACHABLE, Entry, delay_for
 from scrapy_rep.robotstxt import Delays, RobotsTxt
+from scrapy_rep.usage import UsageLine
 
 ALLOWED = "allowed"
 FORBIDDEN = "forbidden"
@@ -26,6 +27,27 @@ DEFERRED = "deferred"
 
 _CACHED_AFTER = 5.0
 """An entry older than this (seconds) came from a cache, not from this run."""
+USAGE_NOTE = (
+    "from robots.txt only; a page's headers and meta (Content-Usage, Content-Signal, "
+    "tdm-reservation, noai) and its origin's tdmrep.json are only known when it is fetched"
+)
+_USAGE_WORDS = {True: "allowed", False: "denied", None: "unknown"}
+
+
+@dataclass(frozen=True, slots=True)
+class PurposeVerdict:
+    """What robots.txt says about one purpose for one URL (``scrapy robots --purpose``)."""
+
+    purpose: str
+    allowed: bool | None
+    """None: robots.txt says nothing (or has no rules, or the URL is not fetched)."""
+    lines: tuple[UsageLine, ...] = ()
+    reason: str = ""
+    """Why there are no lines, when there are none."""
+
+    @property
+    def word(self) -> str:
+        return _USAGE_WORDS[self.allowed]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +60,8 @@ class Verdict:
     rule: str | None = None
     reason: str = ""
     """Why, when no rule of robots.txt decided."""
+    usage: tuple[PurposeVerdict, ...] = ()
+    """Per declared purpose (REP_PURPOSES or --purpose), what robots.txt says."""
 
     @property
     def allowed(self) -> bool:
@@ -99,11 +123,33 @@ def explain(
             decision.line,
             decision.rule,
             "" if decision.line else no_rule,
+            _usage(robots, url, agent, config.purposes, decision.allowed),
         )
         for url, decision in decisions
     )
     group = robots.decide("/", user_agent=agent).agents
     return Report(source, from_file, entry, group, delay_of(robots, agent, config), verdicts)
+
+
+def _usage(
+    robots: RobotsTxt, url: str, agent: str, purposes: Sequence[str], allowed: bool
+) -> tuple[PurposeVerdict, ...]:
+    """What robots.txt's usage lines say of each purpose (the crawl's rule:
+    RobotsTxt.decide_usage)."""
+    if not purposes:
+        return ()
+    if not allowed:
+        reason = "not fetched: no preferences"
+        return tuple(PurposeVerdict(purpose, None, reason=reason) for purpose in purposes)
+    decided = robots.decide_usage(url, user_agent=agent)
+    found = []
+    for purpose in purposes:
+        decision = decided.get(purpose)
+        if decision is None:
+            found.append(PurposeVerdict(purpose, None, reason="no usage line speaks of it"))
+        else:
+            found.append(PurposeVerdict(purpose, decision.allowed, decision.lines))
+    return tuple(found)
 
 
 def _unreachable_verdict(url: str, entry: Entry, config: Config) -> Verdict:
@@ -114,7 +160,12 @@ def _unreachable_verdict(url: str, entry: Entry, config: Config) -> Verdict:
         "disallow": (FORBIDDEN, "dropped"),
     }
     verdict, action = what[config.unreachable]
-    return Verdict(url, verdict, reason=f"robots.txt unreachable: {action} (REP_UNREACHABLE)")
+    usage = tuple(
+        PurposeVerdict(purpose, None, reason="no robots.txt rules") for purpose in config.purposes
+    )
+    return Verdict(
+        url, verdict, reason=f"robots.txt unreachable: {action} (REP_UNREACHABLE)", usage=usage
+    )
 
 
 # -- text -----------------------------------------------------------------------
@@ -216,6 +267,12 @@ def _verdict_lines(verdicts: Sequence[Verdict]) -> list[str]:
     for verdict in verdicts:
         why = f"line {verdict.line}: {verdict.rule}" if verdict.line else verdict.reason
         lines.append(f"  {verdict.verdict.upper():<9}  {verdict.url:<{width}}  {why}")
+        for purpose in verdict.usage:
+            said = "; ".join(f"line {line.line}: {line.text}" for line in purpose.lines)
+            lines.append(
+                f"  {'':<9}  {'':<{width}}  {purpose.purpose} {purpose.word}"
+                f" ({said or purpose.reason})"
+            )
     return lines
 
 
@@ -234,6 +291,8 @@ def render_text(reports: Sequence[Report], config: Config, *, now: float | None 
         if robots is not None and not report.entry.ruleless:
             sitemaps = robots.sitemaps or ("none",)
             facts.extend(("sitemaps" if i == 0 else "", url) for i, url in enumerate(sitemaps))
+        if config.purposes:
+            facts.append(("usage", f"{', '.join(config.purposes)}: {USAGE_NOTE}"))
         if out:
             out.append("")
         out.append(report.source if not report.from_file else f"robots.txt file {report.source}")
@@ -287,17 +346,32 @@ def _report_json(report: Report, config: Config, now: float) -> dict[str, Any]:
             "line": v.line,
             "rule": v.rule,
             "reason": v.reason or None,
+            **({"usage": _usage_json(v.usage)} if config.purposes else {}),
         }
         for v in report.verdicts
     ]
     return data
 
 
+def _usage_json(usage: Sequence[PurposeVerdict]) -> dict[str, Any]:
+    return {
+        purpose.purpose: {
+            "allowed": purpose.allowed,
+            "lines": [{"line": line.line, "text": line.text} for line in purpose.lines],
+            "reason": purpose.reason or None,
+        }
+        for purpose in usage
+    }
+
+
 def render_json(reports: Sequence[Report], config: Config, *, now: float | None = None) -> str:
     now = time.time() if now is None else now
-    data = {
+    data: dict[str, Any] = {
         "agent": config.user_agent,
         "allowed": all(v.allowed for r in reports for v in r.verdicts),
         "robots": [_report_json(report, config, now) for report in reports],
     }
+    if config.purposes:
+        data["purposes"] = list(config.purposes)
+        data["usage_note"] = USAGE_NOTE
     return json.dumps(data, indent=2)

@@ -75,7 +75,8 @@ class Command(ScrapyCommand):
             "Fetch the robots.txt of each URL's origin through Scrapy, with the "
             "project's settings, and print for each URL whether scrapy-rep would "
             "let a crawl fetch it, the robots.txt group and line that decided, the "
-            "delay between requests, the sitemaps and how robots.txt was fetched. "
+            "delay between requests, the sitemaps and how robots.txt was fetched; "
+            "with --purpose (or REP_PURPOSES), what its usage lines say per purpose. "
             "Exit status: 0 when all URLs are allowed, 1 when one is not, 2 on "
             "usage errors."
         )
@@ -93,6 +94,14 @@ class Command(ScrapyCommand):
             metavar="PATH",
             help="check against this local robots.txt instead of fetching it; "
             "URLs may then be paths (/a/b?c)",
+        )
+        parser.add_argument(
+            "--purpose",
+            action="append",
+            metavar="PURPOSE",
+            help="also say what robots.txt's usage preferences (Content-Usage, "
+            "Content-Signal) state for this purpose: train-ai, search, ai-input "
+            "(repeatable, or comma-separated; default: REP_PURPOSES)",
         )
         parser.add_argument("--json", action="store_true", help="print JSON")
 
@@ -114,9 +123,14 @@ class Command(ScrapyCommand):
             )
         if opts.agent is not None:
             settings.set("ROBOTSTXT_USER_AGENT", opts.agent, priority="cmdline")
+        if opts.purpose:
+            settings.set("REP_PURPOSES", ",".join(opts.purpose), priority="cmdline")
         try:
             self._config = Config.from_settings(settings)
         except InvalidSetting as exc:
+            if opts.purpose and exc.setting == "REP_PURPOSES":
+                reason = str(exc).removeprefix("REP_PURPOSES: ")
+                raise UsageError(f"--purpose: {reason}", print_help=False) from None
             if opts.agent is not None and exc.setting == "ROBOTSTXT_USER_AGENT":
                 raise UsageError(
                     f"--agent {opts.agent!r} names no crawler; give the token robots.txt "

@@ -1,0 +1,482 @@
+"""``scrapy_rep.UsageMiddleware``: what sites say their content may be used for.
+
+A crawl declares what it collects for (``REP_PURPOSES``); this downloader
+middleware, just after ``scrapy_rep.RobotsTxtMiddleware`` (101), reads every
+mechanism a site states usage preferences with (:mod:`scrapy_rep.usage`) and
+gives each response ``response.meta["rep_usage"]``: ``{purpose: True | False
+| None}``, with the statements behind each in ``rep_usage_reasons``.
+
+- ``process_request``: the Content-Usage / Content-Signal lines of the
+  robots.txt the request was just checked against (``known_rules``); under
+  ``REP_USAGE_ACTION = "drop"``, a request they deny every declared purpose is
+  not downloaded. The origin's ``/.well-known/tdmrep.json`` is fetched once
+  (per ``REP_CACHE_TTL``) when a declared purpose is one TDMRep governs, while
+  the first pages download.
+- ``process_response``: the response's headers (Content-Usage,
+  Content-Signal, tdm-reservation, X-Robots-Tag) and HTML head (tdm-reservation
+  and robots meta tags), with the robots.txt lines and the tdmrep.json rule;
+  under ``"drop"``, a response that denies every declared purpose does not
+  reach the spider.
+
+Without ``REP_PURPOSES`` the add-on does not enable it (and it is
+NotConfigured): nothing is read, nothing is fetched.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
+
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import HtmlResponse, TextResponse
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet.defer import Deferred
+
+from scrapy_rep import _compat, decompression
+from scrapy_rep import signals as rep_signals
+from scrapy_rep._agent import product_token
+from scrapy_rep._download import ROBOTS_META, RobotsDownload, handlers_count_bytes
+from scrapy_rep._page_directives import header_directives, parse_rules, robots_meta_tags
+from scrapy_rep._usage_labels import TDMREP as TDMREP_LABEL
+from scrapy_rep.config import Config
+from scrapy_rep.exceptions import UsageDenied
+from scrapy_rep.middleware import RobotsTxtMiddleware
+from scrapy_rep.origin import Origin, OriginKeys, origin_text
+from scrapy_rep.usage import ROBOTSTXT, Statement, TdmRep, Verdict, combine, response_statements
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+    from scrapy_rep.robotstxt import RobotsTxt
+    from scrapy_rep.usage import UsageDecision
+
+__all__ = ["ORDER", "TDMREP_PATH", "UsageMiddleware"]
+
+logger = logging.getLogger(__name__)
+
+ORDER = 101
+"""Just after RobotsTxtMiddleware (100): it reads the rules a request was checked against."""
+TDMREP_PATH = "/.well-known/tdmrep.json"
+USAGE_META = "rep_usage"
+REASONS_META = "rep_usage_reasons"
+_MAX_HEADER_AGENTS = 1_000
+_ACTIONS = {
+    "annotate": "responses are annotated (response.meta['rep_usage'])",
+    "drop": "what denies every declared purpose is dropped",
+}
+
+
+_Pending = tuple[str, tuple[Statement, ...], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class _TdmEntry:
+    """What is known of an origin's tdmrep.json."""
+
+    rules: TdmRep | None
+    outcome: str  # parsed, absent, invalid, too_large, error, refused_locally
+    expires: float
+
+
+class _Fetch:
+    """One tdmrep.json fetch in flight and the responses waiting for it."""
+
+    __slots__ = ("task", "waiters")
+
+    def __init__(self) -> None:
+        self.waiters: list[Deferred[_TdmEntry]] = []
+        self.task: Deferred[None] | None = None  # held: the loop keeps tasks weakly
+
+
+async def _no_sleep(seconds: float) -> bool:
+    return False  # tdmrep.json is not retried within a fetch
+
+
+class UsageMiddleware:
+    """Reads usage preferences for ``REP_PURPOSES``; see the module docstring."""
+
+    def __init__(self, crawler: Crawler, config: Config) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.purposes = config.purposes
+        self.drop = config.usage_action == "drop"
+        self._dry_run = config.dry_run
+        self._stats = crawler.stats
+        self._ua = config.user_agent
+        self._header_agents: dict[bytes, str] | None = None if config.explicit_agent else {}
+        self._keys = OriginKeys(config.cache_max_origins)
+        self._robots: RobotsTxtMiddleware | None = None
+        self._robots_looked_up = False
+        # Each request's agent and robots.txt statements, from process_request to
+        # process_response; and whether it was already found denied (a dry run's).
+        self._pending: WeakKeyDictionary[Request, _Pending] = WeakKeyDictionary()
+        self._logged: OrderedDict[tuple[Origin, str], None] = OrderedDict()
+        # TDMRep only for the purposes it governs
+        self._tdm = any(purpose in TDMREP_LABEL.purposes for purpose in self.purposes)
+        self._tdmrep: OrderedDict[Origin, _TdmEntry] = OrderedDict()
+        self._fetches: dict[Origin, _Fetch] = {}
+        self._download: RobotsDownload | None = None
+        if self._tdm:
+            settings = crawler.settings
+            uncapped = decompression.problem(settings) is None and handlers_count_bytes(settings)
+            self._download = RobotsDownload(
+                crawler, config, sleep=_no_sleep, uncapped=uncapped, well_known=True
+            )
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> UsageMiddleware:
+        _compat.check()
+        config = Config.from_settings(crawler.settings)
+        if not config.purposes:
+            raise NotConfigured("REP_PURPOSES is empty: usage preferences are not read")
+        if not config.obey:
+            logger.warning(
+                "REP_PURPOSES is set but ROBOTSTXT_OBEY is False: usage preferences are not read"
+            )
+            raise NotConfigured("ROBOTSTXT_OBEY is off")
+        dry_run = config.dry_run and config.usage_action == "drop"
+        logger.info(
+            "scrapy-rep: reading usage preferences for %s; %s (REP_USAGE_ACTION = %r)%s",
+            ", ".join(config.purposes),
+            _ACTIONS[config.usage_action],
+            config.usage_action,
+            "; dry run: nothing is dropped" if dry_run else "",
+        )
+        return cls(crawler, config)
+
+    # -- requests -----------------------------------------------------------------
+
+    def process_request(self, request: Request, spider: Spider | None = None) -> None:
+        meta = request.meta
+        if meta.get("dont_obey_robotstxt") or ROBOTS_META in meta:
+            return
+        agent = self._agent_of(request)
+        robots = self._known_rules(request)
+        statements = _robots_statements(robots, request.url, agent) if robots is not None else ()
+        origin = self._keys.get(urlparse_cached(request))
+        denied = False
+        if self.drop and statements:
+            verdicts = combine(statements, self.purposes)
+            if _all_denied(verdicts):
+                self._denied(request, None, verdicts, origin)  # raises unless a dry run
+                denied = True
+        self._pending[request] = (agent, statements, denied)
+        if self._tdm and origin is not None:
+            self._tdmrep_entry(origin)  # starts the fetch alongside the first pages
+
+    # -- responses ----------------------------------------------------------------
+
+    def process_response(
+        self, request: Request, response: Response, spider: Spider | None = None
+    ) -> Response | Coroutine[Any, Any, Response]:
+        meta = request.meta
+        if meta.get("dont_obey_robotstxt") or ROBOTS_META in meta:
+            return response
+        pending = self._pending.pop(request, None)
+        if pending is None:  # not seen by process_request (added after it, say)
+            agent = self._agent_of(request)
+            robots = self._known_rules(request)
+            statements = _robots_statements(robots, request.url, agent) if robots else ()
+            pending = (agent, statements, False)
+        origin = self._keys.get(urlparse_cached(request))
+        if not self._tdm or origin is None:
+            return self._annotate(request, response, origin, pending, None)
+        entry = self._tdmrep_entry(origin)
+        if entry is None:
+            return self._annotate_later(request, response, origin, pending)
+        return self._annotate(request, response, origin, pending, entry)
+
+    async def _annotate_later(
+        self,
+        request: Request,
+        response: Response,
+        origin: Origin,
+        pending: _Pending,
+    ) -> Response:
+        fetch = self._fetches.get(origin)
+        entry: _TdmEntry | None = None
+        if fetch is not None:
+            waiter: Deferred[_TdmEntry] = Deferred()
+            fetch.waiters.append(waiter)
+            entry = await maybe_deferred_to_future(waiter)
+        else:
+            entry = self._tdmrep.get(origin)
+        return self._annotate(request, response, origin, pending, entry)
+
+    def _annotate(
+        self,
+        request: Request,
+        response: Response,
+        origin: Origin | None,
+        pending: _Pending,
+        entry: _TdmEntry | None,
+    ) -> Response:
+        agent, statements, denied = pending
+        rule = entry.rules.decide(request.url) if entry is not None and entry.rules else None
+        found = [*statements, *self._response_statements(response, agent, rule)]
+        verdicts = combine(found, self.purposes)
+        request.meta[USAGE_META] = {purpose: v.allowed for purpose, v in verdicts.items()}
+        request.meta[REASONS_META] = {
+            purpose: tuple(s.where for s in v.reasons) for purpose, v in verdicts.items()
+        }
+        stats = self._stats
+        for purpose, verdict in verdicts.items():
+            outcome = {True: "allowed", False: "denied", None: "unknown"}[verdict.allowed]
+            stats.inc_value(f"rep/usage/{purpose}/{outcome}")
+        if _all_denied(verdicts) and not denied:  # (a dry run let it through denied)
+            self._denied(request, response, verdicts, origin)
+        return response
+
+    def _response_statements(
+        self, response: Response, agent: str, rule: tuple[bool, str] | None
+    ) -> list[Statement]:
+        headers = response.headers
+        values = {
+            name: [value.decode("latin-1") for value in headers.getlist(name.encode())]
+            for name in ("content-usage", "content-signal", "tdm-reservation")
+        }
+        directives: list[tuple[str, bool, bool]] = []
+        meta_tags: list[tuple[str, str]] = []
+        if _is_html(response):
+            assert isinstance(response, TextResponse)
+            try:
+                text = response.text
+            except Exception:  # an undecodable page states nothing in its head
+                text = ""
+            names = {"robots", "tdm-reservation", agent.strip().lower()} - {""}
+            for name, content in robots_meta_tags(text, names=names):
+                if name == "tdm-reservation":
+                    meta_tags.append((name, content))
+                else:
+                    found = parse_rules(content)
+                    directives.append((f'<meta name="{name}">', found.noai, found.noimageai))
+        robots_tags = [v.decode("latin-1") for v in headers.getlist(b"X-Robots-Tag")]
+        if robots_tags:
+            found = header_directives(robots_tags, user_agent=agent)
+            directives.append(("X-Robots-Tag", found.noai, found.noimageai))
+        content_type = headers.get(b"Content-Type") or b""
+        return response_statements(
+            headers=values,
+            meta_tags=meta_tags,
+            directives=directives,
+            image=content_type.strip().lower().startswith(b"image/"),
+            tdmrep_rule=rule,
+            tdmrep=self._tdm,
+        )
+
+    # -- denied -------------------------------------------------------------------
+
+    def _denied(
+        self,
+        request: Request,
+        response: Response | None,
+        verdicts: dict[str, Verdict],
+        origin: Origin | None,
+    ) -> None:
+        """Every declared purpose is denied: count, tell, and under "drop" raise."""
+        stats = self._stats
+        stage = "request" if response is None else "response"
+        stats.inc_value("rep/usage/denied")
+        for source in dict.fromkeys(s.source for v in verdicts.values() for s in v.reasons):
+            stats.inc_value(f"rep/usage/denied_by/{source}")
+        usage = {purpose: verdict.allowed for purpose, verdict in verdicts.items()}
+        reasons = {p: tuple(s.where for s in v.reasons) for p, v in verdicts.items()}
+        text = origin_text(origin) if origin is not None else ""
+        self.crawler.signals.send_catch_log(
+            signal=rep_signals.usage_denied,
+            request=request,
+            response=response,
+            usage=usage,
+            reasons=reasons,
+            origin=text,
+        )
+        dropping = self.drop and not self._dry_run
+        if self.drop:
+            prefix = "rep/dry_run/usage" if self._dry_run else "rep/usage"
+            stats.inc_value(f"{prefix}/dropped/{stage}")
+        self._log_once(request, origin, text, stage, reasons)
+        if dropping:
+            raise UsageDenied(usage, reasons, text, response)
+
+    def _log_once(
+        self,
+        request: Request,
+        origin: Origin | None,
+        text: str,
+        stage: str,
+        reasons: dict[str, tuple[str, ...]],
+    ) -> None:
+        why = "; ".join(dict.fromkeys(where for found in reasons.values() for where in found))
+        if not self.drop:
+            effect = "annotated, not dropped (REP_USAGE_ACTION = 'annotate')"
+        elif self._dry_run:
+            effect = "would be dropped (REP_DRY_RUN)"
+        elif stage == "request":
+            effect = "not downloaded (REP_USAGE_ACTION = 'drop')"
+        else:
+            effect = "kept from the spider (REP_USAGE_ACTION = 'drop')"
+        key = (origin or ("", "", 0), stage)
+        if self.drop and key not in self._logged:  # annotating is what the stats say
+            self._remember(self._logged, key, None)
+            logger.info(
+                "Usage preferences of %s deny %s (%s): its pages are %s; "
+                "further ones are logged at DEBUG",
+                text or request.url,
+                ", ".join(self.purposes),
+                why,
+                effect,
+                extra={"spider": self.crawler.spider},
+            )
+        logger.debug(
+            "Usage preferences deny %s (%s): %s %s",
+            ", ".join(self.purposes),
+            why,
+            request,
+            effect,
+            extra={"spider": self.crawler.spider},
+        )
+
+    # -- tdmrep.json ----------------------------------------------------------------
+
+    def _tdmrep_entry(self, origin: Origin) -> _TdmEntry | None:
+        """What is known of the origin's tdmrep.json (kept while a newer copy is
+        fetched); None while the first fetch runs. Starts a fetch when needed."""
+        entry = self._tdmrep.get(origin)
+        if entry is not None:
+            self._tdmrep.move_to_end(origin)
+            if entry.expires > time.time():
+                return entry
+        if origin not in self._fetches:
+            fetch = self._fetches[origin] = _Fetch()  # before starting: it may end at once
+            fetch.task = deferred_from_coro(self._fetch(origin, fetch))
+            entry = entry or self._tdmrep.get(origin)
+        return entry
+
+    async def _fetch(self, origin: Origin, fetch: _Fetch) -> None:
+        try:
+            entry = await self._get(origin)
+        except Exception:  # a bug here must not leave responses waiting
+            url = origin_text(origin) + TDMREP_PATH
+            logger.exception("scrapy-rep: error while fetching %s", url)
+            entry = _TdmEntry(None, "error", time.time() + self.config.retry_min)
+        finally:
+            del self._fetches[origin]
+        self._stats.inc_value(f"rep/usage/tdmrep/outcome/{entry.outcome}")
+        self._remember(self._tdmrep, origin, entry)
+        for waiter in fetch.waiters:
+            if not waiter.called:
+                waiter.callback(entry)
+
+    async def _get(self, origin: Origin) -> _TdmEntry:
+        """Download and read the origin's tdmrep.json. TDMRep: only a 2xx answer
+        holds rules; any other means the origin does not use it. A server or
+        network error is asked again after REP_RETRY_MIN, the rest after
+        REP_CACHE_TTL."""
+        assert self._download is not None
+        config = self.config
+        now = time.time()
+        retry, keep = now + config.retry_min, now + config.cache_ttl
+        text = origin_text(origin)
+        self._stats.inc_value("rep/usage/tdmrep/request_count")
+        try:
+            response = await self._download.well_known_file(TDMREP_PATH, origin)
+        except IgnoreRequest:  # refused by a downloader middleware of this crawl
+            return _TdmEntry(None, "refused_locally", keep)
+        except Exception as exc:
+            logger.debug("%s%s not fetched: %r", text, TDMREP_PATH, exc)
+            return _TdmEntry(None, "error", retry)
+        status = response.status
+        if status == 429 or status >= 500:
+            return _TdmEntry(None, "error", retry)
+        content_type = (response.headers.get(b"Content-Type") or b"").lower()
+        if not 200 <= status < 300 or b"html" in content_type:  # a page saying "not found"
+            return _TdmEntry(None, "absent", keep)
+        if "download_stopped" in response.flags or len(response.body) > config.max_size:
+            logger.info(
+                "%s%s is longer than REP_MAX_SIZE: not read (TDMRep from headers and pages only)",
+                text,
+                TDMREP_PATH,
+            )
+            return _TdmEntry(None, "too_large", keep)
+        rules, problem = TdmRep.parse(response.body)
+        if rules is None:
+            logger.info(
+                "%s%s is not usable (%s): TDMRep from headers and pages only",
+                text,
+                TDMREP_PATH,
+                problem,
+            )
+            return _TdmEntry(None, "invalid", keep)
+        if rules.cut:
+            self._stats.inc_value("rep/usage/tdmrep/rules_cut")
+        return _TdmEntry(rules, "parsed", keep)
+
+    # -- helpers ------------------------------------------------------------------
+
+    def _remember(self, table: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+        """Store in a per-origin table, bounded by REP_CACHE_MAX_ORIGINS (LRU)."""
+        table[key] = value
+        table.move_to_end(key)
+        while len(table) > self.config.cache_max_origins:
+            table.popitem(last=False)
+
+    def _known_rules(self, request: Request) -> RobotsTxt | None:
+        if not self._robots_looked_up and self.crawler.engine is not None:
+            self._robots = RobotsTxtMiddleware.of(self.crawler)
+            self._robots_looked_up = True
+        return self._robots.known_rules(request) if self._robots is not None else None
+
+    def _agent_of(self, request: Request) -> str:
+        """The token robots.txt and page directives are read for, as
+        RobotsTxtMiddleware finds it: meta ``rep_user_agent``, else the request's
+        own User-Agent header (only without ROBOTSTXT_USER_AGENT), else the crawl's."""
+        agent = request.meta.get("rep_user_agent")
+        if agent:
+            return product_token(str(agent)) or str(agent)
+        headers = request.headers
+        if self._header_agents is None or not headers:
+            return self._ua
+        value = headers.get(b"User-Agent")
+        if not value:
+            return self._ua
+        token = self._header_agents.get(value)
+        if token is None:
+            if len(self._header_agents) >= _MAX_HEADER_AGENTS:
+                self._header_agents.clear()
+            token = self._header_agents[value] = product_token(value) or self._ua
+        return token
+
+
+def _robots_statements(robots: RobotsTxt, url: str, agent: str) -> tuple[Statement, ...]:
+    """robots.txt's usage lines for ``url``, one statement per purpose they speak for."""
+    decisions: dict[str, UsageDecision] = robots.decide_usage(url, user_agent=agent)
+    return tuple(
+        Statement(
+            ROBOTSTXT,
+            {purpose: decision.allowed},
+            "robots.txt " + ", ".join(f"line {line.line}: {line.text}" for line in decision.lines),
+        )
+        for purpose, decision in decisions.items()
+    )
+
+
+def _all_denied(verdicts: dict[str, Verdict]) -> bool:
+    return all(verdict.allowed is False for verdict in verdicts.values())
+
+
+def _is_html(response: Response) -> bool:
+    if isinstance(response, HtmlResponse):
+        return True
+    if not isinstance(response, TextResponse):
+        return False
+    content_type = response.headers.get(b"Content-Type") or b""
+    return b"html" in content_type.lower()
