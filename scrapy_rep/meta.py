@@ -111,7 +111,7 @@ class MetaRobotsMiddleware:
         if meta is None or meta.get("dont_obey_robotstxt") or meta.get("rep_sitemap"):
             return None
         sources: list[tuple[str, Directives]] = []
-        if _is_html(response):
+        if is_html(response):
             assert isinstance(response, TextResponse)
             for name, content in robots_meta_tags(response.text, names=self._meta_names):
                 sources.append((f'<meta name="{name}">', parse_rules(content)))
@@ -179,7 +179,8 @@ def _iso(date: datetime | None) -> str:
     return date.isoformat() if date else ""
 
 
-def _is_html(response: Response) -> bool:
+def is_html(response: Response) -> bool:
+    """Whether a response is an HTML page (where meta tags are read)."""
     if isinstance(response, HtmlResponse):
         return True
     if not isinstance(response, TextResponse):

@@ -200,6 +200,11 @@ class RobotsTxtMiddleware:
         delay = entry.delay if agent == self._ua else self._delay(robots, agent)
         return self._pace(request, origin, delay) if delay else None
 
+    def agent_of(self, request: Request) -> str:
+        """The product token ``request`` is checked as (for components after
+        this middleware, which must read the same group)."""
+        return self._agent_of(request, request.meta.get("rep_user_agent"))
+
     def _agent_of(self, request: Request, meta_agent: Any) -> str:
         """The token robots.txt is read for: meta ``rep_user_agent``, else the
         request's own User-Agent header (set by the spider; only without

@@ -32,19 +32,19 @@ from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
 from scrapy.exceptions import IgnoreRequest, NotConfigured
-from scrapy.http import HtmlResponse, TextResponse
+from scrapy.http import TextResponse
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred
 
 from scrapy_rep import _compat, decompression
 from scrapy_rep import signals as rep_signals
-from scrapy_rep._agent import product_token
 from scrapy_rep._download import ROBOTS_META, RobotsDownload, handlers_count_bytes
 from scrapy_rep._page_directives import header_directives, parse_rules, robots_meta_tags
 from scrapy_rep._usage_labels import TDMREP as TDMREP_LABEL
 from scrapy_rep.config import Config
 from scrapy_rep.exceptions import UsageDenied
+from scrapy_rep.meta import is_html
 from scrapy_rep.middleware import RobotsTxtMiddleware
 from scrapy_rep.origin import Origin, OriginKeys, origin_text
 from scrapy_rep.usage import ROBOTSTXT, Statement, TdmRep, Verdict, combine, response_statements
@@ -68,7 +68,6 @@ ORDER = 101
 TDMREP_PATH = "/.well-known/tdmrep.json"
 USAGE_META = "rep_usage"
 REASONS_META = "rep_usage_reasons"
-_MAX_HEADER_AGENTS = 1_000
 _ACTIONS = {
     "annotate": "responses are annotated (response.meta['rep_usage'])",
     "drop": "what denies every declared purpose is dropped",
@@ -112,7 +111,6 @@ class UsageMiddleware:
         self._dry_run = config.dry_run
         self._stats = crawler.stats
         self._ua = config.user_agent
-        self._header_agents: dict[bytes, str] | None = None if config.explicit_agent else {}
         self._keys = OriginKeys(config.cache_max_origins)
         self._robots: RobotsTxtMiddleware | None = None
         self._robots_looked_up = False
@@ -159,8 +157,7 @@ class UsageMiddleware:
         meta = request.meta
         if meta.get("dont_obey_robotstxt") or ROBOTS_META in meta:
             return
-        agent = self._agent_of(request)
-        robots = self._known_rules(request)
+        agent, robots = self._checked_as(request)
         statements = _robots_statements(robots, request.url, agent) if robots is not None else ()
         origin = self._keys.get(urlparse_cached(request))
         denied = False
@@ -183,8 +180,7 @@ class UsageMiddleware:
             return response
         pending = self._pending.pop(request, None)
         if pending is None:  # not seen by process_request (added after it, say)
-            agent = self._agent_of(request)
-            robots = self._known_rules(request)
+            agent, robots = self._checked_as(request)
             statements = _robots_statements(robots, request.url, agent) if robots else ()
             pending = (agent, statements, False)
         origin = self._keys.get(urlparse_cached(request))
@@ -246,7 +242,7 @@ class UsageMiddleware:
         }
         directives: list[tuple[str, bool, bool]] = []
         meta_tags: list[tuple[str, str]] = []
-        if _is_html(response):
+        if is_html(response):
             assert isinstance(response, TextResponse)
             try:
                 text = response.text
@@ -429,31 +425,18 @@ class UsageMiddleware:
         while len(table) > self.config.cache_max_origins:
             table.popitem(last=False)
 
-    def _known_rules(self, request: Request) -> RobotsTxt | None:
+    def _robots_middleware(self) -> RobotsTxtMiddleware | None:
         if not self._robots_looked_up and self.crawler.engine is not None:
             self._robots = RobotsTxtMiddleware.of(self.crawler)
             self._robots_looked_up = True
-        return self._robots.known_rules(request) if self._robots is not None else None
+        return self._robots
 
-    def _agent_of(self, request: Request) -> str:
-        """The token robots.txt and page directives are read for, as
-        RobotsTxtMiddleware finds it: meta ``rep_user_agent``, else the request's
-        own User-Agent header (only without ROBOTSTXT_USER_AGENT), else the crawl's."""
-        agent = request.meta.get("rep_user_agent")
-        if agent:
-            return product_token(str(agent)) or str(agent)
-        headers = request.headers
-        if self._header_agents is None or not headers:
-            return self._ua
-        value = headers.get(b"User-Agent")
-        if not value:
-            return self._ua
-        token = self._header_agents.get(value)
-        if token is None:
-            if len(self._header_agents) >= _MAX_HEADER_AGENTS:
-                self._header_agents.clear()
-            token = self._header_agents[value] = product_token(value) or self._ua
-        return token
+    def _checked_as(self, request: Request) -> tuple[str, RobotsTxt | None]:
+        """The token and the rules the robots middleware checked ``request`` with."""
+        robots = self._robots_middleware()
+        if robots is None:
+            return self._ua, None
+        return robots.agent_of(request), robots.known_rules(request)
 
 
 def _robots_statements(robots: RobotsTxt, url: str, agent: str) -> tuple[Statement, ...]:
@@ -471,12 +454,3 @@ def _robots_statements(robots: RobotsTxt, url: str, agent: str) -> tuple[Stateme
 
 def _all_denied(verdicts: dict[str, Verdict]) -> bool:
     return all(verdict.allowed is False for verdict in verdicts.values())
-
-
-def _is_html(response: Response) -> bool:
-    if isinstance(response, HtmlResponse):
-        return True
-    if not isinstance(response, TextResponse):
-        return False
-    content_type = response.headers.get(b"Content-Type") or b""
-    return b"html" in content_type.lower()
