@@ -14,7 +14,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy import Request
+    from scrapy.core.downloader import Downloader
+    from scrapy.crawler import Crawler
 
 
 def waiting_problems(engine: Any) -> list[str]:
@@ -59,3 +63,29 @@ def engine_closing(engine: Any) -> bool:
         return True
     slot = getattr(engine, "_slot", None)
     return slot is None or getattr(slot, "closing", None) is not None
+
+
+class OnDownloader:
+    """What acts on the running downloader: bound to it on first use
+    (middlewares are built before the engine exists), once ``problems`` found
+    all it needs there (what is missing was logged at start: log_problems)."""
+
+    problems: Callable[[object], list[str]]
+
+    def __init__(self, crawler: Crawler) -> None:
+        self._crawler = crawler
+        self._downloader: Downloader | None = None
+        self._unsupported = False
+
+    def _bind(self) -> Downloader | None:
+        if self._unsupported:
+            return None
+        engine = self._crawler.engine
+        if engine is None:
+            return None
+        downloader = getattr(engine, "downloader", None)
+        if type(self).problems(downloader):
+            self._unsupported = True
+            return None
+        self._downloader = downloader
+        return downloader

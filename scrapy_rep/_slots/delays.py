@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.core.downloader import Slot
 
+from scrapy_rep._slots.active import OnDownloader
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -84,7 +86,7 @@ def _jitter_value(jitter: float) -> float | bool:
     return jitter if _HAS_JITTER else jitter >= 0.5
 
 
-class SlotDelays:
+class SlotDelays(OnDownloader):
     """Minimum delays between request starts, per download slot.
 
     ``require(request, delay)`` makes the delay of the request's download
@@ -95,12 +97,11 @@ class SlotDelays:
     is still in use gets its minimum back with its next request.
     """
 
+    problems = staticmethod(internals_problems)
+
     def __init__(self, crawler: Crawler, max_slots: int) -> None:
-        self._crawler = crawler
+        super().__init__(crawler)
         self._max_slots = max_slots
-        # Bound on first use: middlewares are built before the engine exists.
-        self._downloader: Downloader | None = None
-        self._unsupported = False
         self._minimum: dict[str, float] = {}
         # The slot's own DOWNLOAD_SLOTS entry and jitter, before we touched them.
         self._own_settings: dict[str, dict[str, Any]] = {}
@@ -187,19 +188,6 @@ class SlotDelays:
                 self._after_response_downloaded, signal=signals.response_downloaded
             )
             self._listening = True
-
-    def _bind(self) -> Downloader | None:
-        if self._unsupported:
-            return None
-        engine = self._crawler.engine
-        if engine is None:
-            return None
-        downloader = getattr(engine, "downloader", None)
-        if internals_problems(downloader):  # logged at start (log_problems)
-            self._unsupported = True
-            return None
-        self._downloader = downloader
-        return downloader
 
     def _raise_minimum(self, downloader: Downloader, key: str, delay: float) -> None:
         if not delay > 0:  # also refuses NaN

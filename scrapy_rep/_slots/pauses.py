@@ -22,9 +22,10 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.httpobj import urlparse_cached
 
+from scrapy_rep._slots.active import OnDownloader
+
 if TYPE_CHECKING:
     from scrapy import Request
-    from scrapy.core.downloader import Downloader
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.utils.asyncio import CallLaterResult
@@ -52,7 +53,7 @@ def pause_problems(downloader: object) -> list[str]:
     return problems
 
 
-class SlotPauses:
+class SlotPauses(OnDownloader):
     """Download slots held still until a time: nothing queued in them leaves.
 
     ``hold(key, until)`` replaces the slot's ``latercall`` with a timer that
@@ -65,10 +66,10 @@ class SlotPauses:
     start), ``hold`` does nothing and only the requests not yet in the slot wait.
     """
 
+    problems = staticmethod(pause_problems)
+
     def __init__(self, crawler: Crawler) -> None:
-        self._crawler = crawler
-        self._downloader: Downloader | None = None
-        self._unsupported = False
+        super().__init__(crawler)
         self._calls: dict[str, tuple[CallLaterResult, float]] = {}
 
     def key(self, request: Request) -> str:
@@ -166,16 +167,3 @@ class SlotPauses:
             del self._calls[key]
         assert self._downloader is not None
         self._downloader._latercall(slot)  # clears latercall, sends what the delay allows
-
-    def _bind(self) -> Downloader | None:
-        if self._unsupported:
-            return None
-        engine = self._crawler.engine
-        if engine is None:
-            return None
-        downloader = getattr(engine, "downloader", None)
-        if pause_problems(downloader):  # logged at start (log_problems)
-            self._unsupported = True
-            return None
-        self._downloader = downloader
-        return downloader
