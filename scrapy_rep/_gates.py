@@ -35,7 +35,7 @@ from twisted.internet.defer import Deferred
 from scrapy_rep import _slots
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine
+    from collections.abc import Callable, Coroutine
 
     from scrapy import Request
     from scrapy.crawler import Crawler
@@ -325,23 +325,20 @@ class Gates:
 
     def _listen(self) -> None:
         """Follow released requests into the downloader while any gate exists."""
-        if self._listening:
-            return
-        self._listening = True
-        connect = self._crawler.signals.connect
-        connect(self._reached, signal=signals.request_reached_downloader)
-        connect(self._left, signal=signals.request_left_downloader)
-        connect(self._received, signal=signals.response_received)
+        if not self._listening:
+            self._listening = True
+            self._connect(self._crawler.signals.connect)
 
     def _quiet(self) -> None:
         self._quieting = None
-        if self.by_slot or not self._listening:
-            return
-        self._listening = False
-        disconnect = self._crawler.signals.disconnect
-        disconnect(self._reached, signal=signals.request_reached_downloader)
-        disconnect(self._left, signal=signals.request_left_downloader)
-        disconnect(self._received, signal=signals.response_received)
+        if self._listening and not self.by_slot:
+            self._listening = False
+            self._connect(self._crawler.signals.disconnect)
+
+    def _connect(self, change: Callable[..., Any]) -> None:
+        change(self._reached, signal=signals.request_reached_downloader)
+        change(self._left, signal=signals.request_left_downloader)
+        change(self._received, signal=signals.response_received)
 
     def _stopped(self) -> None:
         for key, gate in self.by_slot.items():

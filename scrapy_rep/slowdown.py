@@ -85,8 +85,8 @@ class _Level:
 class SlowDown:
     """Pauses of download slots that answered 429/503 (see the module docstring).
 
-    ``gates`` is read by the robots middleware on every request: empty, the
-    request goes on without any other cost.
+    ``gates`` (the slots held now, :class:`~scrapy_rep._gates.Gates`'s table) is
+    what the robots middleware tests on every request.
     """
 
     def __init__(
