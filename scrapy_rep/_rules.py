@@ -20,7 +20,7 @@ from scrapy_rep._match import Matcher
 from scrapy_rep._url import PLAIN_IN_PATH, decode_reserved, has_bare_percent, normalize_pattern
 
 if TYPE_CHECKING:
-    from scrapy_rep.usage import AgentUsage
+    from scrapy_rep._robots_usage import AgentUsage
 
 __all__ = [
     "ALLOW_ALL",

@@ -63,11 +63,14 @@ def checked_config(crawler: Crawler) -> Config:
     return config
 
 
-def uncapped(settings: BaseSettings) -> bool:
+def uncapped(settings: BaseSettings, *, warn: bool = True) -> bool:
     """Whether robots.txt answers may pass DOWNLOAD_MAXSIZE: our own bounds
-    (size cap, bounded decoding) hold; else Scrapy's limits stay."""
+    (size cap, bounded decoding) hold; else Scrapy's limits stay (and, with
+    ``warn``, one WARNING says why)."""
     problem = decompression.problem(settings)
     if problem is not None:
+        if not warn:
+            return False
         logger.warning(
             "scrapy-rep: %s: compressed robots.txt answers are inflated by Scrapy's "
             "HttpCompressionMiddleware up to DOWNLOAD_MAXSIZE, and larger ones are lost",

@@ -35,6 +35,7 @@ from typing import Final
 from scrapy_rep import _groups
 from scrapy_rep._delays import delay_line
 from scrapy_rep._match import allows
+from scrapy_rep._robots_usage import UsageDecision, read_usage
 from scrapy_rep._rules import (
     ALLOW_ALL,
     DISALLOW_ALL,
@@ -51,7 +52,6 @@ from scrapy_rep._url import (
     reads_one_way,
     url_path,
 )
-from scrapy_rep.usage import UsageDecision, read_usage
 
 __all__ = ["DEFAULT_MAX_SIZE", "Decision", "DelayLine", "Delays", "RobotsTxt"]
 

@@ -25,29 +25,26 @@ NotConfigured): nothing is read, nothing is fetched.
 from __future__ import annotations
 
 import logging
-import time
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.exceptions import NotConfigured
 from scrapy.http import TextResponse
-from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
-from twisted.internet.defer import Deferred
 
-from scrapy_rep import _compat, decompression
+from scrapy_rep import _compat
 from scrapy_rep import signals as rep_signals
-from scrapy_rep._download import ROBOTS_META, RobotsDownload, handlers_count_bytes
+from scrapy_rep._download import ROBOTS_META
 from scrapy_rep._page_directives import header_directives, parse_rules, robots_meta_tags
+from scrapy_rep._tdmrep_files import TDMREP_PATH, TdmEntry, TdmRepFiles
 from scrapy_rep._usage_labels import TDMREP as TDMREP_LABEL
 from scrapy_rep.config import Config
 from scrapy_rep.exceptions import UsageDenied
 from scrapy_rep.meta import is_html
 from scrapy_rep.middleware import RobotsTxtMiddleware
 from scrapy_rep.origin import Origin, OriginKeys, origin_text
-from scrapy_rep.usage import ROBOTSTXT, Statement, TdmRep, Verdict, combine, response_statements
+from scrapy_rep.usage import ROBOTSTXT, Statement, Verdict, combine, response_statements
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -65,7 +62,6 @@ logger = logging.getLogger(__name__)
 
 ORDER = 101
 """Just after RobotsTxtMiddleware (100): it reads the rules a request was checked against."""
-TDMREP_PATH = "/.well-known/tdmrep.json"
 USAGE_META = "rep_usage"
 REASONS_META = "rep_usage_reasons"
 _ACTIONS = {
@@ -75,29 +71,6 @@ _ACTIONS = {
 
 
 _Pending = tuple[str, tuple[Statement, ...], bool]
-
-
-@dataclass(frozen=True, slots=True)
-class _TdmEntry:
-    """What is known of an origin's tdmrep.json."""
-
-    rules: TdmRep | None
-    outcome: str  # parsed, absent, invalid, too_large, error, refused_locally
-    expires: float
-
-
-class _Fetch:
-    """One tdmrep.json fetch in flight and the responses waiting for it."""
-
-    __slots__ = ("task", "waiters")
-
-    def __init__(self) -> None:
-        self.waiters: list[Deferred[_TdmEntry]] = []
-        self.task: Deferred[None] | None = None  # held: the loop keeps tasks weakly
-
-
-async def _no_sleep(seconds: float) -> bool:
-    return False  # tdmrep.json is not retried within a fetch
 
 
 class UsageMiddleware:
@@ -119,16 +92,8 @@ class UsageMiddleware:
         self._pending: WeakKeyDictionary[Request, _Pending] = WeakKeyDictionary()
         self._logged: OrderedDict[tuple[Origin, str], None] = OrderedDict()
         # TDMRep only for the purposes it governs
-        self._tdm = any(purpose in TDMREP_LABEL.purposes for purpose in self.purposes)
-        self._tdmrep: OrderedDict[Origin, _TdmEntry] = OrderedDict()
-        self._fetches: dict[Origin, _Fetch] = {}
-        self._download: RobotsDownload | None = None
-        if self._tdm:
-            settings = crawler.settings
-            uncapped = decompression.problem(settings) is None and handlers_count_bytes(settings)
-            self._download = RobotsDownload(
-                crawler, config, sleep=_no_sleep, uncapped=uncapped, well_known=True
-            )
+        tdm = any(purpose in TDMREP_LABEL.purposes for purpose in self.purposes)
+        self._tdmrep = TdmRepFiles(crawler, config) if tdm else None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> UsageMiddleware:
@@ -167,8 +132,8 @@ class UsageMiddleware:
                 self._denied(request, None, verdicts, origin)  # raises unless a dry run
                 denied = True
         self._pending[request] = (agent, statements, denied)
-        if self._tdm and origin is not None:
-            self._tdmrep_entry(origin)  # starts the fetch alongside the first pages
+        if self._tdmrep is not None and origin is not None:
+            self._tdmrep.entry(origin)  # starts the fetch alongside the first pages
 
     # -- responses ----------------------------------------------------------------
 
@@ -184,9 +149,9 @@ class UsageMiddleware:
             statements = _robots_statements(robots, request.url, agent) if robots else ()
             pending = (agent, statements, False)
         origin = self._keys.get(urlparse_cached(request))
-        if not self._tdm or origin is None:
+        if self._tdmrep is None or origin is None:
             return self._annotate(request, response, origin, pending, None)
-        entry = self._tdmrep_entry(origin)
+        entry = self._tdmrep.entry(origin)
         if entry is None:
             return self._annotate_later(request, response, origin, pending)
         return self._annotate(request, response, origin, pending, entry)
@@ -198,14 +163,8 @@ class UsageMiddleware:
         origin: Origin,
         pending: _Pending,
     ) -> Response:
-        fetch = self._fetches.get(origin)
-        entry: _TdmEntry | None = None
-        if fetch is not None:
-            waiter: Deferred[_TdmEntry] = Deferred()
-            fetch.waiters.append(waiter)
-            entry = await maybe_deferred_to_future(waiter)
-        else:
-            entry = self._tdmrep.get(origin)
+        assert self._tdmrep is not None
+        entry = await self._tdmrep.fetched(origin)
         return self._annotate(request, response, origin, pending, entry)
 
     def _annotate(
@@ -214,7 +173,7 @@ class UsageMiddleware:
         response: Response,
         origin: Origin | None,
         pending: _Pending,
-        entry: _TdmEntry | None,
+        entry: TdmEntry | None,
     ) -> Response:
         agent, statements, denied = pending
         rule = entry.rules.decide(request.url) if entry is not None and entry.rules else None
@@ -266,7 +225,7 @@ class UsageMiddleware:
             directives=directives,
             image=content_type.strip().lower().startswith(b"image/"),
             tdmrep_rule=rule,
-            tdmrep=self._tdm,
+            tdmrep=self._tdmrep is not None,
         )
 
     # -- denied -------------------------------------------------------------------
@@ -342,79 +301,6 @@ class UsageMiddleware:
         )
 
     # -- tdmrep.json ----------------------------------------------------------------
-
-    def _tdmrep_entry(self, origin: Origin) -> _TdmEntry | None:
-        """What is known of the origin's tdmrep.json (kept while a newer copy is
-        fetched); None while the first fetch runs. Starts a fetch when needed."""
-        entry = self._tdmrep.get(origin)
-        if entry is not None:
-            self._tdmrep.move_to_end(origin)
-            if entry.expires > time.time():
-                return entry
-        if origin not in self._fetches:
-            fetch = self._fetches[origin] = _Fetch()  # before starting: it may end at once
-            fetch.task = deferred_from_coro(self._fetch(origin, fetch))
-            entry = entry or self._tdmrep.get(origin)
-        return entry
-
-    async def _fetch(self, origin: Origin, fetch: _Fetch) -> None:
-        try:
-            entry = await self._get(origin)
-        except Exception:  # a bug here must not leave responses waiting
-            url = origin_text(origin) + TDMREP_PATH
-            logger.exception("scrapy-rep: error while fetching %s", url)
-            entry = _TdmEntry(None, "error", time.time() + self.config.retry_min)
-        finally:
-            del self._fetches[origin]
-        self._stats.inc_value(f"rep/usage/tdmrep/outcome/{entry.outcome}")
-        self._remember(self._tdmrep, origin, entry)
-        for waiter in fetch.waiters:
-            if not waiter.called:
-                waiter.callback(entry)
-
-    async def _get(self, origin: Origin) -> _TdmEntry:
-        """Download and read the origin's tdmrep.json. TDMRep: only a 2xx answer
-        holds rules; any other means the origin does not use it. A server or
-        network error is asked again after REP_RETRY_MIN, the rest after
-        REP_CACHE_TTL."""
-        assert self._download is not None
-        config = self.config
-        now = time.time()
-        retry, keep = now + config.retry_min, now + config.cache_ttl
-        text = origin_text(origin)
-        self._stats.inc_value("rep/usage/tdmrep/request_count")
-        try:
-            response = await self._download.well_known_file(TDMREP_PATH, origin)
-        except IgnoreRequest:  # refused by a downloader middleware of this crawl
-            return _TdmEntry(None, "refused_locally", keep)
-        except Exception as exc:
-            logger.debug("%s%s not fetched: %r", text, TDMREP_PATH, exc)
-            return _TdmEntry(None, "error", retry)
-        status = response.status
-        if status == 429 or status >= 500:
-            return _TdmEntry(None, "error", retry)
-        content_type = (response.headers.get(b"Content-Type") or b"").lower()
-        if not 200 <= status < 300 or b"html" in content_type:  # a page saying "not found"
-            return _TdmEntry(None, "absent", keep)
-        if "download_stopped" in response.flags or len(response.body) > config.max_size:
-            logger.info(
-                "%s%s is longer than REP_MAX_SIZE: not read (TDMRep from headers and pages only)",
-                text,
-                TDMREP_PATH,
-            )
-            return _TdmEntry(None, "too_large", keep)
-        rules, problem = TdmRep.parse(response.body)
-        if rules is None:
-            logger.info(
-                "%s%s is not usable (%s): TDMRep from headers and pages only",
-                text,
-                TDMREP_PATH,
-                problem,
-            )
-            return _TdmEntry(None, "invalid", keep)
-        if rules.cut:
-            self._stats.inc_value("rep/usage/tdmrep/rules_cut")
-        return _TdmEntry(rules, "parsed", keep)
 
     # -- helpers ------------------------------------------------------------------
 

@@ -321,9 +321,9 @@ async def test_broad_crawl_keeps_usage_state_within_rep_cache_max_origins(
                 m for m in downloader.middleware.middlewares if isinstance(m, UsageMiddleware)
             )
             held.update(
-                tdmrep=len(usage._tdmrep),
+                tdmrep=len(usage._tdmrep._files),
                 logged=len(usage._logged),
-                fetches=len(usage._fetches),
+                fetches=len(usage._tdmrep._fetches),
                 origin_keys=usage._keys._size,
                 pending=len(usage._pending),
             )

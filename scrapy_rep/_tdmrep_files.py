@@ -1,0 +1,162 @@
+"""Origins' ``/.well-known/tdmrep.json`` (W3C TDMRep), fetched once each and kept.
+
+The file is fetched when a declared purpose is one TDMRep governs, while the
+origin's first pages download, with the same bounds as robots.txt (bytes,
+time, places: :mod:`scrapy_rep._download`) and not tried again within a
+fetch. It is kept ``REP_CACHE_TTL`` (``REP_RETRY_MIN`` after a server or
+network error), for at most ``REP_CACHE_MAX_ORIGINS`` origins.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet.defer import Deferred
+
+from scrapy_rep import _startup
+from scrapy_rep._download import RobotsDownload
+from scrapy_rep.origin import Origin, origin_text
+from scrapy_rep.usage import TdmRep
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+    from scrapy_rep.config import Config
+
+__all__ = ["TDMREP_PATH", "TdmEntry", "TdmRepFiles"]
+
+logger = logging.getLogger("scrapy_rep.usage_middleware")
+
+TDMREP_PATH = "/.well-known/tdmrep.json"
+
+
+@dataclass(frozen=True, slots=True)
+class TdmEntry:
+    """What is known of an origin's tdmrep.json."""
+
+    rules: TdmRep | None
+    outcome: str  # parsed, absent, invalid, too_large, error, refused_locally
+    expires: float
+
+
+class _Fetch:
+    """One tdmrep.json fetch in flight and the responses waiting for it."""
+
+    __slots__ = ("task", "waiters")
+
+    def __init__(self) -> None:
+        self.waiters: list[Deferred[TdmEntry]] = []
+        self.task: Deferred[None] | None = None  # held: the loop keeps tasks weakly
+
+
+async def _no_sleep(seconds: float) -> bool:
+    return False  # tdmrep.json is not retried within a fetch
+
+
+class TdmRepFiles:
+    """The tdmrep.json of the origins a crawl meets (see the module docstring)."""
+
+    def __init__(self, crawler: Crawler, config: Config) -> None:
+        self.config = config
+        self._stats = crawler.stats
+        self._files: OrderedDict[Origin, TdmEntry] = OrderedDict()
+        self._fetches: dict[Origin, _Fetch] = {}
+        uncapped = _startup.uncapped(crawler.settings, warn=False)
+        self._download = RobotsDownload(
+            crawler, config, sleep=_no_sleep, uncapped=uncapped, well_known=True
+        )
+
+    async def fetched(self, origin: Origin) -> TdmEntry | None:
+        """The origin's entry once the fetch under way ends (None: none known)."""
+        fetch = self._fetches.get(origin)
+        if fetch is None:
+            return self._files.get(origin)
+        waiter: Deferred[TdmEntry] = Deferred()
+        fetch.waiters.append(waiter)
+        return await maybe_deferred_to_future(waiter)
+
+    def entry(self, origin: Origin) -> TdmEntry | None:
+        """What is known of the origin's tdmrep.json (kept while a newer copy is
+        fetched); None while the first fetch runs. Starts a fetch when needed."""
+        entry = self._files.get(origin)
+        if entry is not None:
+            self._files.move_to_end(origin)
+            if entry.expires > time.time():
+                return entry
+        if origin not in self._fetches:
+            fetch = self._fetches[origin] = _Fetch()  # before starting: it may end at once
+            fetch.task = deferred_from_coro(self._fetch(origin, fetch))
+            entry = entry or self._files.get(origin)
+        return entry
+
+    async def _fetch(self, origin: Origin, fetch: _Fetch) -> None:
+        try:
+            entry = await self._get(origin)
+        except Exception:  # a bug here must not leave responses waiting
+            url = origin_text(origin) + TDMREP_PATH
+            logger.exception("scrapy-rep: error while fetching %s", url)
+            entry = TdmEntry(None, "error", time.time() + self.config.retry_min)
+        finally:
+            del self._fetches[origin]
+        self._stats.inc_value(f"rep/usage/tdmrep/outcome/{entry.outcome}")
+        self._remember(origin, entry)
+        for waiter in fetch.waiters:
+            if not waiter.called:
+                waiter.callback(entry)
+
+    async def _get(self, origin: Origin) -> TdmEntry:
+        """Download and read the origin's tdmrep.json. TDMRep: only a 2xx answer
+        holds rules; any other means the origin does not use it. A server or
+        network error is asked again after REP_RETRY_MIN, the rest after
+        REP_CACHE_TTL."""
+        assert self._download is not None
+        config = self.config
+        now = time.time()
+        retry, keep = now + config.retry_min, now + config.cache_ttl
+        text = origin_text(origin)
+        self._stats.inc_value("rep/usage/tdmrep/request_count")
+        try:
+            response = await self._download.well_known_file(TDMREP_PATH, origin)
+        except IgnoreRequest:  # refused by a downloader middleware of this crawl
+            return TdmEntry(None, "refused_locally", keep)
+        except Exception as exc:
+            logger.debug("%s%s not fetched: %r", text, TDMREP_PATH, exc)
+            return TdmEntry(None, "error", retry)
+        status = response.status
+        if status == 429 or status >= 500:
+            return TdmEntry(None, "error", retry)
+        content_type = (response.headers.get(b"Content-Type") or b"").lower()
+        if not 200 <= status < 300 or b"html" in content_type:  # a page saying "not found"
+            return TdmEntry(None, "absent", keep)
+        if "download_stopped" in response.flags or len(response.body) > config.max_size:
+            logger.info(
+                "%s%s is longer than REP_MAX_SIZE: not read (TDMRep from headers and pages only)",
+                text,
+                TDMREP_PATH,
+            )
+            return TdmEntry(None, "too_large", keep)
+        rules, problem = TdmRep.parse(response.body)
+        if rules is None:
+            logger.info(
+                "%s%s is not usable (%s): TDMRep from headers and pages only",
+                text,
+                TDMREP_PATH,
+                problem,
+            )
+            return TdmEntry(None, "invalid", keep)
+        if rules.cut:
+            self._stats.inc_value("rep/usage/tdmrep/rules_cut")
+        return TdmEntry(rules, "parsed", keep)
+
+    def _remember(self, origin: Origin, entry: TdmEntry) -> None:
+        """Keep the entry, for REP_CACHE_MAX_ORIGINS origins at most (LRU)."""
+        self._files[origin] = entry
+        self._files.move_to_end(origin)
+        while len(self._files) > self.config.cache_max_origins:
+            self._files.popitem(last=False)
