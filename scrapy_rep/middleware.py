@@ -371,7 +371,8 @@ class RobotsTxtMiddleware:
     async def _paced(self, request: Request, delay: float, cluster: ClusterDelay) -> None:
         slots = self._slots
         engine = self.crawler.engine
-        assert slots is not None and engine is not None
+        assert slots is not None
+        assert engine is not None
         key = engine.downloader.get_slot_key(request)
         spacing = max(delay, slots.let_cluster_pace(request))
         slowdown = self._slowdown

@@ -121,6 +121,14 @@ class ListSpider(Spider):
         self.result.failed_at[url] = time.monotonic()
 
 
+async def sleep(seconds: float) -> None:
+    """Let time pass in a test coroutine (pytest-twisted awaits Deferreds)."""
+    from twisted.internet import reactor
+    from twisted.internet.task import deferLater
+
+    await deferLater(reactor, seconds)  # type: ignore[arg-type]
+
+
 async def run_crawl(
     urls: list[str | Request],
     settings: dict[str, Any] | None = None,

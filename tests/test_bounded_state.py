@@ -41,7 +41,8 @@ async def test_a_broad_crawl_keeps_per_origin_state_within_rep_cache_max_origins
     def measure(crawler: Crawler) -> None:
         def closed(spider: Any) -> None:
             middleware = RobotsTxtMiddleware.of(crawler)
-            assert middleware is not None and middleware._slots is not None
+            assert middleware is not None
+            assert middleware._slots is not None
             cache, fetcher, slots = middleware._cache, middleware.fetcher, middleware._slots
             downloader = crawler.engine.downloader  # type: ignore[union-attr]
             held.update(
@@ -72,7 +73,9 @@ async def test_a_broad_crawl_keeps_per_origin_state_within_rep_cache_max_origins
     assert site.hits("/robots.txt") == ORIGINS  # each origin asked once
     assert len(result.responses) + len(result.failures) == ORIGINS  # none vanished
     assert len(result.failures) == ORIGINS // 10  # the unreachable ones, dropped
-    assert held["rules"] <= BOUND and held["backoffs"] <= BOUND
+    assert held["rules"] <= BOUND
+    assert held["backoffs"] <= BOUND
     assert held["origin_keys"] <= BOUND
-    assert held["slot_minimums"] <= BOUND and held["per_slot_settings"] <= BOUND
+    assert held["slot_minimums"] <= BOUND
+    assert held["per_slot_settings"] <= BOUND
     assert held["fetches"] == held["sizes"] == held["out_of_active"] == held["waiting"] == 0

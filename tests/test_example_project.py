@@ -20,7 +20,8 @@ PROJECT = Path(__file__).resolve().parent.parent / "example_project"
 
 def _load_demo() -> ModuleType:
     spec = importlib.util.spec_from_file_location("example_demo", PROJECT / "demo.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)

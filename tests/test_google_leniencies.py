@@ -277,6 +277,7 @@ def test_delay_lines_longer_than_googles_line_limit_are_cut_like_any_line() -> N
     robots = RobotsTxt.parse(body)
     delays = robots.delays(user_agent=BOT)
     assert robots.crawl_delay(user_agent=BOT) == 0.0
-    assert delays.crawl_delay is not None and delays.crawl_delay.line == 2
+    assert delays.crawl_delay is not None
+    assert delays.crawl_delay.line == 2
     assert len(delays.crawl_delay.text) == GOOGLE_MAX_LINE
     assert robots.request_rate(user_agent=BOT) is None

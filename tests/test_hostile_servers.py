@@ -152,7 +152,8 @@ async def test_a_10_gib_content_length_is_read_up_to_rep_max_size(site: Scripted
     first 500 KiB are parsed, as RFC 9309 §2.5 allows and Google does."""
     site.script("/robots.txt", Reply(stream=_lying_length))
     result = await run_crawl([site.url("/a"), site.url("/private/a")])
-    assert site.hits("/a") == 1 and site.hits("/private/a") == 0
+    assert site.hits("/a") == 1
+    assert site.hits("/private/a") == 0
     assert result.failed_with(site.url("/private/a")) is ForbiddenByRobots
     assert result.stats["rep/robotstxt/outcome/parsed"] == 1
     assert result.stats["rep/robotstxt/truncated"] == 1
@@ -255,7 +256,8 @@ async def test_retry_after_is_waited_for_and_every_attempt_counted(
     with caplog.at_level(logging.DEBUG):
         result = await run_crawl([site.url("/a")], {"REP_FETCH_RETRIES": 1, "RETRY_ENABLED": True})
     tries = [hit.time for hit in site.log() if hit.path == "/robots.txt"]
-    assert len(tries) == 2 and tries[1] - tries[0] >= 1.95, tries
+    assert len(tries) == 2, tries
+    assert tries[1] - tries[0] >= 1.95, tries
     assert result.stats["rep/robotstxt/request_count"] == 2
     assert result.stats["rep/robotstxt/retry_count"] == 1
     assert site.hits("/a") == 1
@@ -275,7 +277,8 @@ async def test_an_unreachable_robots_txt_logs_no_error(
     assert site.hits("/robots.txt") == result.stats["rep/robotstxt/request_count"] == 1
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "unreachable" in warnings[0].getMessage()
+    assert len(warnings) == 1
+    assert "unreachable" in warnings[0].getMessage()
 
 
 @pytest.mark.parametrize("value", ["\xb2", "-5", "1e3", "9" * 5000])
@@ -304,6 +307,7 @@ async def test_a_4301_digit_request_rate_is_no_error(
         result = await run_crawl(
             [site.url("/a"), site.url("/private/a")], {"REP_OBEY_CRAWL_DELAY": obey_delay}
         )
-    assert site.hits("/a") == 1 and site.hits("/private/a") == 0
+    assert site.hits("/a") == 1
+    assert site.hits("/private/a") == 0
     assert result.failed_with(site.url("/private/a")) is ForbiddenByRobots
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -322,7 +322,8 @@ async def test_capped_crawl_delay_warns_once_and_counts(
     assert result.stats["rep/crawl_delay/applied"] == 1
     assert result.stats["rep/crawl_delay/capped"] == 1
     warnings = [r for r in caplog.records if "REP_MAX_CRAWL_DELAY" in r.getMessage()]
-    assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
+    assert len(warnings) == 1
+    assert warnings[0].levelno == logging.WARNING
     times = sorted(hit.time for hit in site.log() if hit.path.startswith("/p/"))
     assert len(times) == 3
     assert min(b - a for a, b in pairwise(times)) >= 0.19

@@ -43,7 +43,8 @@ def test_max_age_is_honoured_within_bounds(cache_control: str, fresh_for: float)
 def test_4xx_and_unfollowed_3xx_allow_all(status: int) -> None:
     entry = POLICY.on_response(status, b"User-agent: *\nDisallow: /", url="u", now=NOW)
     assert entry.outcome == UNAVAILABLE
-    assert entry.robots is not None and entry.robots.allowed("/x", user_agent="bot")
+    assert entry.robots is not None
+    assert entry.robots.allowed("/x", user_agent="bot")
 
 
 @pytest.mark.parametrize("status", [429, 500, 502, 503, 599])
@@ -71,7 +72,8 @@ def test_backoff_doubles_up_to_the_bound_and_honours_retry_after() -> None:
 def test_last_good_rules_are_served_for_up_to_30_days_after_errors() -> None:
     good = POLICY.on_response(200, RULES, url="u", now=NOW)
     stale = POLICY.on_error("HTTP 503", now=NOW + 90_000, previous=good)
-    assert stale.robots is good.robots and stale.stale
+    assert stale.robots is good.robots
+    assert stale.stale
     later = POLICY.on_error("HTTP 503", now=NOW + 29 * 86_400, previous=stale)
     assert later.robots is good.robots
     expired = POLICY.on_error("HTTP 503", now=NOW + 31 * 86_400, previous=later)
@@ -107,8 +109,7 @@ def test_retry_after_http_dates_count_from_the_servers_date(value: str) -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        "\xb2",
-        "²",
+        "²",  # the byte 0xB2, read as Latin-1
         "-5",
         "1e3",
         "1_000",

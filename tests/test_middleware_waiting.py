@@ -180,7 +180,8 @@ async def test_rep_defer_max_also_bounds_a_fetch_in_flight(site: ScriptedServer)
     )  # fmt: skip
     dropped_after = result.failed_at[site.url("/a")] - started
     assert result.failed_with(site.url("/a")) is RobotsTxtUnavailable
-    assert site.hits("/robots.txt") == 3 and site.hits("/a") == 0
+    assert site.hits("/robots.txt") == 3
+    assert site.hits("/a") == 0
     assert result.stats["rep/deferred/expired"] == 1
     assert dropped_after < 4.0, dropped_after  # not after the third answer (6 s)
 

@@ -150,7 +150,8 @@ def test_license_is_in_the_sdist_and_the_wheel(dist: Dist) -> None:
     with tarfile.open(dist.sdist) as archive:
         (top,) = {m.name.split("/", 1)[0] for m in archive.getmembers()}
         sdist_license = archive.extractfile(f"{top}/LICENSE")
-        assert sdist_license is not None and sdist_license.read() == text
+        assert sdist_license is not None
+        assert sdist_license.read() == text
         pkg_info = archive.extractfile(f"{top}/PKG-INFO")
         assert pkg_info is not None
         sdist_metadata = pkg_info.read().decode()
@@ -217,5 +218,6 @@ def test_sdist_suite_runs_parser_tests_a_crawl_and_the_corpus_check(
     output = ran.stdout + ran.stderr
     assert ran.returncode == 0, output
     summary = re.search(r"(\d+) passed", output)
-    assert summary and int(summary[1]) >= len(SDIST_SUBSET), output
+    assert summary, output
+    assert int(summary[1]) >= len(SDIST_SUBSET), output
     assert "skipped" not in output, output

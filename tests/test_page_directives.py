@@ -51,7 +51,9 @@ def test_comma_list_case_and_whitespace(content: str, noindex: bool, nofollow: b
 
 def test_none_means_noindex_nofollow() -> None:
     rules = parse_rules("None")
-    assert rules.noindex and rules.nofollow and rules.none
+    assert rules.noindex
+    assert rules.nofollow
+    assert rules.none
     assert not parse_rules("noindex").none
 
 
@@ -62,8 +64,12 @@ def test_restriction_wins_over_permission_in_one_tag() -> None:
 
 def test_other_restrictions_are_read() -> None:
     rules = parse_rules("noarchive, nosnippet, noimageindex, notranslate")
-    assert rules.noarchive and rules.nosnippet and rules.noimageindex and rules.notranslate
-    assert not rules.noindex and not rules.nofollow
+    assert rules.noarchive
+    assert rules.nosnippet
+    assert rules.noimageindex
+    assert rules.notranslate
+    assert not rules.noindex
+    assert not rules.nofollow
     assert parse_rules("nocache").noarchive  # Bing's spelling
 
 

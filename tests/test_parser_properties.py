@@ -115,7 +115,8 @@ def check_decision(robots: RobotsTxt, body_text: str | None, url: str, agent: st
     key, _, value = decision.rule.partition(": ")
     assert key == ("Allow" if decision.allowed else "Disallow")
     assert value
-    assert isinstance(decision.line, int) and decision.line >= 1
+    assert isinstance(decision.line, int)
+    assert decision.line >= 1
     if body_text is not None:
         lines = split_lines(body_text.removeprefix("\ufeff"))
         assert decision.line <= len(lines)

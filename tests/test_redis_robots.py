@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from crawls import CrawlResult, run_crawl
+from crawls import CrawlResult, run_crawl, sleep
 from redis_server import RedisServer
 from scrapy import Request
 from scrapy.http import Response
@@ -114,7 +114,7 @@ async def test_unreachable_robots_txt_is_shared_with_its_backoff(
     assert second.failed_with(site.url("/b")) is RobotsTxtUnavailable
     assert second.stats["rep/redis/robots/received"] == 1
 
-    time.sleep(1.1)  # the retry time has come: the next worker fetches, counting on
+    await sleep(1.1)  # the retry time has come: the next worker fetches, counting on
     third = await run_crawl([site.url("/c")], settings)
     assert site.hits("/robots.txt") == 2
     assert third.failed_with(site.url("/c")) is RobotsTxtUnavailable
@@ -132,7 +132,7 @@ async def test_last_good_rules_served_by_every_worker_while_unreachable(
     )
     settings = shared(redis_server, redis_prefix, REP_CACHE_TTL=1.0, REP_CACHE_MIN_TTL=0)
     await run_crawl([site.url("/a")], settings)
-    time.sleep(1.1)
+    await sleep(1.1)
     refreshing = await run_crawl([site.url("/b"), site.url("/private/b")], settings)
     later = await run_crawl([site.url("/c"), site.url("/private/c")], settings)
     assert site.hits("/robots.txt") == 2
@@ -191,7 +191,8 @@ async def test_redis_down_from_the_start(
     assert sorted(site.pages()) == ["/a", "/b", "/c"]
     assert result.failed_with(site.url("/private/d")) is ForbiddenByRobots
     warnings = [r.getMessage() for r in caplog.records if "Redis" in r.getMessage()]
-    assert len(warnings) == 1 and "unavailable" in warnings[0], warnings
+    assert len(warnings) == 1, warnings
+    assert "unavailable" in warnings[0], warnings
     assert result.stats["rep/redis/outages"] == 1
     # The local Crawl-delay between pages. (robots.txt -> first page is spaced by
     # the slot from when robots.txt left, so its arrival, on a fresh connection,
@@ -224,7 +225,8 @@ async def test_redis_too_slow_to_answer(
     assert sorted(site.pages()) == ["/a", "/b"]
     assert result.failed_with(site.url("/private/c")) is ForbiddenByRobots
     warnings = [r.getMessage() for r in caplog.records if "Redis" in r.getMessage()]
-    assert len(warnings) == 1 and "Timeout" in warnings[0], warnings
+    assert len(warnings) == 1, warnings
+    assert "Timeout" in warnings[0], warnings
     assert result.stats["rep/redis/delay/local"] == 2
 
 

@@ -145,7 +145,8 @@ async def test_dry_run_counts_would_be_drops_apart(
         "      would be forbidden (dry run) 3: line 2 (Disallow: /private) x3",
     ]
     [record] = records(report)
-    assert record["forbidden"] == 0 and record["forbidden_rules"] == []
+    assert record["forbidden"] == 0
+    assert record["forbidden_rules"] == []
     assert record["dry_run"] == {
         "forbidden": 3,
         "forbidden_rules": [{"line": 2, "rule": "Disallow: /private", "count": 3}],
@@ -259,7 +260,8 @@ async def test_json_report_is_one_array(
 
     found = {r["origin"]: r for r in records(report)}
     assert set(found) == {site.origin, site2.origin}
-    assert found[site.origin]["forbidden"] == 1 and site.pages() == []
+    assert found[site.origin]["forbidden"] == 1
+    assert site.pages() == []
     assert found[site2.origin]["outcome"] == "unavailable"
     assert found[site2.origin]["reason"] == "HTTP 404"
     assert site2.pages() == ["/b"]

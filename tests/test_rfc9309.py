@@ -854,7 +854,8 @@ def test_2_2_4_two_delay_lines_for_two_runs_in_one_group() -> None:
     )
     assert delays_of(body, "OtherBot") == (20.0, (1, 30.0))
     assert delays_of(body) == (None, (1, 2.0))
-    assert not allowed(body, "/a") and not allowed(body, "/a", "OtherBot")
+    assert not allowed(body, "/a")
+    assert not allowed(body, "/a", "OtherBot")
 
 
 def test_2_2_4_one_run_of_several_agents_shares_its_delay() -> None:
@@ -965,7 +966,9 @@ def test_2_2_4_request_rate(value: str, expected: tuple[int, float]) -> None:
     body = f"User-agent: examplebot\nRequest-rate: {value}\n"
     rate = RobotsTxt.parse(body).request_rate(user_agent=BOT)
     assert rate == expected
-    assert rate is not None and isinstance(rate[0], int) and isinstance(rate[1], float)
+    assert rate is not None
+    assert isinstance(rate[0], int)
+    assert isinstance(rate[1], float)
 
 
 @pytest.mark.parametrize("body", ["User-agent: *\nRequest-rate: fast\n", "User-agent: *\n"])

@@ -35,7 +35,8 @@ async def test_the_header_agent_gets_its_own_crawl_delay(site: ScriptedServer) -
     urls = [Request(site.url(f"/p{i}"), headers={"User-Agent": "OtherBot/1.0"}) for i in range(3)]
     result = await run_crawl(urls)
     spacing = gaps(site.page_hits("/p"))
-    assert len(spacing) == 2 and min(spacing) >= 0.55, spacing
+    assert len(spacing) == 2, spacing
+    assert min(spacing) >= 0.55, spacing
     assert result.stats.get("rep/forbidden") is None
 
 
@@ -64,7 +65,8 @@ async def test_offline_cache_replay_without_robots_txt_crawls_on(
     assert result.stats["rep/robotstxt/outcome/refused_locally"] == 1
     assert "rep/robotstxt/outcome/unreachable" not in result.stats
     warnings = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
-    assert len(warnings) == 1 and site.origin in warnings[0], warnings
+    assert len(warnings) == 1, warnings
+    assert site.origin in warnings[0], warnings
 
 
 # -- settings that would do nothing -------------------------------------------------------------
@@ -80,7 +82,9 @@ async def test_robotstxt_parser_not_used_is_said_once(
             [site.url("/private/a")], {"ROBOTSTXT_PARSER": "scrapy.robotstxt.PythonRobotParser"}
         )
     said = [r.getMessage() for r in caplog.records if "ROBOTSTXT_PARSER" in r.getMessage()]
-    assert len(said) == 1 and "PythonRobotParser" in said[0] and "not used" in said[0]
+    assert len(said) == 1
+    assert "PythonRobotParser" in said[0]
+    assert "not used" in said[0]
     assert site.hits("/private/a") == 0  # our parser decided
 
 
@@ -117,5 +121,7 @@ async def test_a_delay_belongs_to_the_agents_written_above_it(site: ScriptedServ
     urls = [site.url(f"/p{i}") for i in range(3)] + [site.url("/private/a")]
     result = await run_crawl(urls)
     spacing = gaps(site.page_hits("/p"))
-    assert len(spacing) == 2 and min(spacing) >= 0.45 and max(spacing) < 5, spacing
+    assert len(spacing) == 2, spacing
+    assert min(spacing) >= 0.45, spacing
+    assert max(spacing) < 5, spacing
     assert result.failed_with(site.url("/private/a")) is ForbiddenByRobots  # merged group

@@ -99,7 +99,8 @@ async def test_replaying_an_http_cache_without_robots_txt(
     pages = [site.url("/a"), site.url("/b")]
     cache = {"HTTPCACHE_ENABLED": True, "HTTPCACHE_DIR": str(tmp_path)}
     await run_crawl(list(pages), {**middleware, **cache, "ROBOTSTXT_OBEY": False})
-    assert site.hits("/robots.txt") == 0 and site.hits() == 2
+    assert site.hits("/robots.txt") == 0
+    assert site.hits() == 2
 
     replay = {**middleware, **cache, "HTTPCACHE_IGNORE_MISSING": True, "CONCURRENT_REQUESTS": 1}
     result = await run_crawl(list(pages), replay)

@@ -82,7 +82,9 @@ class WarmSpider(Spider):
     first measured gap. Subclasses yield the measured requests from measured().
     """
 
-    warmed_up = False
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.warmed_up = asyncio.Event()
 
     def warm_up_url(self) -> str:
         raise NotImplementedError
@@ -93,13 +95,12 @@ class WarmSpider(Spider):
             meta={"download_slot": WARM_UP},
             callback=self.after_warm_up,
         )
-        while not self.warmed_up:
-            await asyncio.sleep(0.01)
+        await self.warmed_up.wait()
         async for request in self.measured():
             yield request
 
     def after_warm_up(self, response: Response) -> None:
-        self.warmed_up = True
+        self.warmed_up.set()
 
     async def measured(self) -> AsyncIterator[Request]:
         raise NotImplementedError
@@ -178,7 +179,8 @@ def test_scrapy_internals_slot_delays_rely_on() -> None:
         # The randomised delay stays within delay * (1 +/- jitter).
         slot.delay, slot.jitter = 2.0, 0.25
         draws = [slot.download_delay() for _ in range(2000)]
-        assert min(draws) >= 1.5 and max(draws) <= 2.5, "Slot.download_delay() changed its range"
+        assert min(draws) >= 1.5, "Slot.download_delay() changed its range"
+        assert max(draws) <= 2.5, "Slot.download_delay() changed its range"
 
         # Garbage collection drops idle slots; the GC test calls this method directly.
         assert "age" in inspect.signature(downloader._slot_gc).parameters, (
@@ -282,6 +284,7 @@ class GarbageCollectingSpider(WarmSpider):
         super().__init__(**kwargs)
         self.first, self.second = first, second
         self.seen = 0
+        self.all_seen = asyncio.Event()
         self.slot_before: Slot | None = None
         self.collected = False
         self.slot_after: Slot | None = None
@@ -293,8 +296,7 @@ class GarbageCollectingSpider(WarmSpider):
         for request in self.first:
             yield request
         downloader = self.crawler.engine.downloader
-        while self.seen < len(self.first):
-            await asyncio.sleep(0.05)
+        await self.all_seen.wait()
         self.slot_before = downloader.slots["127.0.0.1"]
         # _slot_gc drops slots with no active request whose last start plus
         # delay is `age` seconds ago; wait out the delay, then use age=0
@@ -307,6 +309,8 @@ class GarbageCollectingSpider(WarmSpider):
 
     def parse(self, response: Response) -> None:
         self.seen += 1
+        if self.seen == len(self.first):
+            self.all_seen.set()
         self.slot_after = self.crawler.engine.downloader.slots.get("127.0.0.1")
 
 
@@ -321,7 +325,8 @@ async def test_minimum_survives_slot_garbage_collection(site: ScriptedServer) ->
     spider = crawler.spider
     assert isinstance(spider, GarbageCollectingSpider)
     assert spider.collected, "the slot was not garbage-collected"
-    assert spider.slot_after is not None and spider.slot_after is not spider.slot_before
+    assert spider.slot_after is not None
+    assert spider.slot_after is not spider.slot_before
     assert_spaced(arrivals(site, "/b"), 0.5, 4)
     assert_spaced(arrivals(site), 0.5, 6)
 

@@ -345,7 +345,8 @@ async def test_broad_crawl_keeps_usage_state_within_rep_cache_max_origins(
     assert len(result.failures) == len(urls)  # robots.txt or tdmrep.json denies each
     assert result.stats["rep/usage/dropped/request"] == ORIGINS
     assert result.stats["rep/usage/dropped/response"] == ORIGINS
-    assert held["tdmrep"] <= BOUND and held["logged"] <= BOUND
+    assert held["tdmrep"] <= BOUND
+    assert held["logged"] <= BOUND
     assert held["origin_keys"] <= BOUND
     assert held["fetches"] == held["pending"] == 0
 
@@ -399,7 +400,8 @@ async def test_dry_run_counts_would_be_drops_and_drops_nothing(site: ScriptedSer
     result = await run_crawl(list(urls.values()), settings)
     assert site.hits("/closed") == 1
     assert site.hits("/private/x") == 1  # REP_DRY_RUN: robots.txt drops nothing either
-    assert len(result.responses) == 6 and not result.failures
+    assert len(result.responses) == 6
+    assert not result.failures
     assert result.stats["rep/dry_run/usage/dropped/request"] == 1
     assert result.stats["rep/dry_run/usage/dropped/response"] == 3  # /closed counted once
     assert "rep/usage/dropped/request" not in result.stats

@@ -267,9 +267,12 @@ def test_vocab07_combining_any_no_wins_else_any_yes() -> None:
     no = Statement("a", {"train-ai": False}, "no")
     yes = Statement("b", {"train-ai": True, "search": True}, "yes")
     verdicts = combine([yes, no], ["train-ai", "search", "ai-input"])
-    assert verdicts["train-ai"].allowed is False and verdicts["train-ai"].reasons == (no,)
-    assert verdicts["search"].allowed is True and verdicts["search"].reasons == (yes,)
-    assert verdicts["ai-input"].allowed is None and verdicts["ai-input"].reasons == ()
+    assert verdicts["train-ai"].allowed is False
+    assert verdicts["train-ai"].reasons == (no,)
+    assert verdicts["search"].allowed is True
+    assert verdicts["search"].reasons == (yes,)
+    assert verdicts["ai-input"].allowed is None
+    assert verdicts["ai-input"].reasons == ()
 
 
 # -- RFC 9651 §4.2.2: the Dictionary parser ------------------------------------------------
@@ -464,7 +467,8 @@ def test_content_signal_cloudflare_managed_block_prepended_to_the_sites_own_grou
     assert robots.crawl_delay(user_agent=BOT) == 2.0
     decided = robots.decide_usage("/post", user_agent=BOT)
     line = UsageLine(10, "Content-Signal: search=yes,ai-train=no")
-    assert decided["train-ai"].allowed is False and decided["train-ai"].lines == (line,)
+    assert decided["train-ai"].allowed is False
+    assert decided["train-ai"].lines == (line,)
 
 
 def test_content_signal_cloudflare_2026_form_with_use_level() -> None:
@@ -584,7 +588,8 @@ def test_tdmrep_json_first_matching_rule_in_array_order() -> None:
         b' {"location": "/a/b/", "tdm-reservation": 0},'
         b' {"location": "/A/", "tdm-reservation": "0"}]'
     )
-    assert rules is not None and problem == ""
+    assert rules is not None
+    assert problem == ""
     assert rules.decide("/a/x.pdf") == (
         True,
         "tdmrep.json rule 1 (location /a/*.pdf$): tdm-reservation 0",
@@ -611,7 +616,8 @@ def test_tdmrep_json_first_matching_rule_in_array_order() -> None:
 def test_tdmrep_json_rules_without_usable_fields_are_skipped(body: bytes, rules: int) -> None:
     """TDMRep: location and tdm-reservation are mandatory; an unusable rule is skipped."""
     parsed, _ = TdmRep.parse(body)
-    assert parsed is not None and len(parsed) == rules
+    assert parsed is not None
+    assert len(parsed) == rules
 
 
 @pytest.mark.parametrize(
@@ -629,7 +635,9 @@ def test_tdmrep_json_keeps_at_most_max_tdmrep_rules() -> None:
         f'{{"location": "/p{i}$", "tdm-reservation": 1}}' for i in range(MAX_TDMREP_RULES + 5)
     )
     parsed, _ = TdmRep.parse(f"[{items}]".encode())
-    assert parsed is not None and len(parsed) == MAX_TDMREP_RULES and parsed.cut
+    assert parsed is not None
+    assert len(parsed) == MAX_TDMREP_RULES
+    assert parsed.cut
     assert parsed.decide(f"/p{MAX_TDMREP_RULES + 1}") is None
 
 
@@ -656,9 +664,8 @@ def test_tdmrep_precedence_file_then_header_then_meta_absence_never_resets() -> 
     assert header.said == {"train-ai": True, "ai-input": True}
     assert header.where == "tdm-reservation header: 0"
     [meta] = tdm_statements(from_file, ["0"], ["1"])
-    assert (
-        meta.said["train-ai"] is False and meta.where == '<meta name="tdm-reservation" content="1">'
-    )
+    assert meta.said["train-ai"] is False
+    assert meta.where == '<meta name="tdm-reservation" content="1">'
     [kept] = tdm_statements(from_file, ["bogus"], [])
     assert kept == only_file
     assert tdm_statements(None, [], []) == []
@@ -724,9 +731,8 @@ def test_content_usage_header_lines_combine_into_one_dictionary() -> None:
 def test_header_values_past_the_bound_state_nothing() -> None:
     """A header value longer than MAX_FIELD is not read."""
     big = "train-ai=n, " + "x=1, " * MAX_FIELD
-    assert (
-        content_usage(big) == {} and content_signal(big.replace("train-ai=n", "ai-train=no")) == {}
-    )
+    assert content_usage(big) == {}
+    assert content_signal(big.replace("train-ai=n", "ai-train=no")) == {}
 
 
 # -- the mapping table of docs/usage.md is the data ---------------------------------------
