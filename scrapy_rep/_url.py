@@ -139,8 +139,13 @@ def _needs_work(text: str, plain: bytes) -> bool:
 
 def _normalize(text: str) -> str:
     """Escapes in one form, and percent-encoding where it is due ('$' excepted)."""
-    if "%" in text:
-        text = _ESCAPE_TO_CHANGE.sub(_normalize_escape, text)
+    while "%" in text:
+        # A decoded escape can complete a bare '%' before it into an escape of
+        # its own ("%%30a" -> "%0a"): then once more, so that normal form is one.
+        bare = _HAS_BARE_PERCENT.search(text) is not None
+        text, changed = _ESCAPE_TO_CHANGE.subn(_normalize_escape, text)
+        if not (changed and bare):
+            break
     if _TO_ENCODE.search(text) is not None:
         text = _TO_ENCODE.sub(lambda run: _percent_encode(run[0]), text)
     return text

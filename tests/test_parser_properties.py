@@ -525,6 +525,7 @@ def test_normalize_path_is_idempotent_and_ascii(path: str) -> None:
 
 @SETTINGS
 @given(st.one_of(any_text, escape_heavy_text))
+@example("%%30a")
 def test_normalize_pattern_is_idempotent_and_ascii(pattern: str) -> None:
     """normalize_pattern(normalize_pattern(p)) == normalize_pattern(p), and the result is ASCII."""
     once = normalize_pattern(pattern)
@@ -542,6 +543,9 @@ def test_normalize_path_examples() -> None:
     assert normalize_path("/%7e%2D%2e%5F") == "/~-._"
     assert normalize_path("/a%2fb%3f") == "/a%2Fb%3F"
     assert normalize_path("/plain/path?q=1") == "/plain/path?q=1"
+    # A decoded escape that completes a bare '%' before it: one normal form.
+    assert normalize_path("/%%30a") == "/%0A"
+    assert normalize_path("/%%34%31") == "/A"
 
 
 def test_normalize_pattern_examples() -> None:
