@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 import threading
@@ -133,6 +134,38 @@ def test_compression_bombs_inflate_to_rep_max_size_at_most(
     decoded = sum(all(c.strip() in decodable for c in c_.split(",")) for c_, _ in bombs.values())
     assert report["stats"]["rep/robotstxt/truncated"] == decoded
     assert report["stats"].get("rep/robotstxt/undecodable", 0) == len(bombs) - decoded
+
+
+@pytest.mark.parametrize(
+    ("coding", "body", "rules_read"),
+    [
+        pytest.param("gzip", b"\x1f\x8bnot gzip at all", False, id="garbage-gzip"),
+        pytest.param("gzip", _gzip(RULES + b"#" + os.urandom(8000).hex().encode())[:-200], True, id="cut-short-gzip"),
+        pytest.param("br", b"\xff" * 64, False, id="garbage-br"),
+        pytest.param("x-unknown", RULES, False, id="unknown-coding"),
+        pytest.param("gzip, " * 9 + "gzip", RULES, False, id="ten-codings"),
+    ],
+)
+@pytest_twisted.ensureDeferred
+async def test_a_robots_txt_that_cannot_be_decoded_reads_as_an_empty_file(
+    site: ScriptedServer, coding: str, body: bytes, rules_read: bool, caplog: Any
+) -> None:
+    """Broken compressed data, an unknown coding or too many codings: what
+    decoded before the damage is read (a cut-short gzip keeps its rules),
+    otherwise the answer said nothing we can read, so nothing is forbidden."""
+    site.script(
+        "/robots.txt",
+        Reply(body=body, headers={"Content-Type": "text/plain", "Content-Encoding": coding}),
+    )
+    with caplog.at_level(logging.INFO, logger="scrapy_rep.decompression"):
+        result = await run_crawl([site.url("/a"), site.url("/private/a")])
+    assert site.hits("/a") == 1
+    assert site.hits("/private/a") == (0 if rules_read else 1)
+    assert result.stats["rep/robotstxt/outcome/parsed"] == 1
+    said = [r.getMessage() for r in caplog.records if "cannot be decoded" in r.getMessage()]
+    assert len(said) == (0 if rules_read else 1), said
+    assert result.stats.get("rep/robotstxt/undecodable", 0) == (0 if rules_read else 1)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 # -- sizes and headers ---------------------------------------------------------------------------
