@@ -390,3 +390,15 @@ async def test_an_unusable_location_is_no_robots_txt_not_an_error(
     assert site.hits("/a") == 1
     assert result.stats["rep/robotstxt/outcome/unavailable"] == 1
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+@pytest_twisted.ensureDeferred
+async def test_requests_robots_txt_does_not_cover_pass_untouched(site: ScriptedServer) -> None:
+    """A data: URL has no origin robots.txt could speak for: it is downloaded as
+    without scrapy-rep, no robots.txt is asked for, nothing is counted."""
+    site.robots("User-agent: *\nDisallow: /\n")
+    result = await run_crawl(["data:text/plain,hello", site.url("/a")])
+    assert result.responses["data:text/plain,hello"].body == b"hello"
+    assert result.failed_with(site.url("/a")) is ForbiddenByRobots
+    assert result.stats["rep/robotstxt/request_count"] == 1
+    assert result.stats["rep/forbidden"] == 1

@@ -100,6 +100,34 @@ async def test_a_dead_workers_lock_expires(
     assert result.stats["rep/redis/robots/published"] == 1
 
 
+@pytest.mark.parametrize(
+    "meta",
+    [
+        b"not json",
+        json.dumps({"outcome": "parsed", "rules": "bytecode"}).encode(),
+        json.dumps({"outcome": "maybe", "rules": "none"}).encode(),
+    ],
+    ids=["not-json", "unknown-rules", "unknown-outcome"],
+)
+@pytest_twisted.ensureDeferred
+async def test_unreadable_shared_state_is_fetched_again_and_overwritten(
+    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str, meta: bytes
+) -> None:
+    """State another release (or a hand) wrote that this one cannot read: the
+    worker fetches robots.txt itself, obeys it, and shares what it read."""
+    site.robots(ROBOTS)
+    key = f"{redis_prefix}robots:{site.origin}"
+    redis_server.client().hset(key, mapping={"meta": meta, "body": b"garbage"})
+    result = await run_crawl(
+        [site.url("/a"), site.url("/private/a")], shared(redis_server, redis_prefix)
+    )
+    assert site.hits("/robots.txt") == 1
+    assert site.pages() == ["/a"]
+    assert result.failed_with(site.url("/private/a")) is ForbiddenByRobots
+    assert result.stats["rep/redis/robots/published"] == 1
+    assert json.loads(state(redis_server, redis_prefix, site)[b"meta"])["outcome"] == "parsed"
+
+
 @pytest_twisted.ensureDeferred
 async def test_unreachable_robots_txt_is_shared_with_its_backoff(
     site: ScriptedServer, redis_server: RedisServer, redis_prefix: str

@@ -376,3 +376,41 @@ async def test_discover_without_the_middleware_downloads_each_robots_txt_once(
 
     assert b.url("/from-sitemap") in pages
     assert (a.hits("/robots.txt"), b.hits("/robots.txt")) == (1, 1)
+
+
+@pytest_twisted.ensureDeferred
+async def test_what_cannot_be_used_is_counted_and_the_crawl_goes_on(
+    make_site: MakeSite, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A sitemap_sites entry that is no http(s) site, a location that is no URL,
+    a broken sitemap and a sitemap_filter that fails on robots.txt's entries
+    (they hold only "loc"): each is counted under rep/sitemaps/ and logged, and
+    the rest of the crawl happens."""
+
+    class ByDate(Recorder):
+        def sitemap_filter(self, entries: Any) -> Iterator[dict[str, Any]]:
+            return (entry for entry in entries if entry["lastmod"] >= "2020")
+
+    a, b = make_site(), make_site()
+    a.robots(robots(a.url("/dated.xml")))  # ByDate cannot read robots.txt's entries
+    b.robots(robots(b.url("/pages.xml"), b.url("/broken.xml")))
+    b.script("/pages.xml", urlset(b.url("/ok"), "/relative", "http://[broken/"))
+    b.script("/broken.xml", Reply(body=b"<urlset><url><loc>", headers=XML))
+
+    with caplog.at_level(logging.INFO):
+        pages, _, stats, _ = await crawl(
+            sitemap_sites=[a.origin, "ftp://files.example/"], sitemap_urls=[b.url("/robots.txt")]
+        )
+        assert pages == {b.url("/ok")}  # the plain spider: no filter
+        pages, _, by_date, _ = await crawl(spider=ByDate, sitemap_sites=[a.origin])
+
+    assert pages == set()
+    assert a.hits("/dated.xml") == 1  # by the first crawl only
+    counted = sitemap_stats(stats)
+    assert counted["invalid_site"] == 1
+    assert counted["invalid_url"] == 2
+    assert counted["invalid"] == 1
+    assert sitemap_stats(by_date)["filter_error"] == 1
+    said = caplog.text
+    assert "'ftp://files.example/' is not an http(s) site" in said
+    assert "sitemap_filter failed on the robots.txt sitemaps of" in said
