@@ -7,6 +7,9 @@ request: responses by URL, failures (exceptions) by URL, and the stats.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -143,3 +146,14 @@ async def run_crawl(
     # a Deferred wrapping the coroutine: pytest-twisted runs test coroutines as Deferreds
     await deferred_from_coro(crawler.crawl_async(urls=urls, result=result, follow=follow))
     return result
+
+
+def run_reporting(*args: str, timeout: float = 60) -> tuple[dict[str, Any], str]:
+    """Run ``python *args`` in a process of its own, which must succeed and print
+    a JSON report as its last line: (that report, what it logged on stderr)."""
+    run = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    report: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
+    return report, run.stderr

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import subprocess
-import sys
 import threading
 import time
 import zlib
@@ -23,7 +21,7 @@ from typing import Any, BinaryIO
 
 import pytest
 import pytest_twisted
-from crawls import loopback_names, run_crawl
+from crawls import loopback_names, run_crawl, run_reporting
 from servers import Reply, ScriptedServer, gaps
 
 from scrapy_rep import ForbiddenByRobots, RobotsTxtUnavailable
@@ -38,15 +36,7 @@ PEAK_MB = 250  # what a crawl meeting these servers may take at most
 def measured_crawl(urls: list[str], **settings: Any) -> dict[str, Any]:
     """Crawl ``urls`` in a process of its own: what happened, and its peak memory."""
     job = json.dumps({"urls": urls, "settings": {"REP_FETCH_RETRIES": 0, **settings}})
-    run = subprocess.run(
-        [sys.executable, str(MEASURED_CRAWL), job],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    report: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
+    report, _ = run_reporting(str(MEASURED_CRAWL), job, timeout=120)
     return report
 
 

@@ -6,9 +6,6 @@ subprocess (one pytest process has one reactor).
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -16,7 +13,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from crawls import run_crawl
+from crawls import run_crawl, run_reporting
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
@@ -57,15 +54,7 @@ async def test_40_concurrent_waiters_all_get_the_verdict(
 def test_40_concurrent_waiters_on_the_epoll_reactor(site: ScriptedServer) -> None:
     site.script("/robots.txt", Reply(body=ROBOTS, delay=0.3))
     script = Path(__file__).with_name("_epoll_crawl.py")
-    run = subprocess.run(
-        [sys.executable, str(script), site.origin, "40"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    report = json.loads(run.stdout.strip().splitlines()[-1])
+    report, _ = run_reporting(str(script), site.origin, "40")
     assert report["reactor"] == "EPollReactor"
     assert report["finish_reason"] == "finished"
     assert site.hits("/robots.txt") == 1

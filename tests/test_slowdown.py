@@ -8,10 +8,7 @@ slow-down answer was sent before the crawler could know (``IN_FLIGHT``).
 
 from __future__ import annotations
 
-import json
 import logging
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +20,7 @@ from typing import Any
 import pytest
 import pytest_twisted
 import scrapy
-from crawls import run_crawl
+from crawls import run_crawl, run_reporting
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
 from scrapy import Request, signals
 from scrapy.core.downloader import Downloader
@@ -629,17 +626,9 @@ def test_on_the_epoll_reactor(site: ScriptedServer) -> None:
     """The gate and the pause do not need asyncio (only sharing through Redis does)."""
     slow = SlowSite(site, window=1.5, retry_after=lambda now: ("2", 2.0))
     urls = slow.pages(6)
-    run = subprocess.run(
-        [sys.executable, "-c", EPOLL_CRAWL, *urls],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    report = json.loads(run.stdout.strip().splitlines()[-1])
+    report, logged = run_reporting("-c", EPOLL_CRAWL, *urls)
     assert report["reactor"] == "EPollReactor"
     assert sorted(report["got"]) == sorted(urls)
     assert report["failed"] == []
     assert inside_pauses(site.page_hits(), slow.slow_answers()) == []
-    assert "answers again (200)" in run.stderr
+    assert "answers again (200)" in logged
