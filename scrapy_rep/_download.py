@@ -80,7 +80,7 @@ class RobotsDownload:
         crawler: Crawler,
         config: Config,
         *,
-        sleep: Sleep,
+        sleep: Sleep | None = None,
         uncapped: bool,
         well_known: bool = False,
     ) -> None:
@@ -88,7 +88,8 @@ class RobotsDownload:
         (:func:`scrapy_rep.decompression.problem` found nothing) and Scrapy's own
         handlers report received bytes, so DOWNLOAD_MAXSIZE can be lifted.
         ``well_known``: this instance downloads other files of origins
-        (:meth:`well_known_file`), not robots.txt."""
+        (:meth:`well_known_file`), not robots.txt. ``sleep`` waits between
+        robots.txt attempts (other files are not retried)."""
         self.well_known = well_known
         self.crawler = crawler
         self.config = config
@@ -105,8 +106,9 @@ class RobotsDownload:
 
     @property
     def busy(self) -> bool:
-        """As many robots.txt downloads as may leave the active set are running."""
-        return self._running >= self.config.max_fetches
+        """As many robots.txt downloads as may leave the active set are running
+        (never with REP_MAX_FETCHES = 0: then they all count, as in Scrapy)."""
+        return 0 < self.config.max_fetches <= self._running
 
     async def entry(self, origin: Origin, previous: Entry | None) -> tuple[Entry, Response | None]:
         """The origin's robots.txt as an entry (``previous``: what was known), and
@@ -187,6 +189,7 @@ class RobotsDownload:
             if attempt + 1 == attempts or wait is None:
                 break
             self._stats.inc_value("rep/robotstxt/retry_count")
+            assert self._sleep is not None  # robots.txt downloads are given one
             if not await self._sleep(wait):  # the spider closes
                 break
         if response is not None:

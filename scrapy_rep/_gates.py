@@ -42,7 +42,8 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
     from scrapy.utils.asyncio import CallLaterResult
 
-    from scrapy_rep._slots import Queued, SlotPauses
+    from scrapy_rep._slots import SlotPauses
+    from scrapy_rep._slots.pauses import Queued
     from scrapy_rep._waiting import Waiting
 
 REACH_TIMEOUT = 0.5
@@ -292,7 +293,10 @@ class Gates:
         self._stats.set_value("rep/slowdown/seconds", round(seconds + added, 3))
         gate.until = until
         self._pauses.hold(key, until)
-        gate.parked.extend(self._pauses.take_queued(key))
+        taken = self._pauses.take_queued(key)
+        for request, _ in taken:  # let go before, held again: no longer out
+            self._forget_out(gate, request)
+        gate.parked.extend(taken)
         if not gate.keeping:
             gate.keeping = True
             deferred_from_coro(self._keep(key, gate))

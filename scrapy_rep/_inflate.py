@@ -2,9 +2,9 @@
 
 A robots.txt answer of a few kilobytes can inflate to a gigabyte (a
 compression bomb). RFC 9309 §2.5 lets a crawler read only the first 500 KiB,
-so every layer here is decoded with an output bound: at most ``limit + 1``
-bytes of text (the extra byte tells that the text was longer), and at most
-``limit + CHUNK`` bytes of any inner layer. A stream cut short (the download
+so every layer here is decoded with an output bound: at most ``limit`` bytes
+of text (the caller asks for one byte more than it keeps, to know the text
+went on), and at most ``limit + CHUNK`` bytes of any inner layer. A stream cut short (the download
 stopped at the size cap) gives what it decoded so far.
 
 Coding names follow RFC 9110 §8.4.1; ``deflate`` is zlib-wrapped or, as some
@@ -171,9 +171,8 @@ def codings(header_values: Sequence[bytes]) -> list[bytes]:
     return [c.strip().lower() for v in header_values for c in v.split(b",") if c.strip()]
 
 
-def decode(body: bytes, header_values: Sequence[bytes], limit: int) -> tuple[bytes, bool]:
-    """``(text, longer)``: at most ``limit`` bytes of ``body`` decoded, and whether
-    there was more. Raises :class:`Undecodable`."""
+def decode(body: bytes, header_values: Sequence[bytes], limit: int) -> bytes:
+    """At most ``limit`` bytes of ``body`` decoded. Raises :class:`Undecodable`."""
     applied = codings(header_values)
     if len(applied) > MAX_CODINGS:
         raise Undecodable(f"{len(applied)} content codings")
@@ -183,8 +182,8 @@ def decode(body: bytes, header_values: Sequence[bytes], limit: int) -> tuple[byt
             raise Undecodable(f"unknown content coding {coding.decode('latin-1')!r}")
         # An inner layer is compressed data, a little longer than its own
         # output at worst (stored blocks): a little slack, still bounded.
-        body = decoder(body, limit + 1 if step == len(applied) else limit + CHUNK)
-    return body[:limit], len(body) > limit
+        body = decoder(body, limit if step == len(applied) else limit + CHUNK)
+    return body[:limit]
 
 
 def accept_encoding() -> bytes:

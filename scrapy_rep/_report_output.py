@@ -36,10 +36,11 @@ class ReportFile:
         self.lines = path.lower().endswith(".jsonl")
         self.records = 0
         self.failed = False
+        self.closed = False  # a record evicted after spider close must not reopen ("w") it
         self._file: IO[str] | None = None
 
     def open(self) -> None:
-        if self._file is not None or self.failed:
+        if self._file is not None or self.failed or self.closed:
             return
         try:
             folder = os.path.dirname(self.path)
@@ -68,6 +69,7 @@ class ReportFile:
 
     def close(self) -> None:
         self.open()  # a crawl without records still leaves a valid (empty) report
+        self.closed = True
         file, self._file = self._file, None
         if file is None:
             return

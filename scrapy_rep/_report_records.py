@@ -52,8 +52,6 @@ class OriginRecord:
         "stale",
         "status",
         "told_delays",
-        "told_dry",
-        "told_forbidden",
     )
 
     def __init__(self, origin: Origin) -> None:
@@ -76,8 +74,6 @@ class OriginRecord:
         self.dry_forbidden = 0
         self.dry_rules: dict[Rule, int] = {}
         self.dry_dropped = 0
-        self.told_forbidden = False
-        self.told_dry = False
         self.told_delays: tuple[float, ...] = ()
         self.seen = 0  # activity when eviction last looked at this record
         self.evicted = False

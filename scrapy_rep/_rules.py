@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from scrapy_rep import _lines
 from scrapy_rep._delays import NO_DELAYS, AgentDelays, read_delays
@@ -67,6 +67,7 @@ class AgentRules:
     __slots__ = (
         "agents",
         "bare",
+        "delay_lines",
         "delays",
         "escaped",
         "explained",
@@ -94,6 +95,8 @@ class AgentRules:
         self.escaped = escaped
         self.bare = bare
         self.delays = delays
+        # RobotsTxt.delays(), built on its first call (line numbers cost a scan).
+        self.delay_lines: Any = None
         # For rule_line(), built on its first call: where the first rule line that
         # makes each pattern starts ([Disallow, Allow]), and the answers given.
         self.rule_offsets: tuple[dict[str, int], dict[str, int]] | None = None

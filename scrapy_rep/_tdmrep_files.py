@@ -55,10 +55,6 @@ class _Fetch:
         self.task: Deferred[None] | None = None  # held: the loop keeps tasks weakly
 
 
-async def _no_sleep(seconds: float) -> bool:
-    return False  # tdmrep.json is not retried within a fetch
-
-
 class TdmRepFiles:
     """The tdmrep.json of the origins a crawl meets (see the module docstring)."""
 
@@ -68,9 +64,7 @@ class TdmRepFiles:
         self._files: OrderedDict[Origin, TdmEntry] = OrderedDict()
         self._fetches: dict[Origin, _Fetch] = {}
         uncapped = _startup.uncapped(crawler.settings, warn=False)
-        self._download = RobotsDownload(
-            crawler, config, sleep=_no_sleep, uncapped=uncapped, well_known=True
-        )
+        self._download = RobotsDownload(crawler, config, uncapped=uncapped, well_known=True)
 
     async def fetched(self, origin: Origin) -> TdmEntry | None:
         """The origin's entry once the fetch under way ends (None: none known)."""
@@ -115,7 +109,6 @@ class TdmRepFiles:
         holds rules; any other means the origin does not use it. A server or
         network error is asked again after REP_RETRY_MIN, the rest after
         REP_CACHE_TTL."""
-        assert self._download is not None
         config = self.config
         now = time.time()
         retry, keep = now + config.retry_min, now + config.cache_ttl

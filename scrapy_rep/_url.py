@@ -139,16 +139,29 @@ def _needs_work(text: str, plain: bytes) -> bool:
 
 def _normalize(text: str) -> str:
     """Escapes in one form, and percent-encoding where it is due ('$' excepted)."""
-    while "%" in text:
-        # A decoded escape can complete a bare '%' before it into an escape of
-        # its own ("%%30a" -> "%0a"): then once more, so that normal form is one.
-        bare = _HAS_BARE_PERCENT.search(text) is not None
-        text, changed = _ESCAPE_TO_CHANGE.subn(_normalize_escape, text)
-        if not (changed and bare):
-            break
+    if "%" in text:
+        if _HAS_BARE_PERCENT.search(text) is None:
+            text = _ESCAPE_TO_CHANGE.sub(_normalize_escape, text)
+        else:
+            text = _normalize_escapes_as_they_form(text)
     if _TO_ENCODE.search(text) is not None:
         text = _TO_ENCODE.sub(lambda run: _percent_encode(run[0]), text)
     return text
+
+
+def _normalize_escapes_as_they_form(text: str) -> str:
+    """Escapes normalised left to right, in one pass: a decoded escape can
+    complete a bare '%' before it into an escape of its own ("%%30a" is "%0A",
+    as "%0a" is), which is normalised in turn, so that normal form is one."""
+    out: list[str] = []
+    for char in text:
+        out.append(char)
+        while len(out) >= 3 and out[-3] == "%":
+            escape = _ESCAPE_TO_CHANGE.fullmatch("".join(out[-3:]))
+            if escape is None:
+                break
+            out[-3:] = _normalize_escape(escape)
+    return "".join(out)
 
 
 def normalize_path(path: str) -> str:

@@ -14,7 +14,8 @@ untouched.
 The add-on enables it; :func:`problem` tells the fetcher when it is missing
 or misplaced (then robots.txt answers keep Scrapy's limits). An answer whose
 codings cannot be read (unknown, more than four, broken from the first byte)
-counts as an empty file (``rep/robotstxt/undecodable``): it said nothing we
+counts as an empty file (``rep/robotstxt/undecodable``; for tdmrep.json, which
+is fetched the same way, ``rep/usage/tdmrep/undecodable``): it said nothing we
 can read, and the codings we ask for (``Accept-Encoding``) are all decodable.
 """
 
@@ -27,7 +28,7 @@ from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddlewa
 from scrapy.exceptions import NotConfigured
 
 from scrapy_rep import _compat
-from scrapy_rep._download import ROBOTS_META
+from scrapy_rep._download import ROBOTS_META, WELL_KNOWN_META
 from scrapy_rep._inflate import Undecodable, decode
 from scrapy_rep.config import Config
 
@@ -44,8 +45,6 @@ logger = logging.getLogger(__name__)
 
 ORDER = 595
 """Just after HttpCompressionMiddleware (590), before RedirectMiddleware (600)."""
-UNDECODABLE = "rep_undecodable"
-"""Response flag of a robots.txt answer whose codings could not be read."""
 
 
 class BoundedDecompressionMiddleware:
@@ -70,22 +69,24 @@ class BoundedDecompressionMiddleware:
         values = response.headers.getlist(b"Content-Encoding")
         if not values:
             return response
-        flags = list(response.flags)
         try:
-            body, _ = decode(response.body, values, self.max_size + 1)
+            # one byte more than REP_MAX_SIZE: the parser then knows the file went on
+            body = decode(response.body, values, self.max_size + 1)
         except Undecodable as exc:
             body = b""
-            flags.append(UNDECODABLE)
+            well_known = request.meta.get(WELL_KNOWN_META)
             if self.stats is not None:
-                self.stats.inc_value("rep/robotstxt/undecodable")
+                stat = "rep/usage/tdmrep" if well_known else "rep/robotstxt"
+                self.stats.inc_value(f"{stat}/undecodable")
             logger.info(
-                "robots.txt at %s cannot be decoded (%s): read as an empty file",
+                "%s at %s cannot be decoded (%s): read as an empty file",
+                "robots.txt" if not well_known else well_known.lstrip("/"),
                 response.url,
                 exc,
             )
         headers = response.headers.copy()
         del headers[b"Content-Encoding"]
-        return response.replace(body=body, headers=headers, flags=flags)
+        return response.replace(body=body, headers=headers)
 
 
 def problem(settings: BaseSettings) -> str | None:

@@ -161,11 +161,16 @@ class RobotsTxtMiddleware:
         checked = self._check(request)
         # A request that may go now passes its slot's gate; the coroutines of
         # _check pass it at their end, after waiting for robots.txt or a turn.
+        # (self._gates tested here too: no call on the hot path when none is paused)
         if checked is None and self._gates:
             return self._gate(request)
         return checked
 
     def _gate(self, request: Request) -> Coroutine[Any, Any, None] | None:
+        """Where a request that may go now waits for its slot's gate (None: no
+        slot is paused, or slow-down is off)."""
+        if not self._gates:
+            return None
         assert self._slowdown is not None
         return self._slowdown.gate(request)
 
@@ -298,7 +303,7 @@ class RobotsTxtMiddleware:
             if paced is not None:
                 await paced  # its turn already waited for any pause
                 return
-        held = self._gate(request) if self._gates else None
+        held = self._gate(request)
         if held is not None:
             await held
 
@@ -394,7 +399,7 @@ class RobotsTxtMiddleware:
                 self._waiting.reattach(request)
         if outcome == LOCAL:  # Redis unavailable: paced here, through the slot's gate
             slots.require(request, delay)
-            held = self._gate(request) if self._gates else None
+            held = self._gate(request)
             if held is not None:
                 await held
         elif outcome == CLOSING:

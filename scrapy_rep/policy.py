@@ -196,11 +196,9 @@ class Policy:
         return Entry(RobotsTxt.allow_all(), REFUSED_LOCALLY, now + self.ttl, now, reason=reason)
 
     def backoff(self, failures: int, retry_after_seconds: float | None = None) -> float:
-        if retry_after_seconds is not None:
-            wait = retry_after_seconds
-        else:
-            wait = self.retry_min * 2.0 ** min(failures - 1, 30)
-        return min(max(wait, self.retry_min), self.retry_max)
+        """Seconds before an unreachable robots.txt is asked again: the slow-down
+        rule (:func:`pause_for`) within REP_RETRY_MIN and REP_RETRY_MAX."""
+        return pause_for(retry_after_seconds, self.retry_min, self.retry_max, answers=failures)
 
     def on_error(
         self,
@@ -249,7 +247,8 @@ def pause_for(asked: float | None, minimum: float, maximum: float, *, answers: i
     ``[minimum, maximum]`` (``REP_SLOWDOWN_MIN_DELAY``,
     ``REP_SLOWDOWN_MAX_DELAY``), else ``minimum`` doubled for each slow-down
     answer in a row after the first (``answers``), capped at ``maximum``. The
-    script of :mod:`scrapy_rep.cluster.pauses` applies the same rule in Redis."""
+    script of :mod:`scrapy_rep.cluster.pauses` applies the same rule in Redis,
+    and :meth:`Policy.backoff` to unreachable robots.txt files."""
     if asked is not None:
         return min(max(asked, minimum), maximum)
     return min(minimum * 2.0 ** min(answers - 1, _MAX_DOUBLINGS), maximum)

@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("scrapy_rep.report")
 
 
+_WOULD_FORBID = "would forbid requests (dry run: let through)"
+
+
 class CrawlReport:
     """Per-origin account of what robots.txt changed in this crawl."""
 
@@ -96,28 +99,17 @@ class CrawlReport:
         rule = (decision.line or 0, decision.rule or "")
         if dry_run:
             record.dry_forbidden += 1
-            count_rule(record.dry_rules, rule)
-            if not record.told_dry:
-                record.told_dry = True
-                logger.info(
-                    "robots.txt of %s would forbid requests (dry run: let through): "
-                    "%d so far, the first by line %d (%s); more are counted for the "
-                    "summary at spider close",
-                    OriginText(origin),
-                    record.dry_forbidden,
-                    rule[0],
-                    rule[1],
-                )
-            return
-        record.forbidden += 1
-        count_rule(record.rules, rule)
-        if not record.told_forbidden:
-            record.told_forbidden = True
+            count, rules, what = record.dry_forbidden, record.dry_rules, _WOULD_FORBID
+        else:
+            record.forbidden += 1
+            count, rules, what = record.forbidden, record.rules, "forbids requests"
+        count_rule(rules, rule)
+        if count == 1:  # told once per origin (again only for a record rebuilt after eviction)
             logger.info(
-                "robots.txt of %s forbids requests: %d so far, the first by line %d (%s); "
-                "more are counted for the summary at spider close",
+                "robots.txt of %s %s: 1 so far, the first by line %d (%s); more are "
+                "counted for the summary at spider close",
                 OriginText(origin),
-                record.forbidden,
+                what,
                 rule[0],
                 rule[1],
             )

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from scrapy_rep import _groups
-from scrapy_rep._delays import delay_line
+from scrapy_rep._delays import AgentDelays, delay_line
 from scrapy_rep._match import allows
 from scrapy_rep._robots_usage import UsageDecision, read_usage
 from scrapy_rep._rules import (
@@ -131,6 +131,24 @@ class Delays:
 _NO_DELAYS = Delays()
 
 
+def _allowed_second_way(rules: AgentRules, path: str, rank: int) -> bool:
+    """Whether ``path``, allowed by the first reading of RFC 9309 §2.2.2 (its
+    deciding rule's ``rank``, 0 for none), is allowed by the second too."""
+    escaped = rules.escaped
+    # (rules with a bare '%' are among the escaped ones: none without them)
+    if escaped is None and ("%" not in path or reads_one_way(path)):
+        return True  # the second reading is the same
+    if "%" not in path:  # the path reads alike: only the escaped rules differ
+        second_rank = escaped.best(path)  # type: ignore[union-attr]  # not None here
+        if second_rank <= rank or second_rank & 1:
+            return True
+    else:
+        rank = second_reading(rules, path, rank).rank
+        if not rank or rank & 1:
+            return True
+    return _is_robots_txt(path)
+
+
 def _is_robots_txt(path: str) -> bool:
     """Whether ``path`` is /robots.txt itself, always allowed (RFC 9309 §2.2.2)."""
     return path.startswith(_ROBOTS_TXT) and path[_AFTER_ROBOTS_TXT] in ("", "?")
@@ -203,27 +221,23 @@ class RobotsTxt:
         if matcher is None:
             return True
         # The hot path of every crawl: url_path() inlined for the short plain
-        # URLs that most are, read in one match.
+        # URLs that most are, read in one match. Such a path holds no '%': only
+        # escaped rules can read otherwise the second way.
         if len(url) < LONG_URL:
             plain = PLAIN_URL.match(url)
-            path = plain[2] if plain is not None else normalize_path(path_of(url))
+            if plain is not None:
+                path = plain[2]
+                rank = matcher.best(path)
+                if rank and not rank & 1:
+                    return _is_robots_txt(path)
+                return rules.escaped is None or _allowed_second_way(rules, path, rank)
+            path = normalize_path(path_of(url))
         else:
             path = url_path(url)
         rank = matcher.best(path)
-        if not rank or rank & 1:  # allowed in the first reading; and in the second?
-            escaped = rules.escaped
-            # (rules with a bare '%' are among the escaped ones: none without them)
-            if escaped is None and ("%" not in path or reads_one_way(path)):
-                return True  # the second reading is the same
-            if "%" not in path:  # the path reads alike: only the escaped rules differ
-                second_rank = escaped.best(path)  # type: ignore[union-attr]  # not None here
-                if second_rank <= rank or second_rank & 1:
-                    return True
-            else:
-                rank = second_reading(rules, path, rank).rank
-                if not rank or rank & 1:
-                    return True
-        return _is_robots_txt(path)
+        if rank and not rank & 1:
+            return _is_robots_txt(path)
+        return _allowed_second_way(rules, path, rank)
 
     def decide(self, url: str, *, user_agent: str) -> Decision:
         """Like :meth:`allowed`, with the line and rule that decided."""
@@ -261,7 +275,12 @@ class RobotsTxt:
         """The Crawl-delay and Request-rate lines that apply to the agent, with
         their line numbers; :attr:`Delays.seconds` is the delay they ask for."""
         rules = self._fixed or self._by_agent.get(user_agent) or self._rules_for(user_agent)
-        found = rules.delays
+        if rules.delay_lines is None:
+            rules.delay_lines = self._delay_lines(rules.delays)
+        delays: Delays = rules.delay_lines
+        return delays
+
+    def _delay_lines(self, found: AgentDelays) -> Delays:
         crawl_delay = request_rate = None
         if found.crawl_delay is not None:
             line, text = delay_line(self._groups, found.crawl_delay_at)

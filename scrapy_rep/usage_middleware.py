@@ -37,7 +37,7 @@ from scrapy_rep import _compat
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._download import ROBOTS_META
 from scrapy_rep._page_directives import header_directives, parse_rules, robots_meta_tags
-from scrapy_rep._tdmrep_files import TDMREP_PATH, TdmEntry, TdmRepFiles
+from scrapy_rep._tdmrep_files import TdmEntry, TdmRepFiles
 from scrapy_rep._usage_labels import TDMREP as TDMREP_LABEL
 from scrapy_rep.config import Config
 from scrapy_rep.exceptions import UsageDenied
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from scrapy_rep.robotstxt import RobotsTxt
     from scrapy_rep.usage import UsageDecision
 
-__all__ = ["ORDER", "TDMREP_PATH", "UsageMiddleware"]
+__all__ = ["ORDER", "UsageMiddleware"]
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +146,9 @@ class UsageMiddleware:
         pending = self._pending.pop(request, None)
         if pending is None:  # not seen by process_request (added after it, say)
             agent, robots = self._checked_as(request)
-            statements = _robots_statements(robots, request.url, agent) if robots else ()
+            statements = (
+                _robots_statements(robots, request.url, agent) if robots is not None else ()
+            )
             pending = (agent, statements, False)
         origin = self._keys.get(urlparse_cached(request))
         if self._tdmrep is None or origin is None:
@@ -207,7 +209,9 @@ class UsageMiddleware:
                 text = response.text
             except Exception:  # an undecodable page states nothing in its head
                 text = ""
-            names = {"robots", "tdm-reservation", agent.strip().lower()} - {""}
+            names = {"robots", agent.strip().lower()} - {""}
+            if self._tdmrep is not None:  # else its statements are not read
+                names.add("tdm-reservation")
             for name, content in robots_meta_tags(text, names=names):
                 if name == "tdm-reservation":
                     meta_tags.append((name, content))
@@ -281,7 +285,7 @@ class UsageMiddleware:
             effect = "kept from the spider (REP_USAGE_ACTION = 'drop')"
         key = (origin or ("", "", 0), stage)
         if self.drop and key not in self._logged:  # annotating is what the stats say
-            self._remember(self._logged, key, None)
+            self._remember_logged(key)
             logger.info(
                 "Usage preferences of %s deny %s (%s): its pages are %s; "
                 "further ones are logged at DEBUG",
@@ -300,16 +304,15 @@ class UsageMiddleware:
             extra={"spider": self.crawler.spider},
         )
 
-    # -- tdmrep.json ----------------------------------------------------------------
-
     # -- helpers ------------------------------------------------------------------
 
-    def _remember(self, table: OrderedDict[Any, Any], key: Any, value: Any) -> None:
-        """Store in a per-origin table, bounded by REP_CACHE_MAX_ORIGINS (LRU)."""
-        table[key] = value
-        table.move_to_end(key)
-        while len(table) > self.config.cache_max_origins:
-            table.popitem(last=False)
+    def _remember_logged(self, key: Any) -> None:
+        """Note that ``key`` was logged; at most REP_CACHE_MAX_ORIGINS keys (LRU)."""
+        logged = self._logged
+        logged[key] = None
+        logged.move_to_end(key)
+        while len(logged) > self.config.cache_max_origins:
+            logged.popitem(last=False)
 
     def _robots_middleware(self) -> RobotsTxtMiddleware | None:
         if not self._robots_looked_up and self.crawler.engine is not None:

@@ -219,8 +219,11 @@ def then(*steps: tuple[str, list[str]]) -> Any:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("max_fetches", [64, 0])  # 0: robots.txt downloads count as pages
 @pytest_twisted.ensureDeferred
-async def test_expired_rules_are_served_while_the_refresh_loads(site: ScriptedServer) -> None:
+async def test_expired_rules_are_served_while_the_refresh_loads(
+    site: ScriptedServer, max_fetches: int
+) -> None:
     site.script(
         "/robots.txt",
         [
@@ -232,7 +235,7 @@ async def test_expired_rules_are_served_while_the_refresh_loads(site: ScriptedSe
     site.script("/slow2", Reply(body=PAGE, delay=0.2))
     result = await run_crawl(
         [site.url("/slow")],
-        {"REP_CACHE_TTL": 0.5, "REP_CACHE_MIN_TTL": 0},
+        {"REP_CACHE_TTL": 0.5, "REP_CACHE_MIN_TTL": 0, "REP_MAX_FETCHES": max_fetches},
         follow=then(
             ("/slow", [site.url("/b1")]),  # expired: the old rules allow it, a refresh starts
             ("/b1", [site.url("/slow2")]),

@@ -546,6 +546,8 @@ def test_normalize_path_examples() -> None:
     # A decoded escape that completes a bare '%' before it: one normal form.
     assert normalize_path("/%%30a") == "/%0A"
     assert normalize_path("/%%34%31") == "/A"
+    # ... however deeply nested: one pass (each level was one more pass over it all)
+    assert normalize_path("/" + "%3" * 20_000 + "%35") == "/5"
 
 
 def test_normalize_pattern_examples() -> None:

@@ -632,3 +632,34 @@ def test_on_the_epoll_reactor(site: ScriptedServer) -> None:
     assert report["failed"] == []
     assert inside_pauses(site.page_hits(), slow.slow_answers()) == []
     assert "answers again (200)" in logged
+
+
+@pytest.mark.slow
+@pytest_twisted.ensureDeferred
+async def test_a_second_pause_while_requests_wait_in_the_slot_loses_none(
+    site: ScriptedServer,
+) -> None:
+    """With a DOWNLOAD_DELAY, requests the gate let go still wait in the slot
+    when a second 503 comes: they are held again, and go again after it (they
+    were counted as sent, and the slot stayed shut for the rest of the crawl)."""
+    lock = threading.Lock()
+    answered: list[int] = []
+
+    def answer(number: int) -> Reply:
+        with lock:
+            answered.append(number)
+            nth = len(answered)
+        if nth in (1, 6):
+            return Reply(status=503, headers={"Retry-After": "1"}, body=b"slow down")
+        return Reply(body=PAGE)
+
+    urls = []
+    for i in range(20):
+        site.script(f"/p{i}", answer)
+        urls.append(site.url(f"/p{i}"))
+    result = await run_crawl(
+        urls,
+        {**RETRYING, "DOWNLOAD_DELAY": 0.3, "CONCURRENT_REQUESTS_PER_DOMAIN": 8},
+    )
+    assert sorted(result.responses) == sorted(urls)
+    assert result.stats["rep/slowdown/pauses"] == 2

@@ -35,10 +35,8 @@ from scrapy_rep._slots.pauses import SlotPauses, pause_problems
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-    from scrapy_rep._slots.pauses import Queued
 
 __all__ = [
-    "Queued",
     "SlotDelays",
     "SlotPauses",
     "engine_closing",

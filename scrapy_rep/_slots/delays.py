@@ -107,6 +107,9 @@ class SlotDelays(OnDownloader):
         self._own_settings: dict[str, dict[str, Any]] = {}
         self._own_jitter: dict[str, float] = {}
         self._elsewhere: set[str] = set()  # slots paced cluster-wide: local delay 0
+        # DOWNLOAD_DELAY, not the downloader's default: AutoThrottle sets that
+        # to its start delay, which it would lower later, and here cannot.
+        self._download_delay = crawler.settings.getfloat("DOWNLOAD_DELAY")
         self._listening = False
         self.pauses: SlotPauses | None = None
         """Slots paused for a 429/503: their pending delay is not ended early."""
@@ -143,9 +146,7 @@ class SlotDelays(OnDownloader):
             return 0.0
         key = downloader.get_slot_key(request)
         own = self._own(downloader, key)
-        # DOWNLOAD_DELAY, not the downloader's default: AutoThrottle sets that
-        # to its start delay, which it would lower later, and here cannot.
-        own_delay = float(own.get("delay", self._crawler.settings.getfloat("DOWNLOAD_DELAY")))
+        own_delay = float(own.get("delay", self._download_delay))
         if key in self._elsewhere:
             return own_delay
         self._elsewhere.add(key)
