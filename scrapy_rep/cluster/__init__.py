@@ -1,6 +1,6 @@
 """Politeness shared by many Scrapy processes through Redis (``REP_REDIS_URL``).
 
-Three pieces, each on by its own setting, both keyed under ``REP_REDIS_PREFIX``
+Three pieces, each on by its own setting, all keyed under ``REP_REDIS_PREFIX``
 and every key with a TTL, so Redis holds a bounded amount per origin and slot.
 
 robots.txt (``REP_REDIS_ROBOTS``): :class:`RedisRulesCache`
