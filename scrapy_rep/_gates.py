@@ -168,8 +168,11 @@ class Gates:
         while gate.parked and self._has_room(gate, now):
             queued = gate.parked.popleft()
             gate.out[queued[0]] = None  # in the downloader already
-            self._stats.inc_value("rep/slowdown/released")
-            self._pauses.requeue(key, queued)
+            if self._pauses.requeue(key, queued):  # its slot is gone: IgnoreRequest
+                del gate.out[queued[0]]
+                self._stats.inc_value("rep/slowdown/dropped_slot_gone")
+            else:
+                self._stats.inc_value("rep/slowdown/released")
         while gate.waiters and self._has_room(gate, now):
             request, wake = gate.waiters.popleft()
             if not wake.called:
@@ -211,9 +214,8 @@ class Gates:
     def _not_reached(self, key: str, request: Request) -> None:
         gate = self.by_slot.get(key)
         if gate is not None and request in gate.out:
-            del gate.out[request]
-            self._grant(key, gate)
-            self._close_if_done(key, gate)
+            gate.out[request] = None  # its timer, which fired
+            self._free(key, gate, request)
 
     def _reached(self, request: Request) -> None:
         key: str | None = request.meta.get("download_slot")
@@ -233,18 +235,20 @@ class Gates:
         key = self._pauses.key(request)
         gate = self.by_slot.get(key)
         if gate is not None and gate.out.get(request) is not None:  # never reached
-            self._forget_out(gate, request)
-            self._grant(key, gate)
-            self._close_if_done(key, gate)
+            self._free(key, gate, request)
 
     def _left(self, request: Request) -> None:
         # Sent after response_downloaded: still out means no answer (an error).
         key: str | None = request.meta.get("download_slot")
         gate = self.by_slot.get(key) if key is not None else None
         if key is not None and gate is not None and request in gate.out:
-            self._forget_out(gate, request)
-            self._grant(key, gate)
-            self._close_if_done(key, gate)
+            self._free(key, gate, request)
+
+    def _free(self, key: str, gate: Gate, request: Request) -> None:
+        """``request`` no longer holds a place in slot ``key``'s slow start."""
+        self._forget_out(gate, request)
+        self._grant(key, gate)
+        self._close_if_done(key, gate)
 
     @staticmethod
     def _forget_out(gate: Gate, request: Request) -> None:

@@ -80,16 +80,19 @@ class SlotPauses(OnDownloader):
             return str(slot) if slot is not None else urlparse_cached(request).hostname or ""
         return downloader.get_slot_key(request)
 
+    def _slot(self, key: str) -> Slot | None:
+        """The downloader's slot ``key``, if it has one now."""
+        downloader = self._downloader or self._bind()
+        return downloader.slots.get(key) if downloader is not None else None
+
     def concurrency(self, key: str, default: int) -> int:
         """The slot's own concurrency (``default`` if it has no slot now)."""
-        downloader = self._downloader or self._bind()
-        slot = downloader.slots.get(key) if downloader is not None else None
+        slot = self._slot(key)
         return default if slot is None else max(int(slot.concurrency), 1)
 
     def hold(self, key: str, until: float) -> None:
         """Nothing queued in slot ``key`` leaves before ``until`` (monotonic)."""
-        downloader = self._downloader or self._bind()
-        slot = downloader.slots.get(key) if downloader is not None else None
+        slot = self._slot(key)
         if slot is None:
             return
         held = self._calls.get(key)
@@ -112,8 +115,7 @@ class SlotPauses(OnDownloader):
         would all leave at once (a slot sends everything queued in one go, as
         the transfers it starts are counted only later), whatever its
         concurrency. The downloader keeps them active meanwhile."""
-        downloader = self._downloader or self._bind()
-        slot = downloader.slots.get(key) if downloader is not None else None
+        slot = self._slot(key)
         if slot is None or not slot.queue:
             return []
         queued = list(slot.queue)
@@ -141,14 +143,14 @@ class SlotPauses(OnDownloader):
         """End the requests queued in slot ``key`` with IgnoreRequest (their
         errbacks get it); their number. For the spider closing during a pause,
         which would otherwise wait for the pause to end."""
-        downloader = self._downloader or self._bind()
-        slot = downloader.slots.get(key) if downloader is not None else None
-        if downloader is None or slot is None or not self.holds(key, slot):
+        slot = self._slot(key)
+        if slot is None or not self.holds(key, slot):
             return 0
         # Only requests the downloader counts as active: it removes them from
         # there when they fail. One taken out (a robots.txt download) goes back
         # when the downloader signals it left, which it never would here.
-        active = downloader.active
+        assert self._downloader is not None  # _slot found it
+        active = self._downloader.active
         queued = list(slot.queue)
         dropped = [(request, waiter) for request, waiter in queued if request in active]
         slot.queue.clear()
