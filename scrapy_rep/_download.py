@@ -49,7 +49,7 @@ from w3lib.url import safe_url_string
 from scrapy_rep import _compat, _slots
 from scrapy_rep._inflate import accept_encoding
 from scrapy_rep.origin import origin_text, robots_url
-from scrapy_rep.policy import retry_after
+from scrapy_rep.policy import header_text, retry_after
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -146,9 +146,9 @@ class RobotsDownload:
                 url=response.url,
                 now=time.time(),
                 previous=previous,
-                cache_control=_header(headers.get(b"Cache-Control")),
-                retry_after_header=_header(headers.get(b"Retry-After")),
-                date_header=_header(headers.get(b"Date")),
+                cache_control=header_text(headers.get(b"Cache-Control")),
+                retry_after_header=header_text(headers.get(b"Retry-After")),
+                date_header=header_text(headers.get(b"Date")),
             )
             entry = dataclasses.replace(
                 entry,
@@ -203,9 +203,9 @@ class RobotsDownload:
         if response is not None:
             headers = response.headers
             asked = retry_after(
-                _header(headers.get(b"Retry-After")),
+                header_text(headers.get(b"Retry-After")),
                 time.time(),
-                date=_header(headers.get(b"Date")),
+                date=header_text(headers.get(b"Date")),
             )
         if asked is None:
             return min(FIRST_RETRY * 2.0**attempt, self.config.fetch_timeout)
@@ -336,10 +336,6 @@ def handlers_count_bytes(settings: BaseSettings) -> bool:
 
 def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
-def _header(value: bytes | None) -> str | None:
-    return value.decode("latin-1") if value else None
 
 
 def _redirect_target(base: str, location: bytes) -> str | None:

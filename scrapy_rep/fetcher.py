@@ -26,7 +26,7 @@ from scrapy import Request
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 
-from scrapy_rep import _compat
+from scrapy_rep import _compat, _slots
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._download import RobotsDownload
 from scrapy_rep.cluster import RedisUnavailable
@@ -155,10 +155,7 @@ class RobotsFetcher:
     async def _count_robots_turn(self, origin: Origin, delay: float, cluster: ClusterDelay) -> None:
         """The robots.txt request was one of the origin's requests: the next
         page request, from any worker, comes at least ``delay`` after it."""
-        engine = self.crawler.engine
-        if engine is None:
-            return
-        key = engine.downloader.get_slot_key(Request(robots_url(origin)))
+        key = _slots.slot_key(self.crawler.engine, Request(robots_url(origin)))
         with contextlib.suppress(RedisUnavailable):
             await cluster.reserve(key, delay)
 

@@ -124,10 +124,7 @@ class RobotsTxtMiddleware:
     @classmethod
     def of(cls, crawler: Crawler) -> RobotsTxtMiddleware | None:
         """The crawler's running instance, for spiders and commands (None if off)."""
-        engine = crawler.engine
-        if engine is None:
-            return None
-        for middleware in engine.downloader.middleware.middlewares:
+        for middleware in _slots.running_middlewares(crawler.engine):
             if isinstance(middleware, cls):
                 return middleware
         return None
@@ -375,10 +372,8 @@ class RobotsTxtMiddleware:
 
     async def _paced(self, request: Request, delay: float, cluster: ClusterDelay) -> None:
         slots = self._slots
-        engine = self.crawler.engine
         assert slots is not None
-        assert engine is not None
-        key = engine.downloader.get_slot_key(request)
+        key = _slots.slot_key(self.crawler.engine, request)
         spacing = max(delay, slots.let_cluster_pace(request))
         slowdown = self._slowdown
         detached = self._waiting.detach(request)

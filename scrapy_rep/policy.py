@@ -96,6 +96,12 @@ def max_age(cache_control: str | None) -> float | None:
     return float(match.group(1)) if match else None
 
 
+def header_text(value: bytes | None) -> str | None:
+    """A header value as text (bytes read as Latin-1, RFC 9110 §5.5); None for
+    none or an empty one."""
+    return value.decode("latin-1") if value else None
+
+
 def retry_after(value: str | None, now: float, *, date: str | None = None) -> float | None:
     """Seconds to wait from a ``Retry-After`` value, or None when it says nothing usable.
 

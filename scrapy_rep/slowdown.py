@@ -55,7 +55,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_rep._gates import Gates
 from scrapy_rep.origin import origin_of, origin_text
-from scrapy_rep.policy import pause_for, retry_after
+from scrapy_rep.policy import header_text, pause_for, retry_after
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -168,8 +168,8 @@ class SlowDown:
         key = request.meta.get("download_slot") or self._pauses.key(request)
         now = time.monotonic()
         self._stats.inc_value(f"rep/slowdown/response_status_count/{status}")
-        raw = _header(response.headers.get(b"Retry-After"))
-        asked = retry_after(raw, time.time(), date=_header(response.headers.get(b"Date")))
+        raw = header_text(response.headers.get(b"Retry-After"))
+        asked = retry_after(raw, time.time(), date=header_text(response.headers.get(b"Date")))
         origin = _origin(request)
         if raw and asked is None:
             self._stats.inc_value("rep/slowdown/retry_after/invalid")
@@ -250,10 +250,6 @@ class SlowDown:
         self._stats.inc_value("rep/slowdown/pauses/cluster")
         where = f"{origin} (slot {key!r})" if origin else f"download slot {key!r}"
         logger.info("%s paused by another worker for %.1f s", where, left)
-
-
-def _header(value: bytes | None) -> str | None:
-    return None if value is None else value.decode("latin-1")
 
 
 def _shown(raw: str | None) -> str:

@@ -28,7 +28,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from scrapy_rep._slots.active import engine_closing, leave_active, rejoin_active, waiting_problems
+from scrapy_rep._slots.active import (
+    engine_closing,
+    leave_active,
+    rejoin_active,
+    running_middlewares,
+    slot_key,
+    waiting_problems,
+)
 from scrapy_rep._slots.delays import SlotDelays, internals_problems
 from scrapy_rep._slots.pauses import SlotPauses, pause_problems
 
@@ -45,6 +52,8 @@ __all__ = [
     "log_problems",
     "pause_problems",
     "rejoin_active",
+    "running_middlewares",
+    "slot_key",
     "waiting_problems",
 ]
 

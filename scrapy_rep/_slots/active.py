@@ -5,13 +5,17 @@ Crawl-delay turn, a paused slot's gate) is in ``Downloader.active``, so it
 counts against ``CONCURRENT_REQUESTS``: :func:`leave_active` takes it out and
 wakes the engine (``ExecutionEngine._slot.nextcall``) to fill its place,
 :func:`rejoin_active` puts it back; :func:`engine_closing` reads
-``ExecutionEngine._slot.closing``. :func:`waiting_problems` lists what of
-these is missing (logged at start by :func:`scrapy_rep._slots.log_problems`).
+``ExecutionEngine._slot.closing``; :func:`slot_key` and
+:func:`running_middlewares` read the downloader's slot keys and middlewares.
+:func:`waiting_problems` lists what of these is missing (logged at start by
+:func:`scrapy_rep._slots.log_problems`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from scrapy.utils.httpobj import urlparse_cached
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -55,6 +59,25 @@ def leave_active(engine: Any, request: Request) -> bool:
 def rejoin_active(engine: Any, request: Request) -> None:
     """Put back a request taken out by :func:`leave_active`."""
     engine.downloader.active.add(request)
+
+
+def slot_key(engine: Any, request: Request) -> str:
+    """``request``'s download slot key (``Downloader.get_slot_key``); without a
+    downloader, its ``download_slot`` meta or host name, as Scrapy would key it."""
+    downloader = getattr(engine, "downloader", None)
+    if downloader is None:
+        slot = request.meta.get("download_slot")
+        return str(slot) if slot is not None else urlparse_cached(request).hostname or ""
+    key: str = downloader.get_slot_key(request)
+    return key
+
+
+def running_middlewares(engine: Any) -> list[Any]:
+    """The downloader middlewares the engine built (none before it exists)."""
+    if engine is None:
+        return []
+    middlewares: list[Any] = engine.downloader.middleware.middlewares
+    return middlewares
 
 
 def engine_closing(engine: Any) -> bool:

@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING
 from scrapy.core.downloader import Slot
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.asyncio import call_later
-from scrapy.utils.httpobj import urlparse_cached
 
-from scrapy_rep._slots.active import OnDownloader
+from scrapy_rep._slots.active import OnDownloader, slot_key
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -74,11 +73,7 @@ class SlotPauses(OnDownloader):
 
     def key(self, request: Request) -> str:
         """The request's download slot key (Scrapy's ``get_slot_key``)."""
-        downloader = self._downloader or self._bind()
-        if downloader is None:
-            slot = request.meta.get("download_slot")
-            return str(slot) if slot is not None else urlparse_cached(request).hostname or ""
-        return downloader.get_slot_key(request)
+        return slot_key(self._crawler.engine, request)
 
     def _slot(self, key: str) -> Slot | None:
         """The downloader's slot ``key``, if it has one now."""
