@@ -137,10 +137,7 @@ class RobotsFetcher:
         """The origin's rules from Redis, or downloaded here (by the worker
         holding the origin's lock, or by any when Redis cannot help) and shared."""
         claim = await shared.claim(origin, self._sleep)
-        found = claim.entry
-        if found is not None and found.robots is not None and self.config.obey_crawl_delay:
-            delay = delay_for(found.robots, self.config.user_agent, self.config.max_crawl_delay)
-            found = dataclasses.replace(found, delay=delay[0])
+        found = claim.entry  # its delay is set by _store, as for a download
         if claim.fresh and found is not None:
             return self._store(origin, found, previous), None
         base = found or previous  # Redis's state is the cluster's latest
@@ -180,7 +177,7 @@ class RobotsFetcher:
                 text,
                 entry.reason,
             )
-        if entry.robots is not None and self.config.obey_crawl_delay and not entry.stale:
+        if entry.robots is not None and self.config.obey_crawl_delay:
             delay, asked = delay_for(
                 entry.robots, self.config.user_agent, self.config.max_crawl_delay
             )
