@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest
-from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
-from twisted.internet.defer import Deferred
+from scrapy.utils.defer import maybe_deferred_to_future
 
 from scrapy_rep import _startup
 from scrapy_rep._download import RobotsDownload
+from scrapy_rep._in_flight import InFlight
 from scrapy_rep.origin import Origin, origin_text
 from scrapy_rep.usage import TdmRep
 
@@ -45,16 +45,6 @@ class TdmEntry:
     expires: float
 
 
-class _Fetch:
-    """One tdmrep.json fetch in flight and the responses waiting for it."""
-
-    __slots__ = ("task", "waiters")
-
-    def __init__(self) -> None:
-        self.waiters: list[Deferred[TdmEntry]] = []
-        self.task: Deferred[None] | None = None  # held: the loop keeps tasks weakly
-
-
 class TdmRepFiles:
     """The tdmrep.json of the origins a crawl meets (see the module docstring)."""
 
@@ -62,18 +52,15 @@ class TdmRepFiles:
         self.config = config
         self._stats = crawler.stats
         self._files: OrderedDict[Origin, TdmEntry] = OrderedDict()
-        self._fetches: dict[Origin, _Fetch] = {}
+        self._fetches: InFlight[Origin, TdmEntry] = InFlight()
         uncapped = _startup.uncapped(crawler.settings, warn=False)
         self._download = RobotsDownload(crawler, config, uncapped=uncapped, well_known=True)
 
     async def fetched(self, origin: Origin) -> TdmEntry | None:
         """The origin's entry once the fetch under way ends (None: none known)."""
-        fetch = self._fetches.get(origin)
-        if fetch is None:
+        if origin not in self._fetches:
             return self._files.get(origin)
-        waiter: Deferred[TdmEntry] = Deferred()
-        fetch.waiters.append(waiter)
-        return await maybe_deferred_to_future(waiter)
+        return await maybe_deferred_to_future(self._fetches.join(origin))
 
     def entry(self, origin: Origin) -> TdmEntry | None:
         """What is known of the origin's tdmrep.json (kept while a newer copy is
@@ -84,25 +71,20 @@ class TdmRepFiles:
             if entry.expires > time.time():
                 return entry
         if origin not in self._fetches:
-            fetch = self._fetches[origin] = _Fetch()  # before starting: it may end at once
-            fetch.task = deferred_from_coro(self._fetch(origin, fetch))
+            self._fetches.start(origin, lambda: self._fetch(origin))
             entry = entry or self._files.get(origin)
         return entry
 
-    async def _fetch(self, origin: Origin, fetch: _Fetch) -> None:
+    async def _fetch(self, origin: Origin) -> TdmEntry:
         try:
             entry = await self._get(origin)
         except Exception:  # a bug here must not leave responses waiting
             url = origin_text(origin) + TDMREP_PATH
             logger.exception("scrapy-rep: error while fetching %s", url)
             entry = TdmEntry(None, "error", time.time() + self.config.retry_min)
-        finally:
-            del self._fetches[origin]
         self._stats.inc_value(f"rep/usage/tdmrep/outcome/{entry.outcome}")
         self._remember(origin, entry)
-        for waiter in fetch.waiters:
-            if not waiter.called:
-                waiter.callback(entry)
+        return entry
 
     async def _get(self, origin: Origin) -> TdmEntry:
         """Download and read the origin's tdmrep.json. TDMRep: only a 2xx answer

@@ -1,9 +1,7 @@
 """The robots.txt fetch: an origin in, an :class:`~scrapy_rep.policy.Entry` out.
 
-One fetch in flight per origin, shared by every request waiting for it: each
-waiter has its own Deferred, fired with the entry when the fetch ends, so
-every waiter gets it on the asyncio reactor and on Twisted's own (a shared
-Deferred hands its result to its first waiter only).
+One fetch in flight per origin, shared by every request waiting for it
+(:mod:`scrapy_rep._in_flight`).
 
 The download, bounded in bytes, time, places and retries, is
 :mod:`scrapy_rep._download`'s; what its result means (RFC 9309 §2.3.1) is
@@ -23,12 +21,12 @@ import time
 from typing import TYPE_CHECKING
 
 from scrapy import Request
-from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 
 from scrapy_rep import _compat, _slots
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._download import RobotsDownload
+from scrapy_rep._in_flight import InFlight
 from scrapy_rep.cluster import RedisUnavailable
 from scrapy_rep.origin import origin_text, robots_url
 from scrapy_rep.policy import PARSED, REFUSED_LOCALLY, UNAVAILABLE, UNREACHABLE, delay_for
@@ -47,19 +45,6 @@ if TYPE_CHECKING:
     from scrapy_rep.report import CrawlReport
 
 logger = logging.getLogger(__name__)
-
-
-class _Fetch:
-    """One in-flight robots.txt fetch and the requests waiting for it."""
-
-    __slots__ = ("task", "trigger", "waiters")
-
-    def __init__(self, trigger: Request | None) -> None:
-        self.waiters: list[Deferred[Entry]] = []
-        self.trigger = trigger  # the request that made the fetch start
-        # Held so that the running fetch is referenced: the event loop keeps
-        # only weak references to tasks, which may vanish mid-fetch otherwise.
-        self.task: Deferred[None] | None = None
 
 
 class RobotsFetcher:
@@ -87,17 +72,14 @@ class RobotsFetcher:
         self._report = report
         self.download = RobotsDownload(crawler, config, sleep=sleep, uncapped=uncapped)
         self._stats = crawler.stats
-        self._fetches: dict[Origin, _Fetch] = {}
+        self._fetches: InFlight[Origin, Entry] = InFlight()
 
     def join(self, origin: Origin, trigger: Request | None = None) -> Deferred[Entry]:
         """The origin's entry once fetched: joins the fetch in flight, or starts one
         (``trigger``: the request that needs it, for Scrapy's robots_parsed)."""
-        waiter: Deferred[Entry] = Deferred()
-        fetch = self._fetches.get(origin)
-        if fetch is None:
-            fetch = self._start(origin, trigger)
-        fetch.waiters.append(waiter)
-        return waiter
+        if origin not in self._fetches:
+            self._start(origin, trigger)
+        return self._fetches.join(origin)
 
     def refresh(self, origin: Origin, trigger: Request | None = None) -> None:
         """Fetch the origin's robots.txt anew in the background, unless under way
@@ -105,13 +87,10 @@ class RobotsFetcher:
         if origin not in self._fetches and not self.download.busy:
             self._start(origin, trigger)
 
-    def _start(self, origin: Origin, trigger: Request | None) -> _Fetch:
-        fetch = _Fetch(trigger)
-        self._fetches[origin] = fetch  # before starting: the fetch may end at once
-        fetch.task = deferred_from_coro(self._fetch(origin, fetch))
-        return fetch
+    def _start(self, origin: Origin, trigger: Request | None) -> None:
+        self._fetches.start(origin, lambda: self._fetch(origin, trigger))
 
-    async def _fetch(self, origin: Origin, fetch: _Fetch) -> None:
+    async def _fetch(self, origin: Origin, trigger: Request | None) -> Entry:
         previous = self._cache.get(origin)
         response: Response | None = None
         try:
@@ -120,16 +99,12 @@ class RobotsFetcher:
             else:
                 entry, response = await self.download.entry(origin, previous)
                 entry = self._store(origin, entry, previous)
-            await self._announce(origin, entry, previous, response, fetch.trigger)
+            await self._announce(origin, entry, previous, response, trigger)
         except Exception:  # a bug here must not leave waiters hanging
             logger.exception("scrapy-rep: error while fetching %s", robots_url(origin))
             entry = self._policy.on_error("internal error", now=time.time(), previous=previous)
             self._cache.put(origin, entry)
-        finally:
-            del self._fetches[origin]
-        for waiter in fetch.waiters:
-            if not waiter.called:  # a waiter cancelled with its task is already called
-                waiter.callback(entry)
+        return entry
 
     async def _fetch_shared(
         self, origin: Origin, previous: Entry | None, shared: RedisRulesCache
