@@ -21,6 +21,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy_rep import _startup
 from scrapy_rep._download import RobotsDownload
 from scrapy_rep._in_flight import InFlight
+from scrapy_rep.cache import lru_put
 from scrapy_rep.origin import Origin, origin_text
 from scrapy_rep.usage import TdmRep
 
@@ -131,7 +132,4 @@ class TdmRepFiles:
 
     def _remember(self, origin: Origin, entry: TdmEntry) -> None:
         """Keep the entry, for REP_CACHE_MAX_ORIGINS origins at most (LRU)."""
-        self._files[origin] = entry
-        self._files.move_to_end(origin)
-        while len(self._files) > self.config.cache_max_origins:
-            self._files.popitem(last=False)
+        lru_put(self._files, origin, entry, self.config.cache_max_origins)

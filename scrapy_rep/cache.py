@@ -17,10 +17,22 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from scrapy_rep.origin import Origin
 from scrapy_rep.policy import UNREACHABLE, Entry
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def lru_put(table: OrderedDict[K, V], key: K, value: V, bound: int) -> None:
+    """Store ``key`` as ``table``'s most recent entry, forgetting the least
+    recent past ``bound``: every per-origin or per-slot table stays bounded."""
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > bound:
+        table.popitem(last=False)
 
 
 class RulesCache(Protocol):
@@ -62,10 +74,8 @@ class MemoryRulesCache:
                 self._remember_backoff(evicted, old)
 
     def _remember_backoff(self, origin: Origin, entry: Entry) -> None:
-        backoffs = self._backoffs
-        backoffs[origin] = (entry.expires, entry.failures, entry.reason, entry.fetched)
-        while len(backoffs) > self.max_origins:
-            backoffs.popitem(last=False)
+        kept = (entry.expires, entry.failures, entry.reason, entry.fetched)
+        lru_put(self._backoffs, origin, kept, self.max_origins)
 
     def _backoff(self, origin: Origin) -> Entry | None:
         """An evicted origin's backoff, back in the LRU (expired or not: the

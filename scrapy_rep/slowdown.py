@@ -48,12 +48,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_rep._gates import Gates
+from scrapy_rep.cache import lru_put
 from scrapy_rep.origin import origin_of, origin_text
 from scrapy_rep.policy import header_text, pause_for, retry_after
 
@@ -109,9 +111,9 @@ class SlowDown:
         self._gates = Gates(crawler, stats, waiting, pauses, self._bound)
         self.gates = self._gates.by_slot
         """Slots holding requests: paused, or resuming slowly."""
-        self.levels: dict[str, _Level] = {}
+        self.levels: OrderedDict[str, _Level] = OrderedDict()
         """Slots that answered slow-down and no good answer since."""
-        self._warned: dict[str, None] = {}  # origins warned of a capped Retry-After
+        self._warned: OrderedDict[str, None] = OrderedDict()  # warned of a capped Retry-After
         crawler.signals.connect(self._downloaded, signal=signals.response_downloaded)
         if cluster is not None:
             crawler.signals.connect(self._opened, signal=signals.spider_opened)
@@ -139,8 +141,8 @@ class SlowDown:
         if response.status in self._codes:
             self._slow(response, request)
         elif self.gates or self.levels:
-            key = request.meta.get("download_slot")
-            if key in self.gates or key in self.levels:
+            key: str | None = request.meta.get("download_slot")
+            if key is not None and (key in self.gates or key in self.levels):
                 self._answered(key, request, response.status)
 
     def _answered(self, key: str, request: Request, status: int) -> None:
@@ -183,7 +185,7 @@ class SlowDown:
             return
         level = self.levels.pop(key, None) or _Level(now)
         level.count += 1
-        self._remember(self.levels, key, level)
+        lru_put(self.levels, key, level, self._bound)
         pause = pause_for(asked, self._min, self._max, answers=level.count)
         if asked is None:
             self._stats.inc_value("rep/slowdown/backoff")
@@ -208,7 +210,7 @@ class SlowDown:
         self._stats.inc_value("rep/slowdown/retry_after/capped")
         if origin in self._warned:
             return
-        self._remember(self._warned, origin, None)
+        lru_put(self._warned, origin, None, self._bound)
         logger.warning(
             "%s asks for a pause of %s s (Retry-After: %s): capped at %g s "
             "(REP_SLOWDOWN_MAX_DELAY)",
@@ -217,12 +219,6 @@ class SlowDown:
             _shown(raw),
             self._max,
         )
-
-    def _remember(self, table: dict[str, Any], key: str, value: Any) -> None:
-        """Store ``key`` last in ``table``, forgetting the oldest past the bound."""
-        table[key] = value
-        if len(table) > self._bound:
-            del table[next(iter(table))]
 
     # -- other workers (Redis) -----------------------------------------------------------
 
@@ -243,7 +239,7 @@ class SlowDown:
         if level:
             known = self.levels.pop(key, None) or _Level(now)
             known.count = max(known.count, level)
-            self._remember(self.levels, key, known)
+            lru_put(self.levels, key, known, self._bound)
         self._gates.pause(key, until, now)
         if own:
             return

@@ -39,6 +39,7 @@ from scrapy_rep._download import ROBOTS_META
 from scrapy_rep._page_directives import header_directives, parse_rules, robots_meta_tags
 from scrapy_rep._tdmrep_files import TdmEntry, TdmRepFiles
 from scrapy_rep._usage_labels import TDMREP as TDMREP_LABEL
+from scrapy_rep.cache import lru_put
 from scrapy_rep.config import Config
 from scrapy_rep.exceptions import UsageDenied
 from scrapy_rep.meta import is_html
@@ -285,7 +286,7 @@ class UsageMiddleware:
             effect = "kept from the spider (REP_USAGE_ACTION = 'drop')"
         key = (origin or ("", "", 0), stage)
         if self.drop and key not in self._logged:  # annotating is what the stats say
-            self._remember_logged(key)
+            lru_put(self._logged, key, None, self.config.cache_max_origins)
             logger.info(
                 "Usage preferences of %s deny %s (%s): its pages are %s; "
                 "further ones are logged at DEBUG",
@@ -305,14 +306,6 @@ class UsageMiddleware:
         )
 
     # -- helpers ------------------------------------------------------------------
-
-    def _remember_logged(self, key: Any) -> None:
-        """Note that ``key`` was logged; at most REP_CACHE_MAX_ORIGINS keys (LRU)."""
-        logged = self._logged
-        logged[key] = None
-        logged.move_to_end(key)
-        while len(logged) > self.config.cache_max_origins:
-            logged.popitem(last=False)
 
     def _robots_middleware(self) -> RobotsTxtMiddleware | None:
         if not self._robots_looked_up and self.crawler.engine is not None:
