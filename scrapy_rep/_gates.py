@@ -143,12 +143,8 @@ class Gates:
         self._stats.inc_value("rep/slowdown/held")
         wake: Deferred[bool] = Deferred()
         gate.waiters.append((request, wake))
-        detached = self._waiting.detach(request)
-        try:
+        with self._waiting.detached(request):
             go = await maybe_deferred_to_future(wake)
-        finally:
-            if detached:
-                self._waiting.reattach(request)
         if not go:
             self._stats.inc_value("rep/slowdown/dropped_closing")
             raise IgnoreRequest(

@@ -27,6 +27,7 @@ The engine internals this needs are in :mod:`scrapy_rep._slots`.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -38,6 +39,8 @@ from twisted.internet.defer import Deferred
 from scrapy_rep import _slots
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.utils.asyncio import CallLaterResult
@@ -61,19 +64,22 @@ class Waiting:
 
     # -- out of the active set -------------------------------------------------
 
-    def detach(self, request: Request) -> bool:
-        """Take ``request`` out of the downloader's active set if allowed;
-        True if it was taken out (then :meth:`reattach` must follow)."""
+    @contextmanager
+    def detached(self, request: Request) -> Iterator[None]:
+        """While the block runs, ``request`` is out of the downloader's active
+        set, if allowed (else it waits inside CONCURRENT_REQUESTS)."""
         if self.count >= self.cap or not self._can_detach():
-            return False
+            yield
+            return
         if not _slots.leave_active(self._crawler.engine, request):
-            return False
+            yield
+            return
         self.count += 1
-        return True
-
-    def reattach(self, request: Request) -> None:
-        _slots.rejoin_active(self._crawler.engine, request)
-        self.count -= 1
+        try:
+            yield
+        finally:
+            _slots.rejoin_active(self._crawler.engine, request)
+            self.count -= 1
 
     def _can_detach(self) -> bool:
         if self._supported is None:  # what is missing was logged at start (_slots)

@@ -285,12 +285,8 @@ class RobotsTxtMiddleware:
     # -- waiting for robots.txt ----------------------------------------------------
 
     async def _wait(self, request: Request, origin: Origin, entry: Entry | None) -> None:
-        detached = self._waiting.detach(request)
-        try:
+        with self._waiting.detached(request):
             entry = await self._await_rules(request, origin, entry)
-        finally:
-            if detached:
-                self._waiting.reattach(request)
         if entry is None:
             return
         if entry.robots is None:
@@ -376,8 +372,7 @@ class RobotsTxtMiddleware:
         key = _slots.slot_key(self.crawler.engine, request)
         spacing = max(delay, slots.let_cluster_pace(request))
         slowdown = self._slowdown
-        detached = self._waiting.detach(request)
-        try:
+        with self._waiting.detached(request):
             while True:
                 # No turn is reserved during a pause (Redis pushed the slot's
                 # schedule past it), and a turn that falls in a pause learnt
@@ -389,9 +384,6 @@ class RobotsTxtMiddleware:
                 if outcome != PACED or slowdown is None or not slowdown.paused(key, 0.05):
                     break
                 self._stats.inc_value("rep/slowdown/redis/turn_in_pause")
-        finally:
-            if detached:
-                self._waiting.reattach(request)
         if outcome == LOCAL:  # Redis unavailable: paced here, through the slot's gate
             slots.require(request, delay)
             held = self._gate(request)
