@@ -121,7 +121,7 @@ class RobotsDownload:
                 assert failed is not None
                 return failed, None
             status = response.status
-            if 300 <= status < 400 and status != 304:
+            if _is_redirect(status):
                 location = response.headers.get(b"Location")
                 target = _redirect_target(response.url, location) if location else None
                 if target is None or hop == self.config.max_redirects:
@@ -243,7 +243,7 @@ class RobotsDownload:
             response = await self._send(request)
             location = response.headers.get(b"Location")
             status = response.status
-            if not (300 <= status < 400 and status != 304 and location):
+            if not (_is_redirect(status) and location):
                 return response
             target = _redirect_target(response.url, location)
             if target is None:
@@ -336,6 +336,11 @@ def handlers_count_bytes(settings: BaseSettings) -> bool:
 
 def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _is_redirect(status: int) -> bool:
+    """A 3xx that sends elsewhere (304 Not Modified does not)."""
+    return 300 <= status < 400 and status != 304
 
 
 def _redirect_target(base: str, location: bytes) -> str | None:

@@ -250,9 +250,7 @@ class RobotsTxt:
         if (not rank or rank & 1) and (rules.escaped is not None or "%" in path):
             # Allowed in the first reading: a Disallow of the second decides, else an Allow.
             second = second_reading(rules, path, rank)
-            if (second.rank and not second.rank & 1) or not rank:
-                if not second.rank:
-                    return Decision(True, None, None, rules.agents)
+            if second.rank and (not rank or not second.rank & 1):
                 line, rule = rule_line(self._groups, rules, second.pattern(), allows(second.rank))
                 return Decision(allows(second.rank), line, rule, rules.agents)
         if not rank:
