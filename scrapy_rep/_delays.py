@@ -54,8 +54,7 @@ _RATE = re.compile(r"(\d+)\s*/\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)(?![A-Za-z])",
 # infinite Crawl-delay is (and int() refuses strings of over 4,300 digits).
 _MAX_COUNT_DIGITS = 18
 _RATE_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_KEY_NAMES = {_lines.CRAWL_DELAY: "Crawl-delay", _lines.REQUEST_RATE: "Request-rate"}
-_DELAY_KINDS = frozenset(_KEY_NAMES)
+_DELAY_KINDS = frozenset((_lines.CRAWL_DELAY, _lines.REQUEST_RATE))
 # The lines that end a run (Allow and Disallow lines end the group as well).
 _RUN_ENDS = frozenset(
     {_lines.CRAWL_DELAY, _lines.REQUEST_RATE, _lines.CONTENT_USAGE, _lines.CONTENT_SIGNAL}
@@ -159,4 +158,4 @@ def delay_line(groups: Groups, offset: int) -> tuple[int, str]:
     end = text.find("\n", offset)
     parsed = _lines.parse_line(text[offset : len(text) if end < 0 else end])
     kind, value = parsed if parsed is not None else (_lines.OTHER, "")  # (read as a delay line)
-    return groups.line_number(offset), f"{_KEY_NAMES.get(kind, '?')}: {value}"
+    return groups.line_number(offset), f"{_lines.KEY_NAMES.get(kind, '?')}: {value}"

@@ -43,6 +43,17 @@ __all__ = [
 USER_AGENT, ALLOW, DISALLOW, SITEMAP, CRAWL_DELAY, REQUEST_RATE, OTHER = range(7)
 # Usage preferences (scrapy_rep.usage): read only when RobotsTxt.usage() asks.
 CONTENT_USAGE, CONTENT_SIGNAL = 7, 8
+KEY_NAMES = {
+    USER_AGENT: "User-agent",
+    ALLOW: "Allow",
+    DISALLOW: "Disallow",
+    SITEMAP: "Sitemap",
+    CRAWL_DELAY: "Crawl-delay",
+    REQUEST_RATE: "Request-rate",
+    CONTENT_USAGE: "Content-Usage",
+    CONTENT_SIGNAL: "Content-Signal",
+}
+"""How each key is written when a line is shown (``scrapy robots``, decisions)."""
 
 MAX_LINE = 16_663  # Google's line buffer keeps this many bytes of a line (UTF-8)
 # Lines longer than this many characters may be cut (a character is 1 to 4

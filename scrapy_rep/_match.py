@@ -35,12 +35,12 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 
-__all__ = ["Matcher", "allows", "matches"]
+__all__ = ["NO_PATTERNS", "Matcher", "allows", "matches"]
 
 _NO_KEYS: list[str] = []  # shared by matchers without prefixes or heads; never changed
 _NO_INDEXES = array("i")
 _NO_RANKS = array("q")
-_NOTHING: frozenset[str] = frozenset()
+NO_PATTERNS: frozenset[str] = frozenset()
 
 
 def allows(rule_rank: int) -> bool:
@@ -255,7 +255,9 @@ class Matcher:
             at = self._head_parents[at]
         return best
 
-    def pattern_for(self, path: str, rule_rank: int, left_out: AbstractSet[str] = _NOTHING) -> str:
+    def pattern_for(
+        self, path: str, rule_rank: int, left_out: AbstractSet[str] = NO_PATTERNS
+    ) -> str:
         """The pattern to report for a rule of ``rule_rank`` that matches ``path``
         (the one :meth:`best` or :meth:`best_without` found), to explain a decision."""
         keys, parents, ranks = self._prefixes, self._parents, self._ranks

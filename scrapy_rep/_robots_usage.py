@@ -45,9 +45,8 @@ class UsageDecision:
     lines: tuple[UsageLine, ...]
 
 
-_KEY_NAMES = {_lines.CONTENT_USAGE: "Content-Usage", _lines.CONTENT_SIGNAL: "Content-Signal"}
 _SIGNAL_LINE = re.compile(rf"\n[ \t\v\f]*{_lines.CONTENT_SIGNAL_KEY}[^\n]*")
-_USAGE_KINDS = frozenset(_KEY_NAMES)
+_USAGE_KINDS = frozenset((_lines.CONTENT_USAGE, _lines.CONTENT_SIGNAL))
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,4 +154,4 @@ def _rule(kind: int, value: str, number: int) -> _Rule:
                 end = at
         pattern, statement = normalize_pattern(value[:end]), value[end:]
     read = content_usage if kind == _lines.CONTENT_USAGE else content_signal
-    return _Rule(pattern, read(statement), UsageLine(number, f"{_KEY_NAMES[kind]}: {value}"))
+    return _Rule(pattern, read(statement), UsageLine(number, f"{_lines.KEY_NAMES[kind]}: {value}"))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from scrapy_rep import _lines
 from scrapy_rep._delays import NO_DELAYS, AgentDelays, read_delays
 from scrapy_rep._groups import GLOBAL, Groups
-from scrapy_rep._match import Matcher
+from scrapy_rep._match import NO_PATTERNS, Matcher
 from scrapy_rep._url import PLAIN_IN_PATH, decode_reserved, has_bare_percent, normalize_pattern
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ __all__ = [
     "second_reading",
 ]
 
-_KIND_NAMES = {True: "Allow", False: "Disallow"}
+_KIND_NAMES = {True: _lines.KEY_NAMES[_lines.ALLOW], False: _lines.KEY_NAMES[_lines.DISALLOW]}
 _SPACE = " \t\v\f"
 
 # The lines of a group that matter once an agent asks, read in one pass: the
@@ -201,9 +201,6 @@ class Reading(NamedTuple):
         return self.matcher.pattern_for(self.path, self.rank, self.left_out)
 
 
-_NOTHING_LEFT_OUT: frozenset[str] = frozenset()
-
-
 def second_reading(rules: AgentRules, path: str, first_rank: int) -> Reading:
     """What decides ``path`` (in normal form) in the second reading of RFC 9309
     §2.2.2; ``first_rank`` is ``rules.matcher.best(path)``.
@@ -218,7 +215,7 @@ def second_reading(rules: AgentRules, path: str, first_rank: int) -> Reading:
     matcher = rules.matcher
     assert matcher is not None
     wide = decode_reserved(path)
-    left_out = rules.bare or _NOTHING_LEFT_OUT
+    left_out = rules.bare or NO_PATTERNS
     if rules.bare is not None:
         rank = matcher.best_without(wide, left_out)
     else:
@@ -227,7 +224,7 @@ def second_reading(rules: AgentRules, path: str, first_rank: int) -> Reading:
     if escaped is not None:
         escaped_rank = escaped.best(wide)
         if escaped_rank > rank:
-            return Reading(escaped_rank, escaped, wide, _NOTHING_LEFT_OUT)
+            return Reading(escaped_rank, escaped, wide, NO_PATTERNS)
     return Reading(rank, matcher, wide, left_out)
 
 

@@ -136,7 +136,7 @@ def _allowed_second_way(rules: AgentRules, path: str, rank: int) -> bool:
     deciding rule's ``rank``, 0 for none), is allowed by the second too."""
     escaped = rules.escaped
     # (rules with a bare '%' are among the escaped ones: none without them)
-    if escaped is None and ("%" not in path or reads_one_way(path)):
+    if escaped is None and reads_one_way(path):
         return True  # the second reading is the same
     if "%" not in path:  # the path reads alike: only the escaped rules differ
         second_rank = escaped.best(path)  # type: ignore[union-attr]  # not None here
