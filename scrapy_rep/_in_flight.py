@@ -4,12 +4,17 @@ Each waiter gets a Deferred of its own, fired with the result when the task
 ends: a shared Deferred would hand its result to its first waiter only, and
 this works alike on the asyncio reactor and on Twisted's own. The robots.txt
 fetcher and the tdmrep.json files each keep one, keyed by origin.
+
+A task may end before ``join`` returns (Scrapy's HTTP cache answers at once on
+Twisted's reactor): a waiter is therefore registered before its task starts,
+and a finished task is never looked up again.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from scrapy.utils.asyncio import CallLaterResult, call_later
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 
@@ -26,7 +31,7 @@ class _Task(Generic[V]):
     __slots__ = ("deferred", "waiters")
 
     def __init__(self) -> None:
-        self.waiters: list[Deferred[V]] = []
+        self.waiters: list[Deferred[V | None]] = []
         # Held so that the running task is referenced: the event loop keeps
         # only weak references to tasks, which may vanish mid-way otherwise.
         self.deferred: Deferred[None] | None = None
@@ -45,17 +50,37 @@ class InFlight(Generic[K, V]):
         return len(self._tasks)
 
     def start(self, key: K, work: Callable[[], Coroutine[Any, Any, V]]) -> None:
-        """Run ``work()`` for ``key``, which has no task running. ``work`` must
-        not raise: what it returns is every waiter's result."""
-        task: _Task[V] = _Task()
-        self._tasks[key] = task  # before starting: the task may end at once
-        task.deferred = deferred_from_coro(self._run(key, task, work))
+        """Run ``work()`` for ``key`` unless a task for it runs already.
+        ``work`` must not raise: what it returns is every waiter's result."""
+        if key not in self._tasks:
+            self._run_new(key, _Task(), work)
 
-    def join(self, key: K) -> Deferred[V]:
-        """The result of ``key``'s running task, once it ends."""
-        waiter: Deferred[V] = Deferred()
-        self._tasks[key].waiters.append(waiter)
+    def join(
+        self,
+        key: K,
+        work: Callable[[], Coroutine[Any, Any, V]],
+        *,
+        timeout: float | None = None,
+    ) -> Deferred[V | None]:
+        """The result of ``key``'s task once it ends, starting one with ``work``
+        if none runs; None if ``timeout`` seconds pass first (the task goes on
+        for its other waiters)."""
+        waiter: Deferred[V | None] = Deferred()
+        task = self._tasks.get(key)
+        if task is None:
+            task = _Task()
+            task.waiters.append(waiter)  # before starting: the task may end at once
+            self._run_new(key, task, work)
+        else:
+            task.waiters.append(waiter)
+        if timeout is not None and not waiter.called:
+            timer = call_later(max(timeout, 0.0), _give_up, task, waiter)
+            waiter.addBoth(_cancelling, timer)
         return waiter
+
+    def _run_new(self, key: K, task: _Task[V], work: Callable[[], Coroutine[Any, Any, V]]) -> None:
+        self._tasks[key] = task
+        task.deferred = deferred_from_coro(self._run(key, task, work))
 
     async def _run(
         self, key: K, task: _Task[V], work: Callable[[], Coroutine[Any, Any, V]]
@@ -65,5 +90,16 @@ class InFlight(Generic[K, V]):
         finally:
             del self._tasks[key]
         for waiter in task.waiters:
-            if not waiter.called:  # a waiter cancelled with its own task is already called
+            if not waiter.called:  # timed out, or cancelled with its own request
                 waiter.callback(result)
+
+
+def _give_up(task: _Task[Any], waiter: Deferred[Any]) -> None:
+    if not waiter.called:
+        task.waiters.remove(waiter)
+        waiter.callback(None)
+
+
+def _cancelling(result: Any, timer: CallLaterResult) -> Any:
+    timer.cancel()  # a no-op once it fired
+    return result

@@ -61,7 +61,9 @@ class TdmRepFiles:
         """The origin's entry once the fetch under way ends (None: none known)."""
         if origin not in self._fetches:
             return self._files.get(origin)
-        return await maybe_deferred_to_future(self._fetches.join(origin))
+        return await maybe_deferred_to_future(
+            self._fetches.join(origin, lambda: self._fetch(origin))
+        )
 
     def entry(self, origin: Origin) -> TdmEntry | None:
         """What is known of the origin's tdmrep.json (kept while a newer copy is
@@ -73,7 +75,7 @@ class TdmRepFiles:
                 return entry
         if origin not in self._fetches:
             self._fetches.start(origin, lambda: self._fetch(origin))
-            entry = entry or self._files.get(origin)
+            entry = entry or self._files.get(origin)  # the fetch may end at once
         return entry
 
     async def _fetch(self, origin: Origin) -> TdmEntry:

@@ -74,21 +74,19 @@ class RobotsFetcher:
         self._stats = crawler.stats
         self._fetches: InFlight[Origin, Entry] = InFlight()
 
-    def join(self, origin: Origin, trigger: Request | None = None) -> Deferred[Entry]:
+    def join(
+        self, origin: Origin, trigger: Request | None = None, *, timeout: float | None = None
+    ) -> Deferred[Entry | None]:
         """The origin's entry once fetched: joins the fetch in flight, or starts one
-        (``trigger``: the request that needs it, for Scrapy's robots_parsed)."""
-        if origin not in self._fetches:
-            self._start(origin, trigger)
-        return self._fetches.join(origin)
+        (``trigger``: the request that needs it, for Scrapy's robots_parsed);
+        None if ``timeout`` seconds pass first."""
+        return self._fetches.join(origin, lambda: self._fetch(origin, trigger), timeout=timeout)
 
     def refresh(self, origin: Origin, trigger: Request | None = None) -> None:
         """Fetch the origin's robots.txt anew in the background, unless under way
         (or robots.txt downloads are at REP_MAX_FETCHES: the old rules serve on)."""
-        if origin not in self._fetches and not self.download.busy:
-            self._start(origin, trigger)
-
-    def _start(self, origin: Origin, trigger: Request | None) -> None:
-        self._fetches.start(origin, lambda: self._fetch(origin, trigger))
+        if not self.download.busy:
+            self._fetches.start(origin, lambda: self._fetch(origin, trigger))
 
     async def _fetch(self, origin: Origin, trigger: Request | None) -> Entry:
         previous = self._cache.get(origin)

@@ -33,7 +33,6 @@ from urllib.parse import urlparse
 
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
-from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 
@@ -57,7 +56,6 @@ if TYPE_CHECKING:
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
-    from twisted.internet.defer import Deferred
 
     from scrapy_rep.cluster import ClusterDelay
     from scrapy_rep.policy import Entry
@@ -338,14 +336,8 @@ class RobotsTxtMiddleware:
     async def _join(self, origin: Origin, request: Request, deadline: float | None) -> Entry | None:
         """The entry of the origin's fetch (started for ``request`` if none is in
         flight); None if ``deadline`` comes first."""
-        waiter: Deferred[Entry | None] = self.fetcher.join(origin, request)  # type: ignore[assignment]
-        if deadline is None:
-            return await maybe_deferred_to_future(waiter)
-        timer = call_later(max(deadline - time.time(), 0.0), _give_up, waiter)
-        try:
-            return await maybe_deferred_to_future(waiter)
-        finally:
-            timer.cancel()
+        timeout = None if deadline is None else deadline - time.time()
+        return await maybe_deferred_to_future(self.fetcher.join(origin, request, timeout=timeout))
 
     # -- Crawl-delay ----------------------------------------------------------------
 
@@ -393,8 +385,3 @@ class RobotsTxtMiddleware:
             raise IgnoreRequest(
                 f"the spider closed while the request waited for its Crawl-delay turn: {request}"
             )
-
-
-def _give_up(waiter: Deferred[Entry | None]) -> None:
-    if not waiter.called:  # the fetch then finds it called and passes it by
-        waiter.callback(None)

@@ -280,3 +280,25 @@ async def test_cache_is_bounded_by_rep_cache_max_origins(
     )
     assert (site.hits("/1"), site2.hits("/2"), site.hits("/3")) == (1, 1, 1)
     assert site.hits("/robots.txt") == 2  # evicted by site2, fetched again
+
+
+# -- robots.txt known at once (Scrapy's HTTP cache) ------------------------------------------------
+
+
+@pytest.mark.parametrize("ignore_missing", [False, True])
+@pytest_twisted.ensureDeferred
+async def test_robots_txt_from_scrapys_http_cache(
+    site: ScriptedServer, tmp_path: Path, ignore_missing: bool
+) -> None:
+    """A cached robots.txt arrives without the fetch ever waiting: on Twisted's
+    own reactor the first page then failed with a KeyError (0.1.0.dev0)."""
+    site.robots(ROBOTS)
+    urls = [site.url("/public"), site.url("/private/1")]
+    cache = {"HTTPCACHE_ENABLED": True, "HTTPCACHE_DIR": str(tmp_path / "httpcache")}
+    await run_crawl(urls, cache)  # fills the cache
+    hits = site.hits("/robots.txt")
+    result = await run_crawl(urls, {**cache, "HTTPCACHE_IGNORE_MISSING": ignore_missing})
+    assert site.hits("/robots.txt") == hits == 1  # the second crawl read it from the cache
+    assert list(result.responses) == [site.url("/public")]
+    assert result.failed_with(site.url("/private/1")).__name__ == "ForbiddenByRobots"
+    assert result.stats["rep/forbidden"] == 1
