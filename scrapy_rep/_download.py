@@ -44,6 +44,7 @@ from urllib.parse import urljoin, urlparse
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider, IgnoreRequest, StopDownload
 from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.misc import load_object
 from w3lib.url import safe_url_string
 
 from scrapy_rep import _compat, _slots
@@ -323,13 +324,20 @@ class RobotsDownload:
 
 
 def handlers_count_bytes(settings: BaseSettings) -> bool:
-    """Whether http and https go through Scrapy's own download handlers, which
-    send bytes_received (the size cap's signal); another handler may not."""
+    """Whether http and https go through Scrapy's own download handlers (or
+    subclasses of them), which send bytes_received (the size cap's signal);
+    another handler may not."""
     handlers = settings.getwithbase("DOWNLOAD_HANDLERS")
     for scheme in ("http", "https"):
         handler = handlers.get(scheme)
-        path = handler if isinstance(handler, str) else getattr(handler, "__module__", "")
-        if not str(path).startswith(_SCRAPY_HANDLERS):
+        try:
+            cls = load_object(handler) if isinstance(handler, str) else handler
+        except (ImportError, AttributeError, ValueError, NameError):
+            return False  # Scrapy reports it when it loads the handlers
+        if not any(
+            getattr(base, "__module__", "").startswith(_SCRAPY_HANDLERS)
+            for base in getattr(cls, "__mro__", ())
+        ):
             return False
     return True
 

@@ -11,6 +11,7 @@ import json
 import sys
 from typing import Any
 
+import sent_stamp
 from scrapy import Request, Spider
 from scrapy.crawler import CrawlerProcess
 from twisted.python.failure import Failure
@@ -37,6 +38,7 @@ def main() -> None:
     origin, count = sys.argv[1], int(sys.argv[2])
     process = CrawlerProcess(
         {
+            **sent_stamp.SETTINGS,
             "TWISTED_REACTOR": "twisted.internet.epollreactor.EPollReactor",
             "ADDONS": {"scrapy_rep.Addon": 100},
             "ROBOTSTXT_OBEY": True,

@@ -14,6 +14,7 @@ import resource
 import sys
 from typing import Any
 
+import sent_stamp
 from scrapy import Request, Spider
 from scrapy.crawler import CrawlerProcess
 from twisted.python.failure import Failure
@@ -50,6 +51,7 @@ def main() -> None:
     errors = _Errors()
     logging.getLogger().addHandler(errors)
     settings = {
+        **sent_stamp.SETTINGS,
         "ADDONS": {"scrapy_rep.Addon": 100},
         "ROBOTSTXT_OBEY": True,
         "USER_AGENT": "ExampleBot/1.0 (+http://example.com/bot)",

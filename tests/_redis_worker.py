@@ -16,12 +16,14 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
+import sent_stamp
 from scrapy import Request, Spider
 from scrapy.crawler import CrawlerProcess
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
 BASE_SETTINGS: dict[str, Any] = {
+    **sent_stamp.SETTINGS,
     "ADDONS": {"scrapy_rep.Addon": 100},
     "ROBOTSTXT_OBEY": True,
     "USER_AGENT": "ExampleBot/1.0 (+http://example.com/bot)",

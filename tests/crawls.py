@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import sent_stamp
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler
 from scrapy.http import Response
@@ -56,6 +57,7 @@ def loopback_names() -> Iterator[None]:
 
 
 BASE_SETTINGS: dict[str, Any] = {
+    **sent_stamp.SETTINGS,
     "ADDONS": {"scrapy_rep.Addon": 100},
     "ROBOTSTXT_OBEY": True,
     "USER_AGENT": USER_AGENT,

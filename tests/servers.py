@@ -47,10 +47,15 @@ class Reply:
 Script = Reply | Sequence[Reply] | Callable[[int], Reply]
 
 
+SENT_HEADER = "X-Test-Sent"
+"""Set by the test crawls' download handler (sent_stamp.py): when the crawler sent it."""
+
+
 @dataclass(frozen=True)
 class Hit:
     path: str
     time: float
+    """When the crawler sent the request (``SENT_HEADER``), else when it arrived."""
     headers: dict[str, str]
 
 
@@ -151,7 +156,8 @@ class ScriptedServer:
 
     def _record(self, raw_path: str, path: str, headers: dict[str, str]) -> int:
         with self._lock:
-            self._hits.append(Hit(raw_path, time.time(), headers))
+            sent = headers.get(SENT_HEADER)  # when the crawler sent it (sent_stamp.py)
+            self._hits.append(Hit(raw_path, float(sent) if sent else time.time(), headers))
             self._counts[path] = self._counts.get(path, 0) + 1
             return self._counts[path]
 

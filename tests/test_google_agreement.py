@@ -249,6 +249,7 @@ def directory() -> Path:
     return require_corpus()
 
 
+@pytest.mark.corpus
 def test_agrees_with_google_on_every_site_url(directory: Path) -> None:
     """All (site, url) pairs of site-urls.tsv (105,221 with a corpus file): every
     disagreement with Google's reference is one RFC 9309 decides otherwise."""
@@ -257,6 +258,7 @@ def test_agrees_with_google_on_every_site_url(directory: Path) -> None:
     assert not tally.unexplained, tally.report("site URLs")
 
 
+@pytest.mark.corpus
 def test_agrees_with_google_on_rule_derived_urls(directory: Path) -> None:
     """URLs made from an even sample of each corpus file's own rules (10 per file):
     every disagreement is one RFC 9309 decides otherwise."""

@@ -295,11 +295,13 @@ async def test_503_with_retry_after_for_4_s_no_request_inside_every_page_downloa
     assert stats["rep/slowdown/retry_after/honoured"] == len(slow.slow_answers())
     assert stats["rep/slowdown/response_status_count/503"] == len(slow.slow_answers())
     assert stats["rep/slowdown/resumed"] == 1
-    assert 6.0 <= stats["rep/slowdown/seconds"] < 6.5
+    assert 6.0 <= stats["rep/slowdown/seconds"] < 8.0  # a loaded machine answers late
     lines = slowdown_lines(caplog)
     assert seconds(lines) == [3.0, 3.0]
     assert f"{site.origin} (slot '127.0.0.1') answered 503 (Retry-After: 3): " in lines[0]
-    assert "answers again (200) after 6.0 s: back to its normal pace" in lines[-1]
+    (back,) = seconds(lines[-1:], marker="answers again (200) after ")
+    assert 6.0 <= back < 8.0, lines[-1]
+    assert lines[-1].endswith("s: back to its normal pace"), lines[-1]
     # back to normal: nothing kept for the slot, nothing listened to per request
     assert at_close == {"gates": 0, "levels": 0, "per_request": []}
 

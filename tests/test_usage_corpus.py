@@ -17,6 +17,8 @@ from _corpus import CorpusFile, manifest, require_corpus, site_urls, site_urls_p
 
 from scrapy_rep import RobotsTxt
 
+pytestmark = pytest.mark.corpus  # every file of the corpus: CPU-heavy
+
 AGENTS = ("examplebot", "Googlebot", "bingbot")
 PROBE_URLS = ("/", "/index.html?q=1&page=2", "/wp-admin/admin-ajax.php", "/search?q=x")
 SITE_URLS_PER_FILE = 10
