@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 FLOOR_SCRAPY := 2.14.*
 FLOOR_VENV   := .venv-floor
 
-.PHONY: venv floor-venv test test-fast lint typecheck docs pytest pytest-floor redis-server \
+.PHONY: venv floor-venv test test-fast lint typecheck docs pytest pytest-twisted pytest-floor redis-server \
 	demo bench-parser bench-crawl bench-cluster clean
 
 venv: $(VENV)/.installed-test
@@ -44,14 +44,20 @@ typecheck: venv
 docs: venv
 	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
-# Branch coverage of scrapy_rep/ on the newest Scrapy (what it leaves out and
-# why: docs, development page).
+# Branch coverage of scrapy_rep/ on the newest Scrapy, on the asyncio reactor
+# (what it leaves out and why: docs, development page).
 pytest: venv redis-server
 	$(VENV)/bin/pytest -q --cov --cov-report=term:skip-covered
 
+# The newest Scrapy on Twisted's own reactor (epoll on Linux): waiting, fetching
+# and pacing run on Deferreds alone there, and a fetch can end before anyone awaits it.
+pytest-twisted: venv redis-server
+	$(VENV)/bin/pytest -q -p no:cacheprovider --reactor=default
+
+# The oldest Scrapy, at a lower CPU priority so that it does not starve the others.
 pytest-floor: floor-venv redis-server
 	$(FLOOR_VENV)/bin/python -c "import scrapy; print('Scrapy', scrapy.__version__, '(floor)')"
-	$(FLOOR_VENV)/bin/pytest -q -p no:cacheprovider
+	nice -n 5 $(FLOOR_VENV)/bin/pytest -q -p no:cacheprovider
 
 # The Redis tests and bench-cluster start their own redis-server (Debian's package)
 # on a free port. Without it, the Redis tests are skipped, or fail when CI=true.
@@ -60,10 +66,11 @@ redis-server:
 	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server) || \
 	  echo "warning: could not install redis-server (Debian: apt-get install -y redis-server)"
 
-# The suite on both Scrapy releases at once: it mostly waits on real time (Crawl-delay,
+# The suite three times at once: the newest Scrapy on the asyncio reactor and on
+# Twisted's own, the oldest on asyncio. It mostly waits on real time (Crawl-delay,
 # timeouts, pauses), not on the CPU, so side by side the whole takes about one run.
 test: lint typecheck docs
-	$(MAKE) -j2 --output-sync=target pytest pytest-floor
+	$(MAKE) -j3 --output-sync=target pytest pytest-twisted pytest-floor
 
 # Everything but the subprocess and real-time-delay tests (marked slow) and the
 # whole-corpus tests (marked corpus), on every core: under 60 s on two busy cores.
