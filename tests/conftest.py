@@ -11,6 +11,21 @@ from redis_server import RedisServer, require_redis_server
 from servers import ScriptedServer
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked asyncio_only are skipped on Twisted's own reactor (make pytest-twisted)."""
+    from scrapy.utils.reactor import is_asyncio_reactor_installed
+
+    if is_asyncio_reactor_installed():
+        return
+    skip = pytest.mark.skip(
+        reason="shared state on Redis needs the asyncio reactor (docs: cluster page); "
+        "the suite's asyncio runs test it"
+    )
+    for item in items:
+        if item.get_closest_marker("asyncio_only"):
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def site() -> Iterator[ScriptedServer]:
     """A scripted HTTP server on 127.0.0.1, port 0."""

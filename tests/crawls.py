@@ -20,7 +20,7 @@ import sent_stamp
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler
 from scrapy.http import Response
-from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.test import get_crawler
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IResolverSimple
@@ -127,11 +127,35 @@ class ListSpider(Spider):
 
 
 async def sleep(seconds: float) -> None:
-    """Let time pass in a test coroutine (pytest-twisted awaits Deferreds)."""
+    """Let time pass in a test coroutine or a spider's, on any reactor."""
     from twisted.internet import reactor
     from twisted.internet.task import deferLater
 
-    await deferLater(reactor, seconds)  # type: ignore[arg-type]
+    await maybe_deferred_to_future(deferLater(reactor, seconds))  # type: ignore[arg-type]
+
+
+class Event:
+    """``asyncio.Event`` for spiders and tests that runs on any reactor (asyncio's
+    needs a running asyncio loop, which Twisted's own reactor has not)."""
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiters: list[Deferred[None]] = []
+
+    def set(self) -> None:
+        self._set = True
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter.callback(None)
+
+    def is_set(self) -> bool:
+        return self._set
+
+    async def wait(self) -> None:
+        if not self._set:
+            waiter: Deferred[None] = Deferred()
+            self._waiters.append(waiter)
+            await maybe_deferred_to_future(waiter)
 
 
 async def run_crawl(

@@ -17,7 +17,7 @@ from scrapy.crawler import Crawler
 from scrapy.http import Response
 from servers import ScriptedServer, gaps
 
-pytestmark = pytest.mark.slow  # real-time delays
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio_only]  # real-time delays
 
 TOLERANCE = 0.05
 

@@ -28,6 +28,8 @@ from scrapy_rep import ForbiddenByRobots, RobotsTxtUnavailable
 from scrapy_rep.config import Config
 from scrapy_rep.exceptions import InvalidSetting
 
+pytestmark = pytest.mark.asyncio_only
+
 ROBOTS = b"User-agent: *\nDisallow: /private\n"
 
 

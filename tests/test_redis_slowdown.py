@@ -24,7 +24,7 @@ from scrapy.http import Response
 from servers import PAGE, Reply, ScriptedServer, gaps
 from test_slowdown import IN_FLIGHT, RETRYING, TOLERANCE, SlowSite, inside_pauses
 
-pytestmark = pytest.mark.slow  # real-time pauses, worker subprocesses
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio_only]  # real-time pauses, worker subprocesses
 
 WORKER = Path(__file__).with_name("_redis_worker.py")
 

@@ -9,7 +9,6 @@ scrapy_rep's RobotsTxtMiddleware does, for requests carrying the meta key
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -18,6 +17,7 @@ from urllib.parse import urljoin
 import pytest
 import pytest_twisted
 import scrapy
+from crawls import Event, sleep
 from packaging.version import Version
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
 from scrapy import Request, Spider, signals
@@ -84,7 +84,7 @@ class WarmSpider(Spider):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.warmed_up = asyncio.Event()
+        self.warmed_up = Event()
 
     def warm_up_url(self) -> str:
         raise NotImplementedError
@@ -284,7 +284,7 @@ class GarbageCollectingSpider(WarmSpider):
         super().__init__(**kwargs)
         self.first, self.second = first, second
         self.seen = 0
-        self.all_seen = asyncio.Event()
+        self.all_seen = Event()
         self.slot_before: Slot | None = None
         self.collected = False
         self.slot_after: Slot | None = None
@@ -301,7 +301,7 @@ class GarbageCollectingSpider(WarmSpider):
         # _slot_gc drops slots with no active request whose last start plus
         # delay is `age` seconds ago; wait out the delay, then use age=0
         # instead of the periodic call's 60 s.
-        await asyncio.sleep(self.slot_before.delay + 0.05)
+        await sleep(self.slot_before.delay + 0.05)
         downloader._slot_gc(age=0)
         self.collected = "127.0.0.1" not in downloader.slots
         for request in self.second:
