@@ -126,17 +126,27 @@ class ListSpider(Spider):
         self.result.failed_at[url] = time.monotonic()
 
 
-async def sleep(seconds: float) -> None:
-    """Let time pass in a test coroutine or a spider's, on any reactor."""
+def _later(seconds: float) -> Deferred[None]:
     from twisted.internet import reactor
     from twisted.internet.task import deferLater
 
-    await maybe_deferred_to_future(deferLater(reactor, seconds))  # type: ignore[arg-type]
+    return deferLater(reactor, seconds)  # type: ignore[arg-type]
+
+
+async def sleep(seconds: float) -> None:
+    """Let time pass in a test coroutine (pytest-twisted runs them as Deferreds)."""
+    await _later(seconds)
+
+
+async def spider_sleep(seconds: float) -> None:
+    """Let time pass in a spider's coroutine (an asyncio task on the asyncio
+    reactor, a Deferred on Twisted's own)."""
+    await maybe_deferred_to_future(_later(seconds))
 
 
 class Event:
-    """``asyncio.Event`` for spiders and tests that runs on any reactor (asyncio's
-    needs a running asyncio loop, which Twisted's own reactor has not)."""
+    """``asyncio.Event`` for spiders' coroutines, on any reactor (asyncio's needs
+    a running asyncio loop, which Twisted's own reactor has not)."""
 
     def __init__(self) -> None:
         self._set = False

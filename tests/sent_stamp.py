@@ -1,12 +1,13 @@
 """When the crawler sent each request, as the test servers record it.
 
-A crawl's pacing (Crawl-delay, pauses) decides when Scrapy hands a request to
-its download handler. On a busy machine the server's thread may see the
-request much later, and gaps measured on arrival shrink or grow with the load,
-not with the crawler. ``StampingHandler`` is Scrapy's HTTP handler that writes
-the moment of sending (``time.time()``) into a request header; the test
-servers (servers.py) record it as the hit's time. Every test crawl uses it
-(``SETTINGS``), in process and in subprocesses.
+A crawl's pacing (Crawl-delay, pauses) decides when a request's download slot
+lets it go (Scrapy's ``Slot.lastseen``). On a busy machine the download
+handler may run a few tenths of a second later, and the server's thread later
+still: gaps measured on arrival shrink or grow with the load, not with the
+crawler. ``StampingHandler`` is Scrapy's HTTP handler that writes the moment
+the slot let the request go into a request header (wall-clock seconds); the
+test servers (servers.py) record it as the hit's time. Every test crawl uses
+it (``SETTINGS``), in process and in subprocesses.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 
 from scrapy import Request
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+from scrapy.crawler import Crawler
 from scrapy.http import Response
 from servers import SENT_HEADER
 
@@ -22,6 +24,22 @@ SETTINGS = {"DOWNLOAD_HANDLERS": {"http": "sent_stamp.StampingHandler"}}
 
 
 class StampingHandler(HTTP11DownloadHandler):
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        self._crawler = crawler
+
     async def download_request(self, request: Request) -> Response:  # type: ignore[override]
-        request.headers[SENT_HEADER] = repr(time.time())
+        request.headers[SENT_HEADER] = repr(self._let_go_at(request))
         return await super().download_request(request)
+
+    def _let_go_at(self, request: Request) -> float:
+        now = time.time()
+        downloader = getattr(self._crawler.engine, "downloader", None)
+        slots = getattr(downloader, "slots", {})
+        slot = slots.get(request.meta.get("download_slot"))
+        seen = getattr(slot, "lastseen", 0)
+        if not seen:
+            return now
+        if seen > 1e9:  # Scrapy < 2.19: time.time()
+            return float(seen)
+        return now - (time.monotonic() - seen)  # Scrapy 2.19: time.monotonic()

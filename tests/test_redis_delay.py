@@ -19,7 +19,7 @@ from servers import ScriptedServer, gaps
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio_only]  # real-time delays
 
-TOLERANCE = 0.05
+TOLERANCE = 0.1  # a turn is reserved, then the request goes its way: a busy machine
 
 
 def shared(redis: RedisServer, prefix: str, **extra: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from urllib.parse import urljoin
 import pytest
 import pytest_twisted
 import scrapy
-from crawls import Event, sleep
+from crawls import Event, spider_sleep
 from packaging.version import Version
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
 from scrapy import Request, Spider, signals
@@ -301,7 +301,7 @@ class GarbageCollectingSpider(WarmSpider):
         # _slot_gc drops slots with no active request whose last start plus
         # delay is `age` seconds ago; wait out the delay, then use age=0
         # instead of the periodic call's 60 s.
-        await sleep(self.slot_before.delay + 0.05)
+        await spider_sleep(self.slot_before.delay + 0.05)
         downloader._slot_gc(age=0)
         self.collected = "127.0.0.1" not in downloader.slots
         for request in self.second:

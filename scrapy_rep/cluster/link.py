@@ -4,6 +4,10 @@ Calls time out after ``REP_REDIS_TIMEOUT`` seconds and are not retried. On a
 failure: one WARNING per outage, and for ``REP_REDIS_RETRY`` seconds no call
 is tried at all (the callers fall back to local state). Needs an asyncio loop
 (``redis.asyncio``): :func:`reactor_problem` says when there is none.
+
+A busy worker is no outage: calls beyond ``CALLS_AT_ONCE`` queue for a place,
+below the pool's size, so a call never finds the pool empty; only Redis
+failing to answer (refused, reset, timed out) switches to local state.
 """
 
 from __future__ import annotations
@@ -27,8 +31,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MAX_CONNECTIONS = 32
-"""Connections to Redis per worker; more calls at once queue for one."""
+POOL_SIZE = 32
+"""Connections to Redis per worker."""
+CALLS_AT_ONCE = POOL_SIZE - 2
+"""Script calls in flight at once; more queue for a place. The pool keeps one
+connection for the slow-down subscriber and one spare."""
 
 
 class RedisUnavailable(Exception):
@@ -49,23 +56,29 @@ class RedisLink:
     """The Redis client, and whether Redis is worth trying now."""
 
     def __init__(self, config: Config, stats: StatsCollector) -> None:
-        from redis.asyncio import Redis
+        from redis.asyncio import BlockingConnectionPool, Redis
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
 
         assert config.redis_url is not None
         self.url = safe_url(config.redis_url)
-        self.client: Any = Redis.from_url(
+        # A pool that waits for a free connection rather than failing: with
+        # calls bounded below its size it never has to, but a subscriber
+        # reconnecting meanwhile must not make a call fail.
+        pool = BlockingConnectionPool.from_url(
             config.redis_url,
-            max_connections=MAX_CONNECTIONS,
+            max_connections=POOL_SIZE,
+            timeout=None,
             socket_timeout=config.redis_timeout,
             socket_connect_timeout=config.redis_timeout,
             retry=Retry(NoBackoff(), 0),  # our own fallback replaces retries
         )
+        self._pool = pool
+        self.client: Any = Redis(connection_pool=pool)
         # A burst of calls (hundreds of new origins at once) queues here for
-        # one of a few connections. Queueing is no sign of a slow Redis (a
-        # busy worker queues too), so it has no timeout; calls do.
-        self._connections = asyncio.Semaphore(MAX_CONNECTIONS)
+        # a place. Queueing is no sign of a slow Redis (a busy worker queues
+        # too), so it has no timeout; calls do.
+        self._places = asyncio.Semaphore(CALLS_AT_ONCE)
         self._errors: tuple[type[BaseException], ...] = _redis_errors()
         self._retry = config.redis_retry
         self._stats = stats
@@ -85,7 +98,7 @@ class RedisLink:
         """One script call (one round trip); RedisUnavailable when it fails."""
         if not self.up:
             raise RedisUnavailable
-        async with self._connections:
+        async with self._places:
             if not self.up:  # failed while this call queued
                 raise RedisUnavailable
             self._stats.inc_value("rep/redis/calls")
@@ -124,6 +137,7 @@ class RedisLink:
     async def close(self) -> None:
         with contextlib.suppress(*self._errors):
             await self.client.aclose()
+            await self._pool.disconnect()  # a pool given to the client is not closed by it
 
 
 def _redis_errors() -> tuple[type[BaseException], ...]:
