@@ -145,24 +145,31 @@ class Pair:
     # fork vs upstream only: per cause, how many times our verdict is the fork's
     ours_as_fork: Counter[str] = field(default_factory=Counter)
 
-    def add(self, same: bool, cause: Callable[[], str | None], case: str) -> str | None:
+    # per cause, how many times the first of the pair allowed (and the second did not)
+    first_allows: Counter[str] = field(default_factory=Counter)
+
+    def add(
+        self, first: bool, second: bool, cause: Callable[[], str | None], case: str
+    ) -> str | None:
         """Count one check; the cause of a difference ("UNEXPLAINED" if none is found)."""
         self.checks += 1
-        if same:
+        if first == second:
             self.agreements += 1
             return None
         reason = cause() or "UNEXPLAINED"
         self.causes[reason] += 1
+        self.first_allows[reason] += first
         self.examples[reason].append(case)
         return reason
 
     def report(self, title: str, examples: int) -> list[str]:
         lines = [f"  {title}: {self.agreements:,} of {self.checks:,} agree"]
+        first = title.split("-")[0]
         for reason, count in self.causes.most_common():
-            sided = ""
+            sided = f" [{first} allows {self.first_allows[reason]:,}]"
             if self.ours_as_fork:
                 fork = self.ours_as_fork[reason]
-                sided = f" [ours = fork {fork:,}, ours = upstream {count - fork:,}]"
+                sided += f" [ours = fork {fork:,}, ours = upstream {count - fork:,}]"
             lines.append(f"    {count:7,d}  {reason}{sided}")
             lines += [f"               e.g. {case}" for case in self.examples[reason][:examples]]
         return lines
@@ -229,10 +236,10 @@ class Comparison:
                 url,
             )
 
-        self.pairs["ours-upstream"].add(ours == upstream, ours_upstream, f"{case}: ours {ours}")
-        self.pairs["ours-fork"].add(ours == forked, ours_fork, f"{case}: ours {ours}")
+        self.pairs["ours-upstream"].add(ours, upstream, ours_upstream, f"{case}: ours {ours}")
+        self.pairs["ours-fork"].add(ours, forked, ours_fork, f"{case}: ours {ours}")
         split = self.pairs["fork-upstream"]
-        reason = split.add(forked == upstream, fork_upstream, f"{case}: fork {forked}")
+        reason = split.add(forked, upstream, fork_upstream, f"{case}: fork {forked}")
         if reason is not None and ours == forked:
             split.ours_as_fork[reason] += 1
 
