@@ -13,7 +13,7 @@ classified by a re-check that removes one known cause, as the test does.
 
 Google's source is not part of scrapy-rep: --source (or $REP_GOOGLE_ROBOTSTXT_DIR) names a
 directory holding its robots.cc and robots.h, a clone of the repository. The script compiles
-them with benchmarks/google_upstream_harness.cc (ours) using a C++17 compiler ($CXX, else g++)
+them with a small harness of ours (HARNESS, below) using a C++17 compiler ($CXX, else g++)
 and abseil's headers and libraries (Debian: apt-get install g++ libabsl-dev). It says what is
 missing and exits 2 when it cannot build, or when fast-robotstxt (the test extra) is missing.
 """
@@ -35,7 +35,6 @@ from pathlib import Path
 from types import ModuleType
 
 REPO = Path(__file__).resolve().parent.parent
-HARNESS = Path(__file__).resolve().parent / "google_upstream_harness.cc"
 SOURCE_ENV = "REP_GOOGLE_ROBOTSTXT_DIR"
 # abseil's libraries robots.cc needs, when pkg-config cannot say
 ABSL_FALLBACK = ["-labsl_strings", "-labsl_strings_internal", "-labsl_int128"]
@@ -54,6 +53,71 @@ def upstream_words(agreement: ModuleType) -> dict[str | None, str | None]:
         " we normalise both sides (RFC 9309 §2.2.2-2.2.3)",
         agreement.URL_PARSER: "upstream's path extraction differs from ours",
     }
+
+
+# Our harness around Google's RobotsMatcher (scrapy-rep's code; Google's is compiled
+# from where it lies): one process answers many questions, so 300,000 checks take seconds.
+HARNESS = r"""// Asks Google's own robots.txt matcher (github.com/google/robotstxt, robots.cc)
+// for verdicts; written out and built by benchmarks/google_upstream.py.
+//
+// stdin, repeated until EOF:  'B' <u32 size> <robots.txt bytes>   (the body asked next)
+//                             'Q' <u32 count> (<u32 size> <url bytes>) * count
+// stdout, per 'Q': count bytes, '1' allowed / '0' disallowed, then a flush.
+// The product token is argv[1]. Sizes are little-endian.
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "robots.h"
+
+namespace {
+
+bool ReadExact(std::string* out, uint32_t size) {
+  out->resize(size);
+  return size == 0 || std::fread(&(*out)[0], 1, size, stdin) == size;
+}
+
+bool ReadSize(uint32_t* size) {
+  unsigned char raw[4];
+  if (std::fread(raw, 1, 4, stdin) != 4) return false;
+  *size = raw[0] | (raw[1] << 8) | (raw[2] << 16) | (uint32_t(raw[3]) << 24);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s PRODUCT_TOKEN < records\n", argv[0]);
+    return 2;
+  }
+  const std::string agent = argv[1];
+  std::string body, url, answers;
+  int kind;
+  while ((kind = std::fgetc(stdin)) != EOF) {
+    uint32_t size;
+    if (!ReadSize(&size)) return 3;
+    if (kind == 'B') {
+      if (!ReadExact(&body, size)) return 3;
+    } else if (kind == 'Q') {
+      answers.clear();
+      for (uint32_t i = 0; i < size; ++i) {
+        uint32_t url_size;
+        if (!ReadSize(&url_size) || !ReadExact(&url, url_size)) return 3;
+        googlebot::RobotsMatcher matcher;  // one per question, as robots_main.cc does
+        answers += matcher.OneAgentAllowedByRobots(body, agent, url) ? '1' : '0';
+      }
+      std::fwrite(answers.data(), 1, answers.size(), stdout);
+      std::fflush(stdout);
+    } else {
+      std::fprintf(stderr, "unknown record %d\n", kind);
+      return 3;
+    }
+  }
+  return 0;
+}
+"""
 
 
 class BuildError(Exception):
@@ -79,8 +143,10 @@ def build(source: Path, out_dir: Path) -> Path:
         )
         if found.returncode == 0:
             libs = found.stdout.split()
+    harness = out_dir / "google_upstream_harness.cc"
+    harness.write_text(HARNESS)
     executable = out_dir / "google-upstream-harness"
-    command = [compiler, "-O2", "-std=c++17", "-I", str(source), str(HARNESS)]
+    command = [compiler, "-O2", "-std=c++17", "-I", str(source), str(harness)]
     command += [str(source / "robots.cc"), *libs, "-o", str(executable)]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
