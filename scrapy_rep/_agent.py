@@ -4,7 +4,9 @@
 ``Mozilla/5.0 (compatible; ExampleBot/1.0; +http://...)`` -> ``ExampleBot``;
 a browser-like header with no ``compatible;`` product -> None (the caller warns).
 Like Google's reference matcher, the token is the leading run of letters,
-``_`` and ``-`` (the characters RFC 9309 allows in a product token).
+``_`` and ``-`` (the characters RFC 9309 allows in a product token), so
+``My Crawler`` is ``My`` and ``Agent5`` is ``Agent``: :func:`cut_short` says
+what was left out, for the start WARNING.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 ``Config.from_settings(settings)`` raises :class:`~scrapy_rep.exceptions.InvalidSetting`
 (a ``ValueError``) naming the setting for any value it cannot use, so a wrong
 value stops the crawl at start instead of silently changing what it obeys.
-What is odd but usable (a ``REP_*`` name nobody reads, a user agent sites
-will not recognise) is collected in :attr:`Config.warnings`, logged once at
-start. Every default is the dataclass field's, written once.
+What is odd but usable (a setting name nobody reads that looks meant for
+us, a user agent sites will not recognise or that is longer than its product
+token) is collected in :attr:`Config.warnings`, logged once at start. Every
+default is the dataclass field's, written once.
 """
 
 from __future__ import annotations
