@@ -196,14 +196,30 @@ def _has_rule(text: str, start: int, end: int) -> bool:
     return False
 
 
+# Invalid UTF-8 in a body reads as lone surrogates (surrogateescape), which no URL can hold.
+_SURROGATES = re.compile("[\ud800-\udfff]+")
+
+
+def _percent_encode(run: re.Match[str]) -> str:
+    """A run of lone surrogates as the percent-escapes of the bytes they stand for."""
+    octets = bytearray()
+    for char in run[0]:
+        try:
+            octets += char.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a str body's own lone surrogate, not an undecodable byte
+            octets += char.encode("utf-8", "surrogatepass")
+    return "%" + octets.hex("%").upper()
+
+
 def sitemaps(lines: list[str], url: str | None) -> tuple[str, ...]:
-    """The locations that ``lines`` name, resolved against ``url``, deduplicated."""
+    """The locations that ``lines`` name, resolved against ``url``, deduplicated; bytes
+    that are not UTF-8 percent-encoded as they were."""
     found: dict[str, None] = {}
     for line in lines:
         parsed = _lines.parse_line(line)
         if parsed is None or parsed[0] != _lines.SITEMAP or not parsed[1]:
             continue
-        location = parsed[1]
+        location = _SURROGATES.sub(_percent_encode, parsed[1])
         if url is not None and "://" not in location:
             try:
                 location = urljoin(url, location)

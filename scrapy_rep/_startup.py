@@ -84,12 +84,24 @@ def _error_if_scrapy_middleware_enabled(crawler: Crawler) -> None:
     from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyMiddleware
 
     enabled = _compat.downloader_middlewares(crawler.settings)
-    if any(cls is ScrapyMiddleware for cls, _ in enabled):
-        logger.error(
-            "Scrapy's own RobotsTxtMiddleware is enabled next to "
-            "scrapy_rep.RobotsTxtMiddleware: it fetches robots.txt a second time and "
-            "drops requests by its own, different verdicts. Disable it with "
-            "DOWNLOADER_MIDDLEWARES = {%r: None}, or enable scrapy-rep with "
-            "ADDONS = {'scrapy_rep.Addon': 100}.",
-            SCRAPY_MIDDLEWARE,
+    if not any(cls is ScrapyMiddleware for cls, _ in enabled):
+        return
+    from scrapy_rep.addon import Addon
+
+    if any(isinstance(addon, Addon) for addon in getattr(crawler.addons, "addons", ())):
+        # the add-on leaves alone what DOWNLOADER_MIDDLEWARES names
+        fix = (
+            "The add-on is enabled, but DOWNLOADER_MIDDLEWARES names Scrapy's middleware: "
+            f"remove {SCRAPY_MIDDLEWARE!r} from DOWNLOADER_MIDDLEWARES (or set it to None)."
         )
+    else:
+        fix = (
+            f"Disable it with DOWNLOADER_MIDDLEWARES = {{{SCRAPY_MIDDLEWARE!r}: None}}, or "
+            "enable scrapy-rep with ADDONS = {'scrapy_rep.Addon': 100}, which does it."
+        )
+    logger.error(
+        "Scrapy's own RobotsTxtMiddleware is enabled next to "
+        "scrapy_rep.RobotsTxtMiddleware: it fetches robots.txt a second time and "
+        "drops requests by its own, different verdicts. %s",
+        fix,
+    )

@@ -3,9 +3,10 @@
 ``Config.from_settings(settings)`` raises :class:`~scrapy_rep.exceptions.InvalidSetting`
 (a ``ValueError``) naming the setting for any value it cannot use, so a wrong
 value stops the crawl at start instead of silently changing what it obeys.
-What is odd but usable (a ``REP_*`` name nobody reads, a user agent sites
-will not recognise) is collected in :attr:`Config.warnings`, logged once at
-start. Every default is the dataclass field's, written once.
+What is odd but usable (a setting name nobody reads that looks meant for
+us, a user agent sites will not recognise or that is longer than its product
+token) is collected in :attr:`Config.warnings`, logged once at start. Every
+default is the dataclass field's, written once.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from scrapy.settings import BaseSettings, Settings
 
-from scrapy_rep._agent import product_token
+from scrapy_rep._agent import cut_short, product_token
 from scrapy_rep._usage_labels import PURPOSES
 from scrapy_rep.exceptions import InvalidSetting
 from scrapy_rep.policy import Policy
@@ -157,6 +158,7 @@ class Config:
             report_top=read.integer("REP_REPORT_TOP", minimum=0),
         )
         warnings = [problem] if problem else []
+        warnings += _agent_cut_short(settings, user_agent, explicit)
         warnings += _agent_mismatch(settings, user_agent, explicit)
         warnings += _unknown_settings(settings, read.names)
         warnings += _parser_setting(settings)
@@ -180,16 +182,45 @@ def default_of(name: str) -> Any:
 ROBOT_PARSER = "scrapy_rep.RobotParser"
 
 
+# Names that look meant for scrapy-rep or Scrapy's robots.txt settings, in any case.
+_OUR_PREFIXES = ("REP_", "ROBOTSTXT")
+
+
 def _unknown_settings(settings: BaseSettings, known: set[str]) -> list[str]:
-    """One warning per REP_* setting nobody reads, naming the closest known one."""
+    """One warning per setting nobody reads that looks meant for us, naming the
+    closest known one: REP_* and ROBOTSTXT* names in any case (``rep_unreachable``,
+    ``ROBOTSTXT_USERAGENT``), and near misses of them (``REP_UNREACHEABLE``)."""
+    scrapys = {str(name) for name in Settings()}
+    names = {name.upper(): name for name in known | scrapys if name.startswith(_OUR_PREFIXES)}
     warnings = []
-    for name in sorted(str(key) for key in settings if str(key).startswith("REP_")):
-        if name in known:
+    for name in sorted(str(key) for key in settings):
+        if name in known or name in scrapys:
             continue
-        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
-        hint = f"; did you mean {close[0]}?" if close else ""
+        upper = name.upper()
+        close = difflib.get_close_matches(upper, sorted(names), n=1, cutoff=0.75)
+        if not upper.startswith(_OUR_PREFIXES) and not (
+            close and difflib.SequenceMatcher(None, upper, close[0]).ratio() >= 0.85
+        ):
+            continue  # someone else's setting
+        hint = f"; did you mean {names[close[0]]}?" if close else ""
         warnings.append(f"unknown setting {name} is ignored{hint}")
     return warnings
+
+
+def _agent_cut_short(settings: BaseSettings, token: str, explicit: bool) -> list[str]:
+    """A name that reads as more than its product token: "My Crawler" is "My"."""
+    setting = "ROBOTSTXT_USER_AGENT" if explicit else "USER_AGENT"
+    value = settings.get(setting)
+    rest = cut_short(value) if isinstance(value, (str, bytes)) else None
+    if rest is None:
+        return []
+    return [
+        f"{setting} {value!r} is obeyed as {token!r}: a robots.txt product token holds only "
+        f"letters, '_' and '-' (RFC 9309 §2.2.1), so it ends before {rest!r}. User-agent lines "
+        f"are cut the same way: the groups of 'User-agent: {token}', '{token}1' or "
+        f"'{token} Other' apply to this crawler. Set ROBOTSTXT_USER_AGENT to a name of "
+        "letters, '_' and '-' only"
+    ]
 
 
 def _agent_mismatch(settings: BaseSettings, token: str, explicit: bool) -> list[str]:

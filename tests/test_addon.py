@@ -93,7 +93,15 @@ async def test_scrapys_middleware_enabled_by_hand_next_to_ours_logs_one_error(
     site: ScriptedServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     await run_crawl([site.url("/")], {"DOWNLOADER_MIDDLEWARES": {SCRAPY_PATH: 100}})
-    assert len(both_enabled_errors(caplog)) == 1
+    (error,) = both_enabled_errors(caplog)
+    # the add-on is on: the fix is in DOWNLOADER_MIDDLEWARES, not in ADDONS
+    message = error.getMessage()
+    fix = f"remove '{SCRAPY_PATH}' from DOWNLOADER_MIDDLEWARES"
+    assert (
+        f"The add-on is enabled, but DOWNLOADER_MIDDLEWARES names Scrapy's middleware: {fix}"
+        in (message)
+    )
+    assert "ADDONS" not in message
 
 
 @pytest_twisted.ensureDeferred
@@ -104,7 +112,8 @@ async def test_enabling_ours_by_hand_without_disabling_scrapys_logs_one_error(
         [site.url("/")],
         {"ADDONS": {}, "DOWNLOADER_MIDDLEWARES": {"scrapy_rep.RobotsTxtMiddleware": 100}},
     )
-    assert len(both_enabled_errors(caplog)) == 1
+    (error,) = both_enabled_errors(caplog)
+    assert "enable scrapy-rep with ADDONS = {'scrapy_rep.Addon': 100}" in error.getMessage()
 
 
 @pytest_twisted.ensureDeferred

@@ -181,6 +181,8 @@ def test_project_settings_apply_inside_a_project(site: ScriptedServer, tmp_path:
     assert result.returncode == 1, result.stderr
     assert out.startswith("agent 'ProjectBot' (from USER_AGENT)\n")
     assert "note: ROBOTSTXT_OBEY is False here" in out
+    # the project can act on this one: its crawls decode compressed answers unbounded
+    assert "note: scrapy_rep.BoundedDecompressionMiddleware is not enabled" in out
     assert fact(out, "group") == "User-agent: projectbot"
     assert fact(out, "delay") == (
         "not applied (REP_OBEY_CRAWL_DELAY = False); robots.txt asks line 6: Crawl-delay: 4"
@@ -266,3 +268,40 @@ def test_usage_errors_exit_2_with_the_reason(tmp_path: Path) -> None:
         assert run.returncode == 2, (args, stdout, stderr)
         assert message in stderr, (args, stderr)
         assert stdout == "", args
+
+
+def test_outside_a_project_no_warning_about_middlewares_it_cannot_act_on(
+    site: ScriptedServer, tmp_path: Path
+) -> None:
+    """Outside a project there are no settings to fix: the check enables what the
+    add-on would (bounded decoding of compressed answers) and warns about none of it."""
+    site.robots("User-agent: *\nDisallow: /x\n")
+    result = scrapy_robots(site.url("/x"), cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "WARNING" not in result.stderr, result.stderr
+    assert "note:" not in result.stdout
+
+
+def test_typos_and_a_cut_short_agent_are_warned_about_once_each(
+    site: ScriptedServer, tmp_path: Path
+) -> None:
+    """-s rep_unreachable=allow, -s ROBOTSTXT_USERAGENT=X: unknown, with the setting meant;
+    ROBOTSTXT_USER_AGENT=Agent5 is checked as Agent, and the WARNING says why."""
+    site.robots("User-agent: Agent1\nDisallow: /one\n\nUser-agent: *\nDisallow:\n")
+    result = scrapy_robots(
+        *("-s", "rep_unreachable=allow", "-s", "ROBOTSTXT_USERAGENT=X"),
+        *("-s", "ROBOTSTXT_USER_AGENT=Agent5", "-s", "USER_AGENT=Agent5/1.0"),
+        site.url("/one"),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1, result.stderr
+    warnings = [line.split(" WARNING: ", 1)[1] for line in result.stderr.splitlines()
+                if " WARNING: " in line]  # fmt: skip
+    assert len(warnings) == 3, result.stderr
+    for typo, meant in (("rep_unreachable", "REP_UNREACHABLE"),
+                        ("ROBOTSTXT_USERAGENT", "ROBOTSTXT_USER_AGENT")):  # fmt: skip
+        assert f"scrapy-rep: unknown setting {typo} is ignored; did you mean {meant}?" in warnings
+    (agent,) = [w for w in warnings if "Agent5" in w]
+    assert agent.startswith("scrapy-rep: ROBOTSTXT_USER_AGENT 'Agent5' is obeyed as 'Agent': ")
+    assert result.stdout.startswith("agent 'Agent' (from ROBOTSTXT_USER_AGENT)")
+    assert verdict_line(result.stdout, site.url("/one")).startswith("FORBIDDEN")

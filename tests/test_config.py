@@ -131,3 +131,56 @@ async def test_browser_like_user_agent_warns_how_to_set_the_token(
     warnings = [r for r in caplog.records if "ROBOTSTXT_USER_AGENT" in r.getMessage()]
     assert [r.levelno for r in warnings] == [logging.WARNING]
     assert (site.hits("/star"), site.hits("/moz")) == (0, 1)  # only the * group applies
+
+
+@pytest_twisted.ensureDeferred
+async def test_lower_case_and_scrapy_prefixed_typos_name_the_setting_meant(
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """rep_unreachable (lower case) and ROBOTSTXT_USERAGENT (Scrapy's name misspelt) are
+    read by nobody: one WARNING each at start, naming the setting meant; a setting
+    of someone else's (MY_PIPELINE_OPTION) is left alone."""
+    settings = {"rep_unreachable": "allow", "ROBOTSTXT_USERAGENT": "X", "MY_PIPELINE_OPTION": 1}
+    with caplog.at_level(logging.WARNING, logger="scrapy_rep"):
+        await run_crawl([site.url("/")], settings)
+    said = sorted(r.getMessage() for r in caplog.records if "unknown setting" in r.getMessage())
+    assert said == [
+        "scrapy-rep: unknown setting ROBOTSTXT_USERAGENT is ignored; "
+        "did you mean ROBOTSTXT_USER_AGENT?",
+        "scrapy-rep: unknown setting rep_unreachable is ignored; did you mean REP_UNREACHABLE?",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "token", "rest"),
+    [("Agent5", "Agent", "5"), ("My Crawler", "My", " Crawler")],
+)
+@pytest_twisted.ensureDeferred
+async def test_a_name_longer_than_its_product_token_is_warned_once(
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture, name: str, token: str, rest: str
+) -> None:
+    """ROBOTSTXT_USER_AGENT = "Agent5" is obeyed as "Agent" (RFC 9309 tokens have no
+    digits or spaces), so "User-agent: Agent1" applies to it: one WARNING at start
+    names the token used and why."""
+    site.robots(f"User-agent: {token}1\nDisallow: /one\n\nUser-agent: *\nDisallow:\n")
+    settings = {"ROBOTSTXT_USER_AGENT": name, "USER_AGENT": f"{name}/1.0"}
+    with caplog.at_level(logging.WARNING, logger="scrapy_rep"):
+        await run_crawl([site.url("/one"), site.url("/two")], settings)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        f"scrapy-rep: ROBOTSTXT_USER_AGENT {name!r} is obeyed as {token!r}: a robots.txt "
+        f"product token holds only letters, '_' and '-' (RFC 9309 §2.2.1), so it ends before "
+        f"{rest!r}. User-agent lines are cut the same way: the groups of 'User-agent: {token}', "
+        f"'{token}1' or '{token} Other' apply to this crawler. Set ROBOTSTXT_USER_AGENT to a "
+        "name of letters, '_' and '-' only"
+    ]
+    assert (site.hits("/one"), site.hits("/two")) == (0, 1)
+
+
+@pytest.mark.parametrize(
+    "name", ["ExampleBot", "ExampleBot/1.0 (+http://example.com/bot)", "Example_Bot-x"]
+)
+def test_a_name_that_is_its_product_token_is_not_warned_about(name: str) -> None:
+    """A version after "/" or a comment in brackets is not part of the name."""
+    config = Config.from_settings({"ROBOTSTXT_USER_AGENT": name, "USER_AGENT": name})
+    assert config.warnings == ()

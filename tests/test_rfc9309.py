@@ -1057,6 +1057,28 @@ def test_2_2_4_relative_sitemaps_resolve_against_the_robots_url() -> None:
     )
 
 
+def test_2_2_4_sitemap_bytes_that_are_not_utf8_are_percent_encoded() -> None:
+    """A Sitemap URL with bytes that are not UTF-8 keeps them, percent-encoded, so that
+    it can be requested (and every entry is a str a URL can hold).
+
+    b"Sitemap: https://example.com/s\\xe9.xml" (Latin-1 é) -> ".../s%E9.xml";
+    b"Sitemap: /m\\xff\\xfe.xml" -> ".../m%FF%FE.xml"; valid UTF-8 ("café") stays as written.
+    """
+    body = (
+        b"Sitemap: https://example.com/s\xe9.xml\n"
+        b"Sitemap: /m\xff\xfe.xml\n"
+        b"Sitemap: https://example.com/caf\xc3\xa9.xml\n"
+    )
+    robots = RobotsTxt.parse(body, url="https://example.com/robots.txt")
+    assert robots.sitemaps == (
+        "https://example.com/s%E9.xml",
+        "https://example.com/m%FF%FE.xml",
+        "https://example.com/café.xml",
+    )
+    for location in robots.sitemaps:
+        location.encode("utf-8")  # no lone surrogate left
+
+
 def test_2_2_4_no_sitemaps_is_an_empty_tuple() -> None:
     """No Sitemap line -> sitemaps == ()."""
     assert RobotsTxt.parse("User-agent: *\nDisallow: /\n").sitemaps == ()

@@ -329,6 +329,24 @@ async def test_broken_and_missing_sitemaps_are_counted_and_the_crawl_goes_on(
     assert got["invalid_url"] == 1
 
 
+@pytest_twisted.ensureDeferred
+async def test_a_sitemap_url_with_bytes_that_are_not_utf8_is_requested_percent_encoded(
+    make_site: MakeSite,
+) -> None:
+    """Sitemap: /s\\xe9.xml (a Latin-1 byte in robots.txt) -> GET /s%E9.xml, its pages crawled."""
+    a = make_site()
+    a.robots(
+        b"User-agent: *\nDisallow: /private\nSitemap: " + a.url("/s\xe9.xml").encode("latin-1")
+    )
+    a.script("/s%E9.xml", urlset(a.url("/page")))
+
+    pages, _, stats, _ = await crawl(sitemap_sites=[a.origin])
+
+    assert a.hits("/s%E9.xml") == 1
+    assert pages == {a.url("/page")}
+    assert "invalid_url" not in sitemap_stats(stats)
+
+
 def test_the_mixin_needs_sitemap_spider() -> None:
     class Wrong(RobotsSitemapMixin):
         name = "wrong"

@@ -28,9 +28,11 @@ from scrapy.utils.project import inside_project
 from twisted.internet.defer import DeferredList
 from twisted.python.failure import Failure
 
-from scrapy_rep import _compat
+from scrapy_rep import _compat, decompression
 from scrapy_rep.commands._explain import Report, explain, render_json, render_text
 from scrapy_rep.config import Config
+from scrapy_rep.decompression import ORDER as DECOMPRESSION_ORDER
+from scrapy_rep.decompression import BoundedDecompressionMiddleware
 from scrapy_rep.exceptions import InvalidSetting
 from scrapy_rep.middleware import RobotsTxtMiddleware
 from scrapy_rep.origin import Origin, origin_of, robots_url
@@ -277,6 +279,12 @@ def _notes(settings: BaseSettings) -> list[str]:
         notes.append("ROBOTSTXT_OBEY is False here: a crawl with these settings ignores robots.txt")
     if dry_run:
         notes.append("REP_DRY_RUN is on: a crawl only counts forbidden requests, it sends them")
+    problem = decompression.problem(settings) if inside_project() else None
+    if problem is not None:  # this check decodes with a bound all the same
+        notes.append(
+            f"{problem}: a crawl with these settings inflates compressed robots.txt answers "
+            "up to DOWNLOAD_MAXSIZE, and loses larger ones"
+        )
     return notes
 
 
@@ -318,10 +326,15 @@ def _check_arguments(args: list[str], *, local: bool) -> list[str]:
 
 def _use_scrapy_rep_middleware(settings: BaseSettings) -> None:
     """scrapy-rep's middleware on (the project's own, if it enables it or a
-    subclass), Scrapy's off, whatever the project says, for this crawl only."""
+    subclass), Scrapy's off, and compressed answers decoded with a bound, whatever
+    the project says, for this crawl only (as the add-on would set them)."""
     enabled = [cls for cls, _ in _compat.downloader_middlewares(settings)]
     if not any(isinstance(cls, type) and issubclass(cls, RobotsTxtMiddleware) for cls in enabled):
         _compat.set_component(
             settings, "DOWNLOADER_MIDDLEWARES", RobotsTxtMiddleware, MIDDLEWARE_ORDER
         )
     _compat.set_component(settings, "DOWNLOADER_MIDDLEWARES", ScrapyRobotsTxtMiddleware, None)
+    if BoundedDecompressionMiddleware not in enabled:
+        _compat.set_component(
+            settings, "DOWNLOADER_MIDDLEWARES", BoundedDecompressionMiddleware, DECOMPRESSION_ORDER
+        )
