@@ -24,6 +24,11 @@ MISSING = (
 )
 
 
+def shared(redis: RedisServer, prefix: str, **extra: Any) -> dict[str, Any]:
+    """Settings of a crawl sharing its state through ``redis`` under ``prefix``."""
+    return {"REP_REDIS_URL": redis.url, "REP_REDIS_PREFIX": prefix, **extra}
+
+
 def require_redis_server() -> str:
     """The path of redis-server; skips the test (fails it in CI) when missing."""
     path = shutil.which("redis-server")

@@ -6,12 +6,10 @@ worker does with its reservations.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import pytest_twisted
 from crawls import run_crawl
-from redis_server import RedisServer
+from redis_server import RedisServer, shared
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.http import Response
@@ -20,10 +18,6 @@ from servers import ScriptedServer, gaps
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio_only]  # real-time delays
 
 TOLERANCE = 0.1  # a turn is reserved, then the request goes its way: a busy machine
-
-
-def shared(redis: RedisServer, prefix: str, **extra: Any) -> dict[str, Any]:
-    return {"REP_REDIS_URL": redis.url, "REP_REDIS_PREFIX": prefix, **extra}
 
 
 @pytest_twisted.ensureDeferred

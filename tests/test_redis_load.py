@@ -12,7 +12,7 @@ import logging
 import pytest
 import pytest_twisted
 from crawls import loopback_names, run_crawl
-from redis_server import RedisServer
+from redis_server import RedisServer, shared
 from servers import Reply, ScriptedServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio_only]
@@ -33,8 +33,7 @@ async def test_hundreds_of_new_origins_at_once_keep_shared_state_on(
     site.script("/robots.txt", Reply(body=b"User-agent: *\nDisallow: /private\n", delay=0.2))
     urls = [f"http://o{i}.test:{site.port}/page" for i in range(ORIGINS)]
     settings = {
-        "REP_REDIS_URL": redis_server.url,
-        "REP_REDIS_PREFIX": redis_prefix,
+        **shared(redis_server, redis_prefix),
         "CONCURRENT_REQUESTS": 512,
         "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
         "REP_MAX_FETCHES": 512,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import pytest_twisted
 from crawls import CrawlResult, run_crawl, sleep
-from redis_server import RedisServer
+from redis_server import RedisServer, shared
 from scrapy import Request
 from scrapy.http import Response
 from servers import Reply, ScriptedServer, gaps, refused_port
@@ -31,10 +31,6 @@ from scrapy_rep.exceptions import InvalidSetting
 pytestmark = pytest.mark.asyncio_only
 
 ROBOTS = b"User-agent: *\nDisallow: /private\n"
-
-
-def shared(redis: RedisServer, prefix: str, **extra: Any) -> dict[str, Any]:
-    return {"REP_REDIS_URL": redis.url, "REP_REDIS_PREFIX": prefix, **extra}
 
 
 def state(redis: RedisServer, prefix: str, site: ScriptedServer) -> dict[bytes, bytes]:

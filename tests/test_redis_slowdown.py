@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import pytest_twisted
 from crawls import run_crawl
-from redis_server import RedisServer
+from redis_server import RedisServer, shared
 from scrapy import Request
 from scrapy.http import Response
 from servers import PAGE, Reply, ScriptedServer, gaps
@@ -27,10 +27,6 @@ from test_slowdown import IN_FLIGHT, RETRYING, TOLERANCE, SlowSite, inside_pause
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio_only]  # real-time pauses, worker subprocesses
 
 WORKER = Path(__file__).with_name("_redis_worker.py")
-
-
-def shared(redis: RedisServer, prefix: str, **extra: Any) -> dict[str, Any]:
-    return {"REP_REDIS_URL": redis.url, "REP_REDIS_PREFIX": prefix, **extra}
 
 
 def start_worker(name: str, urls: list[str], settings: dict[str, Any]) -> subprocess.Popen[str]:
