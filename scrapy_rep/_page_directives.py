@@ -20,6 +20,7 @@ from parsel import Selector
 
 __all__ = [
     "MAX_HEAD_CHARS",
+    "MAX_META_TAGS",
     "MAX_RULES_CHARS",
     "MAX_TAGS",
     "NO_DIRECTIVES",
@@ -252,10 +253,14 @@ def parse_date(value: str) -> datetime | None:
 
 # The <head> ends at </head> or where <body> starts.
 _HEAD_END = re.compile(r"</head[\s>]|<body[\s>]", re.IGNORECASE)
-MAX_HEAD_CHARS = 512 * 1024
-"""Characters of a page read for its ``<meta>`` tags: its head, up to this far."""
+MAX_HEAD_CHARS = 4 * 1024 * 1024
+"""Characters of a page read for its ``<meta>`` tags: its head, up to this far
+(a head of inline styles and scripts is cheap to skip: text, not elements)."""
+MAX_META_TAGS = 1000
+"""``<meta`` tags of the head parsed at most, whatever their name: the head is
+cut before the next one (pages carry tens)."""
 MAX_TAGS = 100
-"""``<meta>`` tags of the names asked for read per page, the first ones; also
+"""Tags of the names asked for returned per page, the first ones; also
 ``X-Robots-Tag`` values read per response."""
 MAX_RULES_CHARS = 4096
 """Characters of one tag's ``content`` or one header value read for rules
@@ -278,9 +283,11 @@ def robots_meta_tags(html: str, *, names: Iterable[str] | None = None) -> MetaTa
     robots tag and cost a substring search. Broken markup is recovered from
     as browsers do; nothing raises.
 
-    What one page may cost is bounded: the head is read up to
-    :data:`MAX_HEAD_CHARS`, and the first :data:`MAX_TAGS` tags are returned;
-    past either, the result's ``capped`` says which.
+    What one page may cost is bounded (a hostile page's head of 100,000 tags
+    blocked the crawl for seconds): the head is read up to
+    :data:`MAX_HEAD_CHARS`, parsed up to its :data:`MAX_META_TAGS`-th
+    ``<meta`` tag, and the first :data:`MAX_TAGS` tags of ``names`` are
+    returned; past any of them, the result's ``capped`` says which.
     """
     tags = MetaTags()
     end = _HEAD_END.search(html, 0, MAX_HEAD_CHARS + 8)
@@ -289,13 +296,17 @@ def robots_meta_tags(html: str, *, names: Iterable[str] | None = None) -> MetaTa
     else:
         head = html[:MAX_HEAD_CHARS]
         if len(html) > MAX_HEAD_CHARS:
-            tags.capped = f"its head is longer than {MAX_HEAD_CHARS // 1024} KiB: read that far"
+            tags.capped = f"its head is longer than {MAX_HEAD_CHARS >> 20} MiB: read that far"
     lowered = head.lower()
     if "<meta" not in lowered:
         return tags
     wanted = None if names is None else frozenset(names)
     if wanted is not None and not any(name in lowered for name in wanted):
         return tags
+    cut = _after_meta_tags(lowered, MAX_META_TAGS)
+    if cut is not None:
+        head = head[:cut]
+        tags.capped = f"more than {MAX_META_TAGS} <meta> tags in its head: the first read"
     try:
         # bytes, not str: lxml rejects str with an XML encoding declaration or lone surrogates
         selector = Selector(body=head.encode("utf-8", "replace"), encoding="utf-8", type="html")
@@ -308,9 +319,19 @@ def robots_meta_tags(html: str, *, names: Iterable[str] | None = None) -> MetaTa
             if wanted is not None and name not in wanted:
                 continue
             if len(tags) == MAX_TAGS:
-                tags.capped = f"more than {MAX_TAGS} meta tags: the first {MAX_TAGS} read"
+                tags.capped = f"more than {MAX_TAGS} meta tags of its names: the first read"
                 break
             tags.append((name, content))
     except Exception:  # whatever lxml cannot recover from must not stop a crawl
         return tags
     return tags
+
+
+def _after_meta_tags(lowered: str, count: int) -> int | None:
+    """Where the ``count + 1``-th ``<meta`` of ``lowered`` starts; None if it has no more."""
+    at = -1
+    for _ in range(count + 1):
+        at = lowered.find("<meta", at + 1)
+        if at < 0:
+            return None
+    return at
