@@ -9,6 +9,7 @@ to one crawler with a ``botname:`` prefix. Bad input is ignored, never raised.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,8 +19,13 @@ from email.utils import parsedate_to_datetime
 from parsel import Selector
 
 __all__ = [
+    "MAX_HEAD_CHARS",
+    "MAX_META_TAGS",
+    "MAX_RULES_CHARS",
+    "MAX_TAGS",
     "NO_DIRECTIVES",
     "Directives",
+    "MetaTags",
     "header_directives",
     "parse_date",
     "parse_header",
@@ -167,6 +173,9 @@ def _starts_with_rule(text: str) -> bool:
 
 def _apply(text: str, user_agent: str | None, header: bool) -> Directives:
     """Rules in ``text`` for ``user_agent``; ``header`` enables ``botname:`` scopes."""
+    if len(text) > MAX_RULES_CHARS:  # no rule is that long: the rest is not read
+        cut = text.rfind(",", 0, MAX_RULES_CHARS + 1)
+        text = text[: max(cut, 0)]
     agent = (user_agent or "").strip().lower()
     builder = _Builder()
     applies = True  # unscoped rules apply to every crawler
@@ -208,9 +217,9 @@ def parse_header(value: str, *, user_agent: str | None) -> Directives:
 
 
 def header_directives(values: Iterable[str], *, user_agent: str | None) -> Directives:
-    """Every ``X-Robots-Tag`` value of a response, combined."""
+    """The ``X-Robots-Tag`` values of a response (the first :data:`MAX_TAGS`), combined."""
     result = NO_DIRECTIVES
-    for value in values:
+    for value in itertools.islice(values, MAX_TAGS):
         result = result.merge(parse_header(value, user_agent=user_agent))
     return result
 
@@ -242,12 +251,30 @@ def parse_date(value: str) -> datetime | None:
         return None
 
 
-# The <head> ends at </head> or where <body> starts; without either, look this far.
+# The <head> ends at </head> or where <body> starts.
 _HEAD_END = re.compile(r"</head[\s>]|<body[\s>]", re.IGNORECASE)
-_NO_HEAD_LIMIT = 512 * 1024
+MAX_HEAD_CHARS = 4 * 1024 * 1024
+"""Characters of a page read for its ``<meta>`` tags: its head, up to this far
+(a head of inline styles and scripts is cheap to skip: text, not elements)."""
+MAX_META_TAGS = 1000
+"""``<meta`` tags of the head parsed at most, whatever their name: the head is
+cut before the next one (pages carry tens)."""
+MAX_TAGS = 100
+"""Tags of the names asked for returned per page, the first ones; also
+``X-Robots-Tag`` values read per response."""
+MAX_RULES_CHARS = 4096
+"""Characters of one tag's ``content`` or one header value read for rules
+(cut after the last comma before there)."""
 
 
-def robots_meta_tags(html: str, *, names: Iterable[str] | None = None) -> list[tuple[str, str]]:
+class MetaTags(list[tuple[str, str]]):
+    """``(name, content)`` of a page's meta tags; :attr:`capped` says why some
+    may be missing ("" when the whole head was read)."""
+
+    capped: str = ""
+
+
+def robots_meta_tags(html: str, *, names: Iterable[str] | None = None) -> MetaTags:
     """``(name, content)`` of the ``<meta>`` tags in an HTML page's ``<head>``.
 
     Names are lowercased; with ``names`` (lowercase), only tags of those names.
@@ -255,24 +282,56 @@ def robots_meta_tags(html: str, *, names: Iterable[str] | None = None) -> list[t
     it mentions ``<meta`` and one of ``names`` at all: most pages carry no
     robots tag and cost a substring search. Broken markup is recovered from
     as browsers do; nothing raises.
+
+    What one page may cost is bounded (a hostile page's head of 100,000 tags
+    blocked the crawl for seconds): the head is read up to
+    :data:`MAX_HEAD_CHARS`, parsed up to its :data:`MAX_META_TAGS`-th
+    ``<meta`` tag, and the first :data:`MAX_TAGS` tags of ``names`` are
+    returned; past any of them, the result's ``capped`` says which.
     """
-    end = _HEAD_END.search(html)
-    head = html[: end.start()] if end else html[:_NO_HEAD_LIMIT]
+    tags = MetaTags()
+    end = _HEAD_END.search(html, 0, MAX_HEAD_CHARS + 8)
+    if end is not None and end.start() <= MAX_HEAD_CHARS:
+        head = html[: end.start()]
+    else:
+        head = html[:MAX_HEAD_CHARS]
+        if len(html) > MAX_HEAD_CHARS:
+            tags.capped = f"its head is longer than {MAX_HEAD_CHARS >> 20} MiB: read that far"
     lowered = head.lower()
     if "<meta" not in lowered:
-        return []
+        return tags
     wanted = None if names is None else frozenset(names)
     if wanted is not None and not any(name in lowered for name in wanted):
-        return []
+        return tags
+    cut = _after_meta_tags(lowered, MAX_META_TAGS)
+    if cut is not None:
+        head = head[:cut]
+        tags.capped = f"more than {MAX_META_TAGS} <meta> tags in its head: the first read"
     try:
         # bytes, not str: lxml rejects str with an XML encoding declaration or lone surrogates
         selector = Selector(body=head.encode("utf-8", "replace"), encoding="utf-8", type="html")
-        elements = selector.xpath("//meta[@name][@content]")
+        # lxml's own elements: no Python object per tag but for those kept
+        for element in selector.root.iter("meta"):
+            name, content = element.get("name"), element.get("content")
+            if name is None or content is None:
+                continue
+            name = name.strip().lower()
+            if wanted is not None and name not in wanted:
+                continue
+            if len(tags) == MAX_TAGS:
+                tags.capped = f"more than {MAX_TAGS} meta tags of its names: the first read"
+                break
+            tags.append((name, content))
     except Exception:  # whatever lxml cannot recover from must not stop a crawl
-        return []
-    tags: list[tuple[str, str]] = []
-    for element in elements:
-        name = element.attrib["name"].strip().lower()
-        if wanted is None or name in wanted:
-            tags.append((name, element.attrib["content"]))
+        return tags
     return tags
+
+
+def _after_meta_tags(lowered: str, count: int) -> int | None:
+    """Where the ``count + 1``-th ``<meta`` of ``lowered`` starts; None if it has no more."""
+    at = -1
+    for _ in range(count + 1):
+        at = lowered.find("<meta", at + 1)
+        if at < 0:
+            return None
+    return at

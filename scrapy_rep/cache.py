@@ -5,12 +5,14 @@
 LRU bounded by ``REP_CACHE_MAX_ORIGINS``; a shared (Redis) cache implements
 the same two methods.
 
-An unreachable origin pushed out of the LRU keeps its backoff: its retry time,
-failure count and reason stay in a second table, as bounded (an entry is a few
-hundred bytes), until the origin comes back. Without it, a small cache would
-ask a failing server again each time one of its requests comes back, instead
-of after ``REP_RETRY_MIN`` and more. (Its last good rules, when it had some,
-are not kept: evicted is evicted.)
+An unreachable origin pushed out of the LRU keeps its backoff: its retry
+time, failure count and kind of failure stay in a compact table
+(:mod:`scrapy_rep._backoff_table`: 14 bytes an origin, bounded by
+``REP_BACKOFF_MAX_ORIGINS``, a million by default) until it answers again.
+Without it, a small cache would ask a failing server again each time one of
+its requests comes back, instead of after ``REP_RETRY_MIN`` and more, and
+announce the same outage again. (Its last good rules, when it had some, are
+not kept: evicted is evicted.)
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 from collections import OrderedDict
 from typing import Protocol, TypeVar
 
+from scrapy_rep._backoff_table import DEFAULT_BOUND, BackoffTable
 from scrapy_rep.origin import Origin
 from scrapy_rep.policy import UNREACHABLE, Entry
 
@@ -48,11 +51,11 @@ class MemoryRulesCache:
 
     __slots__ = ("_backoffs", "_entries", "max_origins")
 
-    def __init__(self, max_origins: int) -> None:
+    def __init__(self, max_origins: int, backoff_origins: int = DEFAULT_BOUND) -> None:
         self.max_origins = max_origins
         self._entries: OrderedDict[Origin, Entry] = OrderedDict()
-        # Evicted unreachable origins: (retry time, failures, reason, when it failed).
-        self._backoffs: OrderedDict[Origin, tuple[float, int, str, float]] = OrderedDict()
+        # Evicted unreachable origins (REP_BACKOFF_MAX_ORIGINS of them)
+        self._backoffs = BackoffTable(backoff_origins)
 
     def get(self, origin: Origin) -> Entry | None:
         entry = self._entries.get(origin)
@@ -67,24 +70,21 @@ class MemoryRulesCache:
         entries = self._entries
         entries[origin] = entry
         entries.move_to_end(origin)
-        self._backoffs.pop(origin, None)
+        if self._backoffs:
+            self._backoffs.pop(origin)
         while len(entries) > self.max_origins:
             evicted, old = entries.popitem(last=False)
-            if old.outcome == UNREACHABLE and old.expires > time.time():
-                self._remember_backoff(evicted, old)
-
-    def _remember_backoff(self, origin: Origin, entry: Entry) -> None:
-        kept = (entry.expires, entry.failures, entry.reason, entry.fetched)
-        lru_put(self._backoffs, origin, kept, self.max_origins)
+            if old.outcome == UNREACHABLE:  # its backoff over or not: its failures count on
+                self._backoffs.remember(evicted, old.expires, old.failures, old.reason)
 
     def _backoff(self, origin: Origin) -> Entry | None:
         """An evicted origin's backoff, back in the LRU (expired or not: the
         next fetch counts its failures on)."""
-        kept = self._backoffs.pop(origin, None)
+        kept = self._backoffs.pop(origin)
         if kept is None:
             return None
-        expires, failures, reason, fetched = kept
-        entry = Entry(None, UNREACHABLE, expires, fetched, failures, reason)
+        # (when it failed is not kept: it only matters for last good rules, not kept either)
+        entry = Entry(None, UNREACHABLE, kept.retry_at, time.time(), kept.failures, kept.reason)
         self.put(origin, entry)
         return entry
 

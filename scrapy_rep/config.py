@@ -22,6 +22,7 @@ from typing import Any
 from scrapy.settings import BaseSettings, Settings
 
 from scrapy_rep._agent import cut_short, product_token
+from scrapy_rep._backoff_table import DEFAULT_BOUND as DEFAULT_BACKOFF_BOUND
 from scrapy_rep._usage_labels import PURPOSES
 from scrapy_rep.exceptions import InvalidSetting
 from scrapy_rep.policy import Policy
@@ -56,6 +57,8 @@ class Config:
     cache_ttl: float = 86_400.0
     cache_min_ttl: float = 60.0
     cache_max_origins: int = 10_000
+    backoff_max_origins: int = DEFAULT_BACKOFF_BOUND
+    """Unreachable origins whose backoff is remembered after their rules left the cache."""
     stale_max: float = 30 * 86_400.0
     retry_min: float = 60.0
     retry_max: float = 3_600.0
@@ -131,6 +134,7 @@ class Config:
             cache_ttl=cache_ttl,
             cache_min_ttl=read.number("REP_CACHE_MIN_TTL", minimum=0.0, maximum=cache_ttl),
             cache_max_origins=read.integer("REP_CACHE_MAX_ORIGINS", minimum=1),
+            backoff_max_origins=read.integer("REP_BACKOFF_MAX_ORIGINS", minimum=0),
             stale_max=read.number("REP_STALE_MAX", minimum=0.0),
             retry_min=retry_min,
             retry_max=read.number("REP_RETRY_MAX", minimum=retry_min),

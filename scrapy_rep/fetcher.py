@@ -171,31 +171,27 @@ class RobotsFetcher:
         return entry
 
     def _log_unreachable(self, text: str, entry: Entry) -> None:
+        """One WARNING per outage: its first failure (the failure count outlives
+        the origin's rules in the cache: scrapy_rep._backoff_table); DEBUG after."""
         self._stats.inc_value("rep/robotstxt/unreachable")
         retry = entry.expires - time.time()
         if entry.stale:
             self._stats.inc_value("rep/robotstxt/stale_served")
-            logger.warning(
-                "robots.txt of %s unreachable (%s): keeping its rules of %.0f s ago; "
-                "retry in %.0f s",
-                text,
-                entry.reason,
-                time.time() - entry.fetched,
-                retry,
-            )
-        elif entry.failures == 1:  # once per outage
+            action = f"keeping its rules of {time.time() - entry.fetched:.0f} s ago"
+        else:
             action = {
                 "disallow": "its requests are dropped",
                 "allow": "its requests are let through (REP_UNREACHABLE = 'allow')",
                 "defer": "its requests are kept until it answers (REP_UNREACHABLE = 'defer')",
             }[self.config.unreachable]
-            logger.warning(
-                "robots.txt of %s unreachable (%s): %s; retry in %.0f s",
-                text,
-                entry.reason,
-                action,
-                retry,
-            )
+        logger.log(
+            logging.WARNING if entry.failures == 1 else logging.DEBUG,
+            "robots.txt of %s unreachable (%s): %s; retry in %.0f s",
+            text,
+            entry.reason,
+            action,
+            retry,
+        )
 
     async def _announce(
         self,

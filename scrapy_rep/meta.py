@@ -22,6 +22,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse, Response, TextResponse
 
 from scrapy_rep._page_directives import (
+    MAX_TAGS,
     NO_DIRECTIVES,
     Directives,
     header_directives,
@@ -42,6 +43,7 @@ NOFOLLOW_DROPPED = "rep/meta/nofollow_dropped"
 NOINDEX_DROPPED = "rep/meta/noindex_dropped"
 NOFOLLOW_PAGES = "rep/meta/nofollow_pages"
 NOINDEX_PAGES = "rep/meta/noindex_pages"
+CAPPED = "rep/meta/capped"
 
 
 @dataclass(frozen=True)
@@ -111,13 +113,21 @@ class MetaRobotsMiddleware:
         if meta is None or meta.get("dont_obey_robotstxt") or meta.get("rep_sitemap"):
             return None
         sources: list[tuple[str, Directives]] = []
+        capped = ""
         if is_html(response):
             assert isinstance(response, TextResponse)
-            for name, content in robots_meta_tags(response.text, names=self._meta_names):
+            tags = robots_meta_tags(response.text, names=self._meta_names)
+            for name, content in tags:
                 sources.append((f'<meta name="{name}">', parse_rules(content)))
-        values = [v.decode("latin-1") for v in response.headers.getlist(b"X-Robots-Tag")]
-        if values:
+            capped = tags.capped
+        headers = response.headers.getlist(b"X-Robots-Tag")
+        if headers:
+            if len(headers) > MAX_TAGS:
+                capped = capped or f"more than {MAX_TAGS} X-Robots-Tag values: the first read"
+            values = [v.decode("latin-1") for v in headers[:MAX_TAGS]]
             sources.append(("X-Robots-Tag", header_directives(values, user_agent=self.user_agent)))
+        if capped:
+            self._capped(response, capped)
 
         directives = NO_DIRECTIVES
         for _, found in sources:
@@ -143,6 +153,15 @@ class MetaRobotsMiddleware:
         if page.noindex:
             stats.inc_value(NOINDEX_PAGES)
         return page
+
+    def _capped(self, response: Response, why: str) -> None:
+        """A page's directives were read up to a bound (docs/page-directives.md)."""
+        self.crawler.stats.inc_value(CAPPED)
+        logger.debug(
+            "Directives of %(page)s read in part: %(why)s",
+            {"page": response, "why": why},
+            extra={"spider": self.crawler.spider},
+        )
 
     def _admit(self, output: Any, response: Response, page: _Page) -> bool:
         """Whether one object of the callback's output may go on."""

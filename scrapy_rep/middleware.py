@@ -94,7 +94,9 @@ class RobotsTxtMiddleware:
         # The slots holding requests now (paused or resuming): tested on every request.
         self._gates = self._slowdown.gates if self._slowdown is not None else {}
         self._cache = (
-            shared.rules if shared.rules is not None else MemoryRulesCache(config.cache_max_origins)
+            shared.rules
+            if shared.rules is not None
+            else MemoryRulesCache(config.cache_max_origins, config.backoff_max_origins)
         )
         self._cluster_delay: ClusterDelay | None = shared.delay
         self.report = CrawlReport(crawler, config)

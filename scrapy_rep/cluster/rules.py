@@ -96,7 +96,7 @@ class RedisRulesCache:
 
     def __init__(self, link: RedisLink, config: Config, stats: StatsCollector) -> None:
         self.link = link
-        self.local = MemoryRulesCache(config.cache_max_origins)
+        self.local = MemoryRulesCache(config.cache_max_origins, config.backoff_max_origins)
         self._prefix = config.redis_prefix
         self._max_size = config.max_size
         self._keep = config.redis_keep
