@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
-import resource
 import sys
 from typing import Any
 
 import sent_stamp
+from crawls import peak_mb
 from scrapy import Request, Spider
 from scrapy.crawler import CrawlerProcess
 from twisted.python.failure import Failure
@@ -65,9 +65,8 @@ def main() -> None:
     process.crawl(crawler, urls=job["urls"], seen={})
     process.start()
     stats = crawler.stats.get_stats() if crawler.stats else {}
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     report = {
-        "peak_mb": round(peak_kib / 1024, 1),
+        "peak_mb": peak_mb(),
         "seen": crawler.spider.seen if crawler.spider else {},
         "stats": {k: v for k, v in stats.items() if k.startswith(("rep/", "httpcompression"))},
         "errors": errors.messages,

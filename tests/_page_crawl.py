@@ -12,11 +12,11 @@ Usage: python _page_crawl.py '{"page": URL, "follow": [URL, ...], "settings": {.
 from __future__ import annotations
 
 import json
-import resource
 import sys
 import time
 from typing import Any
 
+from crawls import peak_mb
 from scrapy import Request, Spider
 from scrapy.crawler import CrawlerProcess
 
@@ -62,20 +62,6 @@ class Stalls:
         now = time.monotonic()
         self.longest = max(self.longest, now - self.last - TICK)
         self.last = now
-
-
-def peak_mb() -> float:
-    """This process's peak resident memory. VmHWM where there is one: ru_maxrss
-    keeps, across exec, the peak of the process it was forked (or vforked) from:
-    a pytest process's own memory."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def main() -> None:

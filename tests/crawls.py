@@ -8,6 +8,7 @@ request: responses by URL, failures (exceptions) by URL, and the stats.
 from __future__ import annotations
 
 import json
+import resource
 import subprocess
 import sys
 import time
@@ -182,6 +183,20 @@ async def run_crawl(
     # a Deferred wrapping the coroutine: pytest-twisted runs test coroutines as Deferreds
     await deferred_from_coro(crawler.crawl_async(urls=urls, result=result, follow=follow))
     return result
+
+
+def peak_mb() -> float:
+    """This process's peak resident memory. VmHWM where there is one: ru_maxrss
+    keeps, across exec, the peak of the process it was forked (or vforked) from:
+    a pytest process's own memory."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def run_reporting(*args: str, timeout: float = 60) -> tuple[dict[str, Any], str]:
