@@ -200,21 +200,23 @@ async def test_a_503_with_retry_after_on_tdmrep_json_pauses_nothing(
     site: ScriptedServer,
 ) -> None:
     """tdmrep.json answers 503 with Retry-After: 99999: the file counts as not
-    there (asked again later), and the site's pages go on at once (before: the
-    whole site paused for REP_SLOWDOWN_MAX_DELAY)."""
+    there, asked again when the answer says (within REP_RETRY_MAX), not after
+    REP_RETRY_MIN; the site's pages go on at their pace (before: the whole site
+    paused for REP_SLOWDOWN_MAX_DELAY)."""
     site.script(TDMREP, Reply(status=503, headers={"Retry-After": "99999"}))
     urls, follow = site_of_20_pages(site)
     arrivals = Arrivals()
     result = await run_crawl(
         [urls[0]],
-        {**TRAIN, "REP_SLOWDOWN_MAX_DELAY": 30},
+        # pages 0.1 s apart: the crawl outlasts REP_RETRY_MIN
+        {**TRAIN, "REP_SLOWDOWN_MAX_DELAY": 30, "REP_RETRY_MIN": 0.5, "DOWNLOAD_DELAY": 0.1},
         follow=follow,
         before=arrivals.connect,
     )
     nothing_lost(result, urls)
     times = arrivals.times["127.0.0.1"]
     assert len(times) == 20
-    assert max(times) - min(times) < 10, max(times) - min(times)
+    assert 0.5 < max(times) - min(times) < 10, max(times) - min(times)
     stats = result.stats
     assert stats["rep/usage/tdmrep/outcome/error"] == 1
     assert stats["rep/slowdown/well_known_ignored"] == 1
