@@ -43,7 +43,7 @@ only when the spider closes. Requests with ``dont_obey_robotstxt`` (robots.txt
 itself) skip the gate but not the slot's pause.
 
 With nothing paused, a request costs one dict truthiness test (in the robots
-middleware), and a response a set membership and two dict truthiness tests.
+middleware), and a response two membership tests and two dict truthiness tests.
 
 This module observes the answers and decides the pauses (how long, at which
 level, shared with other workers through Redis); the held requests and the
@@ -145,19 +145,15 @@ class SlowDown:
     # -- answers -------------------------------------------------------------------
 
     def _downloaded(self, response: Response, request: Request) -> None:
-        if response.status in self._codes:
-            if WELL_KNOWN_META in request.meta:  # tdmrep.json: not the site's pages' voice
+        if WELL_KNOWN_META in request.meta:  # tdmrep.json: pauses and resumes nothing
+            if response.status in self._codes:
                 self._stats.inc_value("rep/slowdown/well_known_ignored")
-                return
+            return
+        if response.status in self._codes:
             self._slow(response, request)
         elif self.gates or self.levels:
-            meta = request.meta
-            key: str | None = meta.get("download_slot")
-            if (
-                key is not None
-                and (key in self.gates or key in self.levels)
-                and WELL_KNOWN_META not in meta
-            ):
+            key: str | None = request.meta.get("download_slot")
+            if key is not None and (key in self.gates or key in self.levels):
                 self._answered(key, request, response.status)
 
     def _answered(self, key: str, request: Request, status: int) -> None:
