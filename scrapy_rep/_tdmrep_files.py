@@ -3,8 +3,14 @@
 The file is fetched when a declared purpose is one TDMRep governs, while the
 origin's first pages download, with the same bounds as robots.txt (bytes,
 time, places: :mod:`scrapy_rep._download`) and not tried again within a
-fetch. It is kept ``REP_CACHE_TTL`` (``REP_RETRY_MIN`` after a server or
-network error), for at most ``REP_CACHE_MAX_ORIGINS`` origins.
+fetch. It is kept ``REP_CACHE_TTL`` (after a 429, a 5xx or a network error:
+``REP_RETRY_MIN``, or the answer's ``Retry-After`` within ``REP_RETRY_MAX``),
+for at most ``REP_CACHE_MAX_ORIGINS`` origins.
+
+A response whose origin's file is being fetched for the first time waits for
+it (:meth:`TdmRepFiles.fetched`), until ``REP_FETCH_TIMEOUT`` after the fetch
+began at most: a file that has not come by then is, for that response, as
+one that could not be fetched (the fetch goes on for later ones).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from scrapy_rep._download import RobotsDownload
 from scrapy_rep._in_flight import InFlight
 from scrapy_rep.cache import lru_put
 from scrapy_rep.origin import Origin, origin_text
+from scrapy_rep.policy import header_text, pause_for, retry_after
 from scrapy_rep.usage import TdmRep
 
 if TYPE_CHECKING:
@@ -54,16 +61,24 @@ class TdmRepFiles:
         self._stats = crawler.stats
         self._files: OrderedDict[Origin, TdmEntry] = OrderedDict()
         self._fetches: InFlight[Origin, TdmEntry] = InFlight()
+        self._began: dict[Origin, float] = {}  # when each fetch in flight began (monotonic)
         uncapped = _startup.uncapped(crawler.settings, warn=False)
         self._download = RobotsDownload(crawler, config, uncapped=uncapped, well_known=True)
 
     async def fetched(self, origin: Origin) -> TdmEntry | None:
-        """The origin's entry once the fetch under way ends (None: none known)."""
+        """The origin's entry once the fetch under way ends; None: none known, or
+        none within REP_FETCH_TIMEOUT of the fetch's start (counted)."""
         if origin not in self._fetches:
             return self._files.get(origin)
-        return await maybe_deferred_to_future(
-            self._fetches.join(origin, lambda: self._fetch(origin))
+        self._stats.inc_value("rep/usage/tdmrep/waited")
+        began = self._began.get(origin, time.monotonic())
+        left = began + self.config.fetch_timeout - time.monotonic()
+        entry = await maybe_deferred_to_future(
+            self._fetches.join(origin, lambda: self._fetch(origin), timeout=left)
         )
+        if entry is None:
+            self._stats.inc_value("rep/usage/tdmrep/wait_expired")
+        return entry
 
     def entry(self, origin: Origin) -> TdmEntry | None:
         """What is known of the origin's tdmrep.json (kept while a newer copy is
@@ -79,12 +94,15 @@ class TdmRepFiles:
         return entry
 
     async def _fetch(self, origin: Origin) -> TdmEntry:
+        self._began[origin] = time.monotonic()
         try:
             entry = await self._get(origin)
         except Exception:  # a bug here must not leave responses waiting
             url = origin_text(origin) + TDMREP_PATH
             logger.exception("scrapy-rep: error while fetching %s", url)
             entry = TdmEntry(None, "error", time.time() + self.config.retry_min)
+        finally:
+            self._began.pop(origin, None)
         self._stats.inc_value(f"rep/usage/tdmrep/outcome/{entry.outcome}")
         self._remember(origin, entry)
         return entry
@@ -108,7 +126,16 @@ class TdmRepFiles:
             return TdmEntry(None, "error", retry)
         status = response.status
         if status == 429 or status >= 500:
-            return TdmEntry(None, "error", retry)
+            # Asked again when its Retry-After says, within robots.txt's bounds.
+            # (Nor does this answer pause the site's pages: scrapy_rep.slowdown.)
+            headers = response.headers
+            asked = retry_after(
+                header_text(headers.get(b"Retry-After")),
+                now,
+                date=header_text(headers.get(b"Date")),
+            )
+            later = pause_for(asked, config.retry_min, config.retry_max)
+            return TdmEntry(None, "error", now + later)
         content_type = (response.headers.get(b"Content-Type") or b"").lower()
         if not 200 <= status < 300 or b"html" in content_type:  # a page saying "not found"
             return TdmEntry(None, "absent", keep)

@@ -1,16 +1,18 @@
-"""Requests waiting inside ``process_request`` without holding a place in CONCURRENT_REQUESTS.
+"""Requests waiting in a middleware without holding a place in CONCURRENT_REQUESTS.
 
 Scrapy counts a request as active in the downloader from the moment its
-downloader middlewares start, so requests waiting in ``process_request`` for
-their origin's robots.txt (or, with shared state, for their cluster-wide
-Crawl-delay turn) would fill ``CONCURRENT_REQUESTS`` and stall origins that
-could go ahead. While a request waits, it is taken out of the downloader's
-active set and put back before ``process_request`` returns (the downloader
-removes it when its download ends, so it must be there again). At most
-``REP_MAX_WAITING`` requests wait that way; the others wait as in Scrapy,
-inside the limit. So the downloader never holds more than
-``CONCURRENT_REQUESTS + REP_MAX_WAITING`` requests, and origins' own
-concurrency and delays still apply to each one.
+downloader middlewares start until its last ``process_response`` ends, so
+requests waiting in ``process_request`` for their origin's robots.txt (or,
+with shared state, for their cluster-wide Crawl-delay turn), and responses
+waiting in ``process_response`` for their origin's tdmrep.json, would fill
+``CONCURRENT_REQUESTS`` and stall origins that could go ahead. While a
+request waits, it is taken out of the downloader's active set and put back
+before the middleware method returns (the downloader removes it when its
+download ends, so it must be there again). At most ``REP_MAX_WAITING``
+requests wait that way, all kinds together (one :class:`Waiting` per crawl,
+:meth:`Waiting.of`); the others wait as in Scrapy, inside the limit. So the
+downloader never holds more than ``CONCURRENT_REQUESTS + REP_MAX_WAITING``
+requests, and origins' own concurrency and delays still apply to each one.
 
 What else keeps this sound:
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
@@ -51,6 +54,15 @@ CLOSING_CHECK_INTERVAL = 1.0
 
 class Waiting:
     """Requests waiting outside the downloader's active set, and their sleeps."""
+
+    @classmethod
+    def of(cls, crawler: Crawler, cap: int) -> Waiting:
+        """The crawl's one instance (made on first call), so that every
+        middleware's waiters share one ``REP_MAX_WAITING``."""
+        waiting = _BY_CRAWLER.get(crawler)
+        if waiting is None:
+            waiting = _BY_CRAWLER[crawler] = cls(crawler, cap)
+        return waiting
 
     def __init__(self, crawler: Crawler, cap: int) -> None:
         self._crawler = crawler
@@ -125,3 +137,6 @@ class Waiting:
         if self._closing_watch is not None:
             self._closing_watch.stop()
             self._closing_watch = None
+
+
+_BY_CRAWLER: WeakKeyDictionary[Crawler, Waiting] = WeakKeyDictionary()

@@ -83,7 +83,7 @@ class RobotsTxtMiddleware:
         self._slots = (
             SlotDelays(crawler, config.cache_max_origins) if config.obey_crawl_delay else None
         )
-        self._waiting = Waiting(crawler, config.max_waiting)
+        self._waiting = Waiting.of(crawler, config.max_waiting)
         shared = SharedState.connect(crawler, config, pacing=self._slots is not None)
         self._slowdown: SlowDown | None = None
         if config.slowdown:

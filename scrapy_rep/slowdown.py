@@ -31,13 +31,19 @@ that got the answer, the same slot its Crawl-delay applies to:
   reached the downloader within ``REACH_TIMEOUT`` (a later middleware dropped
   it).
 
+Answers to scrapy-rep's own ``/.well-known/tdmrep.json`` requests neither
+pause nor resume a slot: the file is a probe the crawl sends on its own, often
+served by another backend than the pages, and its 429/503 only says when to
+ask for it again (:mod:`scrapy_rep._tdmrep_files`). robots.txt's answers do
+pause: RFC 9309 reads them as the site's own state.
+
 Nothing is lost: a request still answered 503 after its retries reaches its
 errback as it would without scrapy-rep; held requests end with IgnoreRequest
 only when the spider closes. Requests with ``dont_obey_robotstxt`` (robots.txt
 itself) skip the gate but not the slot's pause.
 
 With nothing paused, a request costs one dict truthiness test (in the robots
-middleware), and a response a set membership and two dict truthiness tests.
+middleware), and a response two membership tests and two dict truthiness tests.
 
 This module observes the answers and decides the pauses (how long, at which
 level, shared with other workers through Redis); the held requests and the
@@ -54,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.utils.httpobj import urlparse_cached
 
+from scrapy_rep._download import WELL_KNOWN_META
 from scrapy_rep._gates import Gates
 from scrapy_rep.cache import lru_put
 from scrapy_rep.origin import origin_of, origin_text
@@ -138,6 +145,10 @@ class SlowDown:
     # -- answers -------------------------------------------------------------------
 
     def _downloaded(self, response: Response, request: Request) -> None:
+        if WELL_KNOWN_META in request.meta:  # tdmrep.json: pauses and resumes nothing
+            if response.status in self._codes:
+                self._stats.inc_value("rep/slowdown/well_known_ignored")
+            return
         if response.status in self._codes:
             self._slow(response, request)
         elif self.gates or self.levels:

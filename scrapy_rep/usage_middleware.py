@@ -11,7 +11,10 @@ gives each response ``response.meta["rep_usage"]``: ``{purpose: True | False
   ``REP_USAGE_ACTION = "drop"``, a request they deny every declared purpose is
   not downloaded. The origin's ``/.well-known/tdmrep.json`` is fetched once
   (per ``REP_CACHE_TTL``) when a declared purpose is one TDMRep governs, while
-  the first pages download.
+  the first pages download. A response that arrives first waits for it out of
+  the downloader's active set (:mod:`scrapy_rep._waiting`, ``REP_MAX_WAITING``
+  shared with robots.txt waiters), so that waiting costs other origins
+  nothing, and until ``REP_FETCH_TIMEOUT`` after the fetch began at most.
 - ``process_response``: the response's headers (Content-Usage,
   Content-Signal, tdm-reservation, X-Robots-Tag) and HTML head (tdm-reservation
   and robots meta tags), with the robots.txt lines and the tdmrep.json rule;
@@ -39,6 +42,7 @@ from scrapy_rep._download import ROBOTS_META
 from scrapy_rep._page_directives import header_directives, parse_rules, robots_meta_tags
 from scrapy_rep._tdmrep_files import TdmEntry, TdmRepFiles
 from scrapy_rep._usage_labels import TDMREP as TDMREP_LABEL
+from scrapy_rep._waiting import Waiting
 from scrapy_rep.cache import lru_put
 from scrapy_rep.config import Config
 from scrapy_rep.exceptions import UsageDenied
@@ -95,6 +99,7 @@ class UsageMiddleware:
         # TDMRep only for the purposes it governs
         tdm = any(purpose in TDMREP_LABEL.purposes for purpose in self.purposes)
         self._tdmrep = TdmRepFiles(crawler, config) if tdm else None
+        self._waiting = Waiting.of(crawler, config.max_waiting)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> UsageMiddleware:
@@ -167,7 +172,8 @@ class UsageMiddleware:
         pending: _Pending,
     ) -> Response:
         assert self._tdmrep is not None
-        entry = await self._tdmrep.fetched(origin)
+        with self._waiting.detached(request):  # its place goes to other origins meanwhile
+            entry = await self._tdmrep.fetched(origin)
         return self._annotate(request, response, origin, pending, entry)
 
     def _annotate(
