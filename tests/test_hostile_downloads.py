@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import time
 from collections.abc import Callable
 from itertools import pairwise
@@ -110,7 +111,7 @@ def test_a_header_flood_is_cut_short_on_every_download_of_ours(
 )
 @pytest_twisted.ensureDeferred
 async def test_a_coding_name_that_compresses_nothing_leaves_the_rules_readable(
-    site: ScriptedServer, coding: str, body: bytes
+    site: ScriptedServer, coding: str, body: bytes, caplog: pytest.LogCaptureFixture
 ) -> None:
     """``Content-Encoding: utf-8`` (or none, binary, text/plain) names no
     compression: the body is read as it came and its Disallow rules obeyed, as
@@ -120,12 +121,16 @@ async def test_a_coding_name_that_compresses_nothing_leaves_the_rules_readable(
         "/robots.txt",
         Reply(body=body, headers={"Content-Type": "text/plain", "Content-Encoding": coding}),
     )
-    result = await run_crawl([site.url("/a"), site.url("/private/a")])
+    with caplog.at_level(logging.INFO, logger="scrapy_rep.decompression"):
+        result = await run_crawl([site.url("/a"), site.url("/private/a")])
     assert site.hits("/a") == 1
     assert site.hits("/private/a") == 0
     assert result.failed_with(site.url("/private/a")) is ForbiddenByRobots
     assert result.stats["rep/robotstxt/outcome/parsed"] == 1
     assert "rep/robotstxt/undecodable" not in result.stats
+    said = [r.getMessage() for r in caplog.records if r.name == "scrapy_rep.decompression"]
+    assert len(said) == 1, said  # one INFO line names what was ignored
+    assert "transform nothing" in said[0], said
 
 
 # -- REP_FETCH_TIMEOUT over redirect hops ----------------------------------------------------------
