@@ -95,6 +95,27 @@ def test_a_header_flood_is_cut_short_on_every_download_of_ours(
         assert stats["rep/usage/tdmrep/outcome/error"] == 1
 
 
+BIG_HEADERS = [("X-Big", "a" * 4000)] * 20  # 80 KB of headers, past the 64 KiB bound
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_header_bound_holds_for_our_downloads_and_leaves_pages_alone(
+    site: ScriptedServer, site2: ScriptedServer
+) -> None:
+    """80 KB of headers on the hop a robots.txt redirects to: given up (the
+    origin is unreachable); the same headers on a page of the crawl: downloaded
+    as Scrapy would (the bound is for scrapy-rep's own requests only)."""
+    site.script("/robots.txt", Reply(status=301, headers={"Location": "/moved/robots"}))
+    site.script("/moved/robots", Reply(body=RULES, headers=BIG_HEADERS))
+    site2.robots(RULES)
+    site2.script("/big", Reply(body=b"<html></html>", headers=BIG_HEADERS))
+    result = await run_crawl([site.url("/a"), site2.url("/big")])
+    assert site.hits("/moved/robots") == 1
+    assert result.failed_with(site.url("/a")) is RobotsTxtUnavailable
+    assert result.stats["rep/robotstxt/outcome/unreachable"] == 1
+    assert result.responses[site2.url("/big")].status == 200
+
+
 # -- content codings that transform nothing ------------------------------------------------------
 
 
