@@ -14,16 +14,18 @@ cost is bounded here:
   bounded too (:mod:`scrapy_rep._slots.headers`: every request of ours, each
   hop, each policy file, as it reaches the downloader);
 - **time**: ``REP_FETCH_TIMEOUT`` for the whole fetch: every hop and attempt
-  gets the time left (:class:`_Deadline`); only the waits before a retry
-  (each at most ``REP_FETCH_TIMEOUT``) come on top, so a fetch ends within
-  ``REP_FETCH_TIMEOUT x (REP_FETCH_RETRIES + 1)``, the cluster's fetch lock;
+  gets the time left (:class:`_Budget`); only the waits before a retry (each
+  at most ``REP_FETCH_TIMEOUT``, ``REP_FETCH_RETRIES`` for the whole fetch too)
+  come on top, so a fetch ends within ``REP_FETCH_TIMEOUT x (REP_FETCH_RETRIES
+  + 1)``, inside the cluster's fetch lock;
 - **places**: a robots.txt download in flight is taken out of the downloader's
   active set (at most ``REP_MAX_FETCHES`` at once), so slow robots.txt files
   never hold the places of pages of origins whose rules are known;
 - **retries**: Scrapy's RetryMiddleware is off for these requests (it asks
   again at once and logs every give-up as an ERROR); a 429, a 5xx or a network
-  error is tried again up to ``REP_FETCH_RETRIES`` times, after the server's
-  ``Retry-After`` or a backoff (1 s, 2 s, ...), and not within this fetch when
+  error is tried again, up to ``REP_FETCH_RETRIES`` times in a fetch (all its
+  hops together), after the server's ``Retry-After`` or a backoff (1 s, 2 s,
+  ...), and not within this fetch when
   the server asks for longer than ``REP_FETCH_TIMEOUT`` (the origin is then
   unreachable until the time it asked for) or did not answer in time (a
   server that hangs would hold its waiting requests twice as long).
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -124,9 +127,9 @@ class RobotsDownload:
         the last response (None when there was none)."""
         policy = self._policy
         url = robots_url(origin)
-        deadline = _Deadline(self.config.fetch_timeout)
+        budget = _Budget(self.config.fetch_timeout, self.config.fetch_retries)
         for hop in range(self.config.max_redirects + 1):
-            response, failed = await self._get(url, origin, previous, deadline)
+            response, failed = await self._get(url, origin, previous, budget)
             if response is None:
                 assert failed is not None
                 return failed, None
@@ -172,16 +175,15 @@ class RobotsDownload:
         raise AssertionError("unreachable")  # the loop always returns
 
     async def _get(
-        self, url: str, origin: Origin, previous: Entry | None, deadline: _Deadline
+        self, url: str, origin: Origin, previous: Entry | None, budget: _Budget
     ) -> tuple[Response | None, Entry | None]:
         """One hop, tried again on the server's terms within the fetch's
-        ``deadline``: its last response, or the entry of the last failure."""
-        attempts = self.config.fetch_retries + 1
+        ``budget``: its last response, or the entry of the last failure."""
         failed: Entry | None = None
-        for attempt in range(attempts):
+        for attempt in itertools.count():
             response: Response | None = None
             try:
-                response = await self._download(self._request(url, origin, deadline))
+                response = await self._download(self._request(url, origin, budget))
             except IgnoreRequest as exc:
                 # Refused by a downloader middleware of this crawl, not by the site.
                 self._stats.inc_value("rep/robotstxt/refused_locally")
@@ -196,11 +198,12 @@ class RobotsDownload:
                 if response.status != 429 and response.status < 500:
                     return response, None
             wait = self._retry_wait(response, attempt)
-            if attempt + 1 == attempts or wait is None:
+            if wait is None or not budget.retries:
                 break
+            budget.retries -= 1
             self._stats.inc_value("rep/robotstxt/retry_count")
             assert self._sleep is not None  # robots.txt downloads are given one
-            with deadline.paused():  # the server asked for the wait: not download time
+            with budget.paused():  # the server asked for the wait: not download time
                 if not await self._sleep(wait):  # the spider closes
                     break
         if response is not None:
@@ -224,10 +227,10 @@ class RobotsDownload:
             return None  # the entry's retry time honours it
         return max(asked, FIRST_RETRY)
 
-    def _request(self, url: str, origin: Origin, deadline: _Deadline) -> Request:
+    def _request(self, url: str, origin: Origin, budget: _Budget) -> Request:
         """The request for ``url`` with the time left; raises the timeout Scrapy
         would when none is left (the fetch took REP_FETCH_TIMEOUT already)."""
-        left = deadline.left()
+        left = budget.left()
         if left <= 0:
             raise _TIMEOUT(
                 f"Getting {url} took longer than {self.config.fetch_timeout:g} seconds "
@@ -257,9 +260,9 @@ class RobotsDownload:
         attempt per hop, all within REP_FETCH_TIMEOUT. Network errors, timeouts
         and refusals raise, as Scrapy's do."""
         url = origin_text(origin) + path
-        deadline = _Deadline(self.config.fetch_timeout)
+        budget = _Budget(self.config.fetch_timeout, retries=0)
         for _ in range(self.config.max_redirects + 1):
-            request = self._request(url, origin, deadline)
+            request = self._request(url, origin, budget)
             request.meta[WELL_KNOWN_META] = path
             response = await self._send(request)
             location = response.headers.get(b"Location")
@@ -368,11 +371,13 @@ _TIMEOUT = _compat.TIMEOUT_ERRORS[-1]
 """What Scrapy raises for a download past its timeout (Scrapy's class from 2.15)."""
 
 
-class _Deadline:
-    """REP_FETCH_TIMEOUT for a whole fetch: the time its downloads may still take."""
+class _Budget:
+    """What a whole fetch, all its hops, may still spend: download time
+    (REP_FETCH_TIMEOUT) and retries (REP_FETCH_RETRIES)."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, retries: int) -> None:
         self._end = time.monotonic() + seconds
+        self.retries = retries
 
     def left(self) -> float:
         return self._end - time.monotonic()

@@ -231,3 +231,21 @@ async def test_rep_fetch_timeout_bounds_a_tdmrep_json_fetch_hops_included(
     assert arrived[0] - started < FETCH_TIMEOUT + SLACK, arrived[0] - started
     assert result.stats["rep/usage/tdmrep/outcome/error"] == 1
     assert sum(site.hits(path) for path in paths) <= 2
+
+
+@pytest.mark.slow
+@pytest_twisted.ensureDeferred
+async def test_rep_fetch_retries_count_for_the_whole_fetch_hops_included(
+    site: ScriptedServer,
+) -> None:
+    """REP_FETCH_RETRIES = 1 and two hops that each answer 503 first: the
+    first hop is asked again, the second is not (the fetch's one retry is
+    spent), so the fetch ends unreachable instead of waiting before every hop."""
+    slow_down = Reply(status=503, headers={"Retry-After": "1"})
+    site.script("/robots.txt", [slow_down, Reply(status=301, headers={"Location": "/hop1"})])
+    site.script("/hop1", [slow_down, Reply(body=RULES, headers={"Content-Type": "text/plain"})])
+    result = await run_crawl([site.url("/a")], {"REP_FETCH_RETRIES": 1})
+    assert site.hits("/robots.txt") == 2
+    assert site.hits("/hop1") == 1
+    assert result.stats["rep/robotstxt/retry_count"] == 1
+    assert result.failed_with(site.url("/a")) is RobotsTxtUnavailable
