@@ -13,15 +13,15 @@ output limit), ``zstd`` one of ``compression.zstd`` (Python 3.14),
 ``backports.zstd`` (a Scrapy 2.18 dependency) or ``zstandard``; without them
 those codings are not advertised (:func:`accept_encoding`) nor decoded.
 
-What a coding name means here (RFC 9110 §8.4.1 asks for no more): a
-compression decoded above is decoded; a compression or transformation not
-decoded here (:data:`NOT_DECODED`, and ``br`` or ``zstd`` without their
-module) makes the answer :class:`Undecodable`; any other name (``utf-8``,
-``none``, ``binary``, ``text/plain``: labels that servers send and that
-transform nothing) is ignored, the body is read as it came, as Scrapy's
-``HttpCompressionMiddleware`` leaves it. A text whose rules can be read is
-then obeyed; a body that really is compressed some unknown way reads as
-bytes with no rule in them.
+What a coding name means here: a compression decoded above is decoded; a
+compression or transformation not decoded here (:data:`NOT_DECODED`, and
+``br`` or ``zstd`` without their module) makes the answer :class:`Undecodable`;
+any other name (``utf-8``, ``none``, ``binary``, ``text/plain``: labels that
+servers send and that transform nothing) is ignored wherever it stands among
+the codings, and the body read as it came (Scrapy's ``HttpCompressionMiddleware``
+leaves such a body alone too, but stops decoding at the first name it does not
+know). A text whose rules can be read is then obeyed; a body that really is
+compressed some unknown way reads as bytes with no rule in them.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ NOT_DECODED = frozenset(
         *(b"bzip2", b"x-bzip2", b"xz", b"lzma", b"lz4", b"snappy", b"sdch"),
     }
 )
-"""Codings that transform the body and are not decoded here: those of the IANA
-HTTP Content Coding Registry, then compressions some servers name unregistered."""
+"""Codings that transform the body and are not decoded here: the IANA HTTP Content
+Coding Registry's other entries, then compressions some servers name unregistered."""
 ZSTD_WINDOW_LOG_MAX = 23
 """RFC 9659: an 8 MiB window at most for the zstd content coding."""
 _GZIP = 32 + zlib.MAX_WBITS  # 47: a gzip or a zlib header, told apart by zlib
