@@ -11,15 +11,21 @@ cost is bounded here:
   (:mod:`scrapy_rep.decompression`), so Scrapy's ``DOWNLOAD_MAXSIZE`` is lifted
   for them (a 10 GiB ``Content-Length`` is read up to the cap, as RFC 9309 §2.5
   allows) only when that middleware is in place; status line and headers are
-  bounded too (``_compat.limit_robots_txt_headers``);
-- **time**: ``REP_FETCH_TIMEOUT`` per attempt;
+  bounded too (:mod:`scrapy_rep._slots.headers`: every request of ours, each
+  hop, each policy file, as it reaches the downloader);
+- **time**: ``REP_FETCH_TIMEOUT`` for the whole fetch: every hop and attempt
+  gets the time left (:class:`_Budget`); only the waits before a retry (each
+  at most ``REP_FETCH_TIMEOUT``, ``REP_FETCH_RETRIES`` for the whole fetch too)
+  come on top, so a fetch ends within ``REP_FETCH_TIMEOUT x (REP_FETCH_RETRIES
+  + 1)``, inside the cluster's fetch lock;
 - **places**: a robots.txt download in flight is taken out of the downloader's
   active set (at most ``REP_MAX_FETCHES`` at once), so slow robots.txt files
   never hold the places of pages of origins whose rules are known;
 - **retries**: Scrapy's RetryMiddleware is off for these requests (it asks
   again at once and logs every give-up as an ERROR); a 429, a 5xx or a network
-  error is tried again up to ``REP_FETCH_RETRIES`` times, after the server's
-  ``Retry-After`` or a backoff (1 s, 2 s, ...), and not within this fetch when
+  error is tried again, up to ``REP_FETCH_RETRIES`` times in a fetch (all its
+  hops together), after the server's ``Retry-After`` or a backoff (1 s, 2 s,
+  ...), and not within this fetch when
   the server asks for longer than ``REP_FETCH_TIMEOUT`` (the origin is then
   unreachable until the time it asked for) or did not answer in time (a
   server that hangs would hold its waiting requests twice as long).
@@ -36,8 +42,11 @@ with a bound) and ``rep_well_known``; each instance handles only its own.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import itertools
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlparse
 
@@ -49,6 +58,7 @@ from w3lib.url import safe_url_string
 
 from scrapy_rep import _compat, _slots
 from scrapy_rep._inflate import accept_encoding
+from scrapy_rep._slots import headers
 from scrapy_rep.origin import origin_text, robots_url
 from scrapy_rep.policy import header_text, retry_after
 
@@ -101,9 +111,11 @@ class RobotsDownload:
         self._headers = {b"Accept-Encoding": accept_encoding()}
         self._running = 0  # downloads in flight: the signal handlers are connected
         self._sizes: dict[Request, int] = {}
+        self._bounded: dict[Request, bytes | None] = {}  # header bound keys (_slots.headers)
         self._out: set[Request] = set()  # taken out of the downloader's active set
         self._can_leave: bool | None = None  # engine internals there (checked once)
         crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
+        headers.install()  # once per process; what is missing was logged at start
 
     @property
     def busy(self) -> bool:
@@ -116,8 +128,9 @@ class RobotsDownload:
         the last response (None when there was none)."""
         policy = self._policy
         url = robots_url(origin)
+        budget = _Budget(self.config.fetch_timeout, self.config.fetch_retries)
         for hop in range(self.config.max_redirects + 1):
-            response, failed = await self._get(url, origin, previous)
+            response, failed = await self._get(url, origin, previous, budget)
             if response is None:
                 assert failed is not None
                 return failed, None
@@ -163,16 +176,15 @@ class RobotsDownload:
         raise AssertionError("unreachable")  # the loop always returns
 
     async def _get(
-        self, url: str, origin: Origin, previous: Entry | None
+        self, url: str, origin: Origin, previous: Entry | None, budget: _Budget
     ) -> tuple[Response | None, Entry | None]:
-        """One hop, tried again on the server's terms: its last response, or
-        the entry of the last failure."""
-        attempts = self.config.fetch_retries + 1
+        """One hop, tried again on the server's terms within the fetch's
+        ``budget``: its last response, or the entry of the last failure."""
         failed: Entry | None = None
-        for attempt in range(attempts):
+        for attempt in itertools.count():
             response: Response | None = None
             try:
-                response = await self._download(url, origin)
+                response = await self._download(self._request(url, origin, budget))
             except IgnoreRequest as exc:
                 # Refused by a downloader middleware of this crawl, not by the site.
                 self._stats.inc_value("rep/robotstxt/refused_locally")
@@ -187,12 +199,14 @@ class RobotsDownload:
                 if response.status != 429 and response.status < 500:
                     return response, None
             wait = self._retry_wait(response, attempt)
-            if attempt + 1 == attempts or wait is None:
+            if wait is None or not budget.retries:
                 break
+            budget.retries -= 1
             self._stats.inc_value("rep/robotstxt/retry_count")
             assert self._sleep is not None  # robots.txt downloads are given one
-            if not await self._sleep(wait):  # the spider closes
-                break
+            with budget.paused():  # the server asked for the wait: not download time
+                if not await self._sleep(wait):  # the spider closes
+                    break
         if response is not None:
             return response, None  # its status says unreachable, with its Retry-After
         return None, failed
@@ -214,7 +228,15 @@ class RobotsDownload:
             return None  # the entry's retry time honours it
         return max(asked, FIRST_RETRY)
 
-    def _request(self, url: str, origin: Origin) -> Request:
+    def _request(self, url: str, origin: Origin, budget: _Budget) -> Request:
+        """The request for ``url`` with the time left; raises the timeout Scrapy
+        would when none is left (the fetch took REP_FETCH_TIMEOUT already)."""
+        left = budget.left()
+        if left <= 0:
+            raise _TIMEOUT(
+                f"Getting {url} took longer than {self.config.fetch_timeout:g} seconds "
+                "(REP_FETCH_TIMEOUT, for the whole fetch, redirects included)."
+            )
         return Request(
             url,
             callback=NO_CALLBACK,
@@ -223,7 +245,7 @@ class RobotsDownload:
             meta={
                 "dont_obey_robotstxt": True,
                 ROBOTS_META: origin_text(origin),
-                "download_timeout": self.config.fetch_timeout,
+                "download_timeout": left,
                 "dont_retry": True,  # retried above, on the server's terms
                 "dont_redirect": True,  # followed above, hop by hop
                 "handle_httpstatus_all": True,
@@ -236,10 +258,12 @@ class RobotsDownload:
         """Another file of the origin (``path``: "/.well-known/tdmrep.json") with
         the bounds of robots.txt downloads: the final answer, redirects followed
         up to REP_MAX_REDIRECTS (a 3xx when they lead nowhere or too far); one
-        attempt per hop. Network errors and refusals raise, as Scrapy's do."""
+        attempt per hop, all within REP_FETCH_TIMEOUT. Network errors, timeouts
+        and refusals raise, as Scrapy's do."""
         url = origin_text(origin) + path
+        budget = _Budget(self.config.fetch_timeout, retries=0)
         for _ in range(self.config.max_redirects + 1):
-            request = self._request(url, origin)
+            request = self._request(url, origin, budget)
             request.meta[WELL_KNOWN_META] = path
             response = await self._send(request)
             location = response.headers.get(b"Location")
@@ -252,8 +276,8 @@ class RobotsDownload:
             url = target
         return response
 
-    async def _download(self, url: str, origin: Origin) -> Response:
-        response = await self._send(self._request(url, origin), "rep/robotstxt/request_count")
+    async def _download(self, request: Request) -> Response:
+        response = await self._send(request, "rep/robotstxt/request_count")
         status = response.status
         self._stats.inc_value("rep/robotstxt/response_count")
         self._stats.inc_value(f"rep/robotstxt/response_status_count/{status}")
@@ -273,6 +297,8 @@ class RobotsDownload:
             return await engine.download_async(request)
         finally:
             self._sizes.pop(request, None)
+            if request in self._bounded:
+                headers.release(self._bounded.pop(request))
             self._running -= 1
             if not self._running:
                 self._connect(False)
@@ -293,6 +319,9 @@ class RobotsDownload:
         change(self._left, signal=signals.request_left_downloader)
         if not on:
             self._sizes.clear()
+            for key in self._bounded.values():
+                headers.release(key)
+            self._bounded.clear()
 
     def _bytes_received(self, data: bytes, request: Request, spider: Spider | None = None) -> None:
         if ROBOTS_META not in request.meta or not self._ours(request):
@@ -303,7 +332,11 @@ class RobotsDownload:
             raise StopDownload(fail=False)
 
     def _reached(self, request: Request, spider: Spider | None = None) -> None:
-        if not self._ours(request) or len(self._out) >= self.config.max_fetches:
+        if not self._ours(request):
+            return
+        if request not in self._bounded:  # at its final URL, whatever a middleware did
+            self._bounded[request] = headers.bound_headers(request.url)
+        if len(self._out) >= self.config.max_fetches:
             return
         engine = self.crawler.engine
         if self._can_leave is None:  # what is missing was logged at start (_slots)
@@ -340,6 +373,31 @@ def handlers_count_bytes(settings: BaseSettings) -> bool:
         ):
             return False
     return True
+
+
+_TIMEOUT = _compat.TIMEOUT_ERRORS[-1]
+"""What Scrapy raises for a download past its timeout (Scrapy's class from 2.15)."""
+
+
+class _Budget:
+    """What a whole fetch, all its hops, may still spend: download time
+    (REP_FETCH_TIMEOUT) and retries (REP_FETCH_RETRIES)."""
+
+    def __init__(self, seconds: float, retries: int) -> None:
+        self._end = time.monotonic() + seconds
+        self.retries = retries
+
+    def left(self) -> float:
+        return self._end - time.monotonic()
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """A wait that does not count (before a retry the server asked for)."""
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self._end += time.monotonic() - start
 
 
 def _reason(exc: BaseException) -> str:

@@ -12,6 +12,16 @@ servers send it, raw. ``br`` needs brotli / brotlicffi 1.2 (the first with an
 output limit), ``zstd`` one of ``compression.zstd`` (Python 3.14),
 ``backports.zstd`` (a Scrapy 2.18 dependency) or ``zstandard``; without them
 those codings are not advertised (:func:`accept_encoding`) nor decoded.
+
+What a coding name means here: a compression decoded above is decoded; a
+compression or transformation not decoded here (:data:`NOT_DECODED`, and
+``br`` or ``zstd`` without their module) makes the answer :class:`Undecodable`;
+any other name (``utf-8``, ``none``, ``binary``, ``text/plain``: labels that
+servers send and that transform nothing) is ignored wherever it stands among
+the codings, and the body read as it came (Scrapy's ``HttpCompressionMiddleware``
+leaves such a body alone too, but stops decoding at the first name it does not
+know). A text whose rules can be read is then obeyed; a body that really is
+compressed some unknown way reads as bytes with no rule in them.
 """
 
 from __future__ import annotations
@@ -22,12 +32,20 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["MAX_CODINGS", "Undecodable", "accept_encoding", "decode"]
+__all__ = ["MAX_CODINGS", "NOT_DECODED", "Undecodable", "accept_encoding", "decode", "ignored"]
 
 CHUNK = 64 * 1024
 """Output asked of a decoder per call."""
 MAX_CODINGS = 4
-"""More content codings than this on one answer are refused."""
+"""More content codings than this on one answer are refused (ignored names not counted)."""
+NOT_DECODED = frozenset(
+    {
+        *(b"compress", b"x-compress", b"aes128gcm", b"dcb", b"dcz", b"exi", b"pack200-gzip"),
+        *(b"bzip2", b"x-bzip2", b"xz", b"lzma", b"lz4", b"snappy", b"sdch"),
+    }
+)
+"""Codings that transform the body and are not decoded here: the IANA HTTP Content
+Coding Registry's other entries, then compressions some servers name unregistered."""
 ZSTD_WINDOW_LOG_MAX = 23
 """RFC 9659: an 8 MiB window at most for the zstd content coding."""
 _GZIP = 32 + zlib.MAX_WBITS  # 47: a gzip or a zlib header, told apart by zlib
@@ -152,18 +170,14 @@ def _zstd_decode(data: bytes, limit: int) -> bytes:
     raise Undecodable("zstd needs backports.zstd or zstandard")
 
 
-def _identity(data: bytes, limit: int) -> bytes:
-    return data[:limit]
-
-
 _DECODERS: dict[bytes, Callable[[bytes, int], bytes]] = {
     b"gzip": _gzip,
     b"x-gzip": _gzip,
     b"deflate": _deflate,
     b"br": _br,
     b"zstd": _zstd_decode,
-    b"identity": _identity,
 }
+_TRANSFORMS = _DECODERS.keys() | NOT_DECODED
 
 
 def codings(header_values: Sequence[bytes]) -> list[bytes]:
@@ -171,15 +185,20 @@ def codings(header_values: Sequence[bytes]) -> list[bytes]:
     return [c.strip().lower() for v in header_values for c in v.split(b",") if c.strip()]
 
 
+def ignored(header_values: Sequence[bytes]) -> list[bytes]:
+    """The coding names :func:`decode` ignores (they transform nothing we know of)."""
+    return [c for c in codings(header_values) if c not in _TRANSFORMS and c != b"identity"]
+
+
 def decode(body: bytes, header_values: Sequence[bytes], limit: int) -> bytes:
     """At most ``limit`` bytes of ``body`` decoded. Raises :class:`Undecodable`."""
-    applied = codings(header_values)
+    applied = [c for c in codings(header_values) if c in _TRANSFORMS]
     if len(applied) > MAX_CODINGS:
         raise Undecodable(f"{len(applied)} content codings")
     for step, coding in enumerate(reversed(applied), 1):  # the last applied comes off first
         decoder = _DECODERS.get(coding)
         if decoder is None:
-            raise Undecodable(f"unknown content coding {coding.decode('latin-1')!r}")
+            raise Undecodable(f"content coding {coding.decode('latin-1')!r} is not decoded here")
         # An inner layer is compressed data, a little longer than its own
         # output at worst (stored blocks): a little slack, still bounded.
         body = decoder(body, limit if step == len(applied) else limit + CHUNK)

@@ -13,6 +13,7 @@ from scrapy.exceptions import NotConfigured
 
 from scrapy_rep import _compat, decompression
 from scrapy_rep._download import handlers_count_bytes
+from scrapy_rep._slots import headers
 from scrapy_rep.config import Config
 from scrapy_rep.exceptions import InvalidSetting
 
@@ -43,11 +44,11 @@ def checked_config(crawler: Crawler) -> Config:
     for warning in config.warnings:
         logger.warning("scrapy-rep: %s", warning)
     _error_if_scrapy_middleware_enabled(crawler)
-    missing = _compat.limit_robots_txt_headers()
+    missing = headers.install()
     if missing is not None:
         logger.error(
-            "scrapy-rep cannot bound the headers of robots.txt answers with this "
-            "Twisted (%s): a server streaming headers can take much memory",
+            "scrapy-rep cannot bound the headers of its robots.txt and tdmrep.json "
+            "answers with this Twisted (%s): a server streaming headers can take much memory",
             missing,
         )
     logger.info(

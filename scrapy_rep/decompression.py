@@ -12,11 +12,16 @@ so Scrapy's middleware leaves the body alone. Every other response is
 untouched.
 
 The add-on enables it; :func:`problem` tells the fetcher when it is missing
-or misplaced (then robots.txt answers keep Scrapy's limits). An answer whose
-codings cannot be read (unknown, more than four, broken from the first byte)
-counts as an empty file (``rep/robotstxt/undecodable``; for tdmrep.json, which
-is fetched the same way, ``rep/usage/tdmrep/undecodable``): it said nothing we
-can read, and the codings we ask for (``Accept-Encoding``) are all decodable.
+or misplaced (then robots.txt answers keep Scrapy's limits). A coding name
+that transforms nothing we know of (``utf-8``, ``none``, ``binary``,
+``text/plain``) is ignored and the body read as it came (one INFO line): its
+rules are obeyed, as Scrapy's middleware leaves such a body alone. An answer
+whose codings cannot be read (a compression not decoded here, more than four,
+data broken from the first byte) counts as an empty file
+(``rep/robotstxt/undecodable``; for tdmrep.json, which is fetched the same
+way, ``rep/usage/tdmrep/undecodable``): it said nothing we can read, and the
+codings we ask for (``Accept-Encoding``) are all decodable. The rule, coding
+by coding, is :mod:`scrapy_rep._inflate`'s.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from scrapy.exceptions import NotConfigured
 
 from scrapy_rep import _compat
 from scrapy_rep._download import ROBOTS_META, WELL_KNOWN_META
-from scrapy_rep._inflate import Undecodable, decode
+from scrapy_rep._inflate import Undecodable, decode, ignored
 from scrapy_rep.config import Config
 
 if TYPE_CHECKING:
@@ -69,12 +74,20 @@ class BoundedDecompressionMiddleware:
         values = response.headers.getlist(b"Content-Encoding")
         if not values:
             return response
+        well_known = request.meta.get(WELL_KNOWN_META)
+        names = ignored(values)
+        if names:
+            logger.info(
+                "%s at %s names content codings that transform nothing (%s): read as sent",
+                "robots.txt" if not well_known else well_known.lstrip("/"),
+                response.url,
+                ", ".join(name.decode("latin-1")[:40] for name in names[:5]),
+            )
         try:
             # one byte more than REP_MAX_SIZE: the parser then knows the file went on
             body = decode(response.body, values, self.max_size + 1)
         except Undecodable as exc:
             body = b""
-            well_known = request.meta.get(WELL_KNOWN_META)
             if self.stats is not None:
                 stat = "rep/usage/tdmrep" if well_known else "rep/robotstxt"
                 self.stats.inc_value(f"{stat}/undecodable")

@@ -135,7 +135,7 @@ _NOISE = b"#" + random.Random(9309).randbytes(8000).hex().encode()  # gzip canno
         pytest.param("gzip", b"\x1f\x8bnot gzip at all", False, id="garbage-gzip"),
         pytest.param("gzip", _gzip(RULES + _NOISE)[:-200], True, id="cut-short-gzip"),
         pytest.param("br", b"\xff" * 64, False, id="garbage-br"),
-        pytest.param("x-unknown", RULES, False, id="unknown-coding"),
+        pytest.param("compress", RULES, False, id="coding-not-decoded-here"),
         pytest.param("gzip, " * 9 + "gzip", RULES, False, id="ten-codings"),
     ],
 )
@@ -143,7 +143,7 @@ _NOISE = b"#" + random.Random(9309).randbytes(8000).hex().encode()  # gzip canno
 async def test_a_robots_txt_that_cannot_be_decoded_reads_as_an_empty_file(
     site: ScriptedServer, coding: str, body: bytes, rules_read: bool, caplog: Any
 ) -> None:
-    """Broken compressed data, an unknown coding or too many codings: what
+    """Broken compressed data, a coding not decoded here or too many codings: what
     decoded before the damage is read (a cut-short gzip keeps its rules),
     otherwise the answer said nothing we can read, so nothing is forbidden."""
     site.script(

@@ -18,7 +18,9 @@ changes.
 - :mod:`~scrapy_rep._slots.delays`: Crawl-delay as a slot's minimum delay
   (:class:`SlotDelays`);
 - :mod:`~scrapy_rep._slots.pauses`: slots paused for a 429/503 answer
-  (:class:`SlotPauses`).
+  (:class:`SlotPauses`);
+- :mod:`~scrapy_rep._slots.headers`: the bound on the headers of scrapy-rep's
+  own downloads, a process-wide patch of Twisted's HTTP/1.1 client parser.
 
 Everything is imported from here (``from scrapy_rep._slots import SlotDelays``).
 """
