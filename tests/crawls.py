@@ -71,6 +71,12 @@ BASE_SETTINGS: dict[str, Any] = {
 }
 
 
+PATIENT: dict[str, Any] = {"REP_FETCH_TIMEOUT": 30.0, "DOWNLOAD_TIMEOUT": 60}
+"""For broad crawls whose test is not about timeouts: a busy machine may take
+seconds to accept hundreds of connections at once, and an answer that comes
+late must not count as unreachable."""
+
+
 @dataclass
 class CrawlResult:
     crawler: Crawler

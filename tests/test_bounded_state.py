@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from crawls import loopback_names, run_crawl
+from crawls import PATIENT, loopback_names, run_crawl
 from scrapy import signals
 from scrapy.crawler import Crawler
 from servers import Reply, ScriptedServer
@@ -67,10 +67,7 @@ async def test_a_broad_crawl_keeps_per_origin_state_within_rep_cache_max_origins
                 "CONCURRENT_REQUESTS": 64,
                 "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
                 "LOG_LEVEL": "INFO",
-                # a busy machine may take seconds to accept 64 connections at once:
-                # an answer that comes late must not count as unreachable
-                "REP_FETCH_TIMEOUT": 30.0,
-                "DOWNLOAD_TIMEOUT": 60,
+                **PATIENT,
             },
             before=measure,
         )

@@ -11,7 +11,7 @@ import logging
 
 import pytest
 import pytest_twisted
-from crawls import loopback_names, run_crawl
+from crawls import PATIENT, loopback_names, run_crawl
 from redis_server import RedisServer, shared
 from servers import Reply, ScriptedServer
 
@@ -37,8 +37,7 @@ async def test_hundreds_of_new_origins_at_once_keep_shared_state_on(
         "CONCURRENT_REQUESTS": 512,
         "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
         "REP_MAX_FETCHES": 512,
-        "REP_FETCH_TIMEOUT": 30.0,
-        "DOWNLOAD_TIMEOUT": 60,
+        **PATIENT,
         "LOG_LEVEL": "INFO",
     }
     with caplog.at_level(logging.WARNING), loopback_names():

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from crawls import loopback_names, run_crawl
+from crawls import PATIENT, loopback_names, run_crawl
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from servers import Reply, ScriptedServer
@@ -339,6 +339,7 @@ async def test_broad_crawl_keeps_usage_state_within_rep_cache_max_origins(
                 "REP_USAGE_ACTION": "drop",
                 "CONCURRENT_REQUESTS": 64,
                 "LOG_LEVEL": "INFO",
+                **PATIENT,
             },
             before=measure,
         )
