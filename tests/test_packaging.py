@@ -171,6 +171,31 @@ def test_twine_check_passes_both(dist: Dist) -> None:
     assert checked.stdout.count("PASSED") == 2, checked.stdout
 
 
+def test_long_description_links_work_on_pypi(dist: Dist) -> None:
+    """PyPI shows the README with no repository around it: every link is absolute, the
+    project's own point where the metadata's Project-URLs say the project lives."""
+    with zipfile.ZipFile(dist.wheel) as wheel:
+        info = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = wheel.read(info).decode()
+    headers, _, description = metadata.partition("\n\n")
+    urls = dict(
+        line.removeprefix("Project-URL: ").split(", ", 1)
+        for line in headers.splitlines()
+        if line.startswith("Project-URL: ")
+    )
+    assert {"Homepage", "Documentation", "Source", "Changelog", "Issues"} <= set(urls)
+    home = urls["Homepage"]
+    assert all(url.startswith(home) for url in urls.values()), urls
+    targets = re.findall(r"\]\(([^)\s]+)\)", description)
+    assert len(targets) >= 20, targets  # the README's page table and its links
+    relative = [t for t in targets if not t.startswith(("https://", "http://", "#"))]
+    assert not relative, f"links that break on PyPI: {relative}"
+    ours = [t for t in targets if "scrapy-rep" in t]
+    assert ours, targets
+    assert all(t.startswith(home) for t in ours), [t for t in ours if not t.startswith(home)]
+    assert "pip install scrapy-rep " not in description.split("Once it is published")[0]
+
+
 def test_license_is_in_the_sdist_and_the_wheel(dist: Dist) -> None:
     """The BSD-3-Clause text ships in both, declared as an SPDX expression."""
     text = (REPO / "LICENSE").read_bytes()
