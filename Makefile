@@ -19,6 +19,7 @@ $(VENV)/.created:
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.created
+	@echo "== .venv: scrapy-rep with the test, redis and docs tools (a minute or two the first time)"
 	$(PY) -m pip install -q -e '.[test,redis,docs]'
 	touch $@
 
@@ -28,34 +29,41 @@ $(VENV)/.installed-demo: pyproject.toml $(VENV)/.created
 	touch $@
 
 $(FLOOR_VENV)/.installed-test: pyproject.toml
+	@echo "== .venv-floor: the same on Scrapy $(FLOOR_SCRAPY) (a minute or two the first time)"
 	test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
 	$(FLOOR_VENV)/bin/python -m pip install -q --upgrade pip
 	$(FLOOR_VENV)/bin/python -m pip install -q -e '.[test,redis]' 'scrapy==$(FLOOR_SCRAPY)'
 	touch $@
 
 lint: venv
+	@echo "== lint: ruff check, ruff format --check (a few seconds)"
 	$(VENV)/bin/ruff check scrapy_rep tests benchmarks example_project
 	$(VENV)/bin/ruff format --check scrapy_rep tests benchmarks example_project
 
 typecheck: venv
+	@echo "== typecheck: mypy --strict scrapy_rep (under a minute)"
 	$(VENV)/bin/mypy scrapy_rep
 
 # The documentation site (docs/): every warning is an error.
 docs: venv
+	@echo "== docs: sphinx-build -W, every warning an error (under a minute)"
 	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
 # Branch coverage of scrapy_rep/ on the newest Scrapy, on the asyncio reactor
 # (what it leaves out and why: docs, development page).
 pytest: venv redis-server
+	@echo "== pytest: the whole suite on the newest Scrapy, with branch coverage"
 	$(VENV)/bin/pytest -q --cov --cov-report=term:skip-covered
 
 # The newest Scrapy on Twisted's own reactor (epoll on Linux): waiting, fetching
 # and pacing run on Deferreds alone there, and a fetch can end before anyone awaits it.
 pytest-twisted: venv redis-server
+	@echo "== pytest-twisted: the whole suite on the newest Scrapy, on Twisted's own reactor"
 	$(VENV)/bin/pytest -q -p no:cacheprovider --reactor=default
 
 # The oldest Scrapy, at a lower CPU priority so that it does not starve the others.
 pytest-floor: floor-venv redis-server
+	@echo "== pytest-floor: the whole suite on Scrapy $(FLOOR_SCRAPY)"
 	$(FLOOR_VENV)/bin/python -c "import scrapy; print('Scrapy', scrapy.__version__, '(floor)')"
 	nice -n 5 $(FLOOR_VENV)/bin/pytest -q -p no:cacheprovider
 
@@ -70,11 +78,14 @@ redis-server:
 # Twisted's own, the oldest on asyncio. It mostly waits on real time (Crawl-delay,
 # timeouts, pauses), not on the CPU, so side by side the whole takes about one run.
 test: lint typecheck docs
+	@echo "== pytest, pytest-twisted and pytest-floor side by side: about 10 minutes on 2 cores;"
+	@echo "   each prints its results when it ends (make pytest runs one alone, as it goes)"
 	$(MAKE) -j3 --output-sync=target pytest pytest-twisted pytest-floor
 
 # Everything but the subprocess and real-time-delay tests (marked slow) and the
 # whole-corpus tests (marked corpus), on every core: under 60 s on two busy cores.
 test-fast: venv
+	@echo "== the suite without the slow and whole-corpus tests, on every core (under a minute)"
 	$(VENV)/bin/pytest -q -m "not slow and not corpus" -n auto
 
 demo: $(VENV)/.installed-demo

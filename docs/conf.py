@@ -32,5 +32,8 @@ myst_heading_anchors = 3
 highlight_language = "text"
 
 html_theme = "sphinx_rtd_theme"
+# Tables wrap within the text column instead of scrolling past it (_static/tables.css).
+html_static_path = ["_static"]
+html_css_files = ["tables.css"]
 html_title = f"scrapy-rep {release}"
 html_show_sourcelink = False

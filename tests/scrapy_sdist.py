@@ -1,9 +1,15 @@
 """Scrapy's own tests, for the installed Scrapy (import as ``from scrapy_sdist import ...``).
 
 Scrapy's wheel has no tests; its sdist does. ``scrapy_test_module(name)``
-downloads the sdist of the installed version once per virtualenv (pip, from
-PyPI), keeps its ``tests/`` under ``<venv>/scrapy-sdist/<version>/``, and
-imports one module from it. Nothing of Scrapy's is copied into this repository.
+downloads the sdist of the installed version once per virtualenv, keeps its
+``tests/`` under ``<venv>/scrapy-sdist/<version>/``, and imports one module from
+it. Nothing of Scrapy's is copied into this repository.
+
+The download is that one file, found through the index's JSON listing (PEP 691,
+the listing pip reads) and checked against its sha256: nothing is built, so the
+first run costs a second or two, not the minutes ``pip download --no-binary``
+spent building the build tools from source. A failed or slow download skips the
+module with its reason (fails it when CI=true).
 
 Scrapy's test modules import helpers as ``tests.utils...``: the module is
 imported with ``tests`` bound, for that import only, to a bare package over the
@@ -14,15 +20,19 @@ afterwards.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
 import types
+import urllib.parse
+import urllib.request
 from importlib import import_module
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 import scrapy
@@ -35,7 +45,7 @@ def _in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-def _unavailable(reason: str) -> None:
+def _unavailable(reason: str) -> NoReturn:
     """Skip the calling module, or fail it when CI=true (CI reaches PyPI)."""
     message = f"Scrapy {scrapy.__version__}'s own tests unavailable: {reason}"
     if _in_ci():
@@ -43,14 +53,43 @@ def _unavailable(reason: str) -> None:
     pytest.skip(message, allow_module_level=True)
 
 
+# PIP_INDEX_URL, when set, names the index pip uses here too (a mirror must answer PEP 691).
+INDEX = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
+TIMEOUT = 30.0
+"""Seconds for each network step (connect, each read): a stalled index is a skip, not a hang."""
+
+
+def _fetch(url: str, accept: str = "*/*") -> bytes:
+    request = urllib.request.Request(url, headers={"Accept": accept})
+    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+        body: bytes = response.read()
+        return body
+
+
+def _sdist_link(version: str) -> tuple[str, str]:
+    """URL and sha256 of ``scrapy-<version>.tar.gz`` in the index's JSON listing."""
+    listing = json.loads(_fetch(f"{INDEX}/scrapy/", "application/vnd.pypi.simple.v1+json"))
+    wanted = f"scrapy-{version}.tar.gz"
+    for entry in listing["files"]:
+        if entry["filename"].lower() == wanted:
+            return urllib.parse.urljoin(f"{INDEX}/scrapy/", entry["url"]), entry["hashes"]["sha256"]
+    raise LookupError(f"{wanted} is not listed")
+
+
 def _download(version: str, into: Path) -> Path:
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
-    command += ["--no-binary", ":all:", "--dest", str(into), f"scrapy=={version}"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
-    archives = sorted(into.glob("*.tar.gz"))
-    if done.returncode != 0 or not archives:
-        _unavailable(f"pip download failed: {done.stderr.strip()[-500:]}")
-    return archives[0]
+    """The sdist of Scrapy ``version``, checked, in ``into`` (skips the module on failure)."""
+    try:
+        url, sha256 = _sdist_link(version)
+        body = _fetch(url)
+    except (OSError, ValueError, LookupError, TypeError) as error:
+        # OSError: refused, unreachable, timed out, HTTP errors; ValueError: not JSON
+        _unavailable(f"no sdist from {INDEX}/scrapy/: {type(error).__name__}: {error}")
+    if hashlib.sha256(body).hexdigest() != sha256:
+        _unavailable(f"{url} does not match the sha256 its index lists")
+    into.mkdir(parents=True, exist_ok=True)
+    archive = into / f"scrapy-{version}.tar.gz"
+    archive.write_bytes(body)
+    return archive
 
 
 def _extract_tests(archive: Path, into: Path) -> None:

@@ -13,6 +13,7 @@ machine: deselect with ``-m "not slow"``.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shutil
@@ -28,11 +29,10 @@ import pytest
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
-# Files the repository tracks but the sdist leaves out on purpose: CI wiring, git's own file.
-NOT_SHIPPED = {".ci/run", ".gitignore"}
-# Never copied into the build: caches and what earlier builds or installs left behind.
-CACHES = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "*.pyc", ".*_cache")
-LEFTOVERS = shutil.ignore_patterns(*CACHES, ".hypothesis", ".scrapy")
+# Files the repository tracks but the sdist leaves out on purpose: CI wiring.
+NOT_SHIPPED = {".ci/run"}
+# How many missing names a failure prints: enough to see the pattern, never a flood.
+SHOWN = 20
 # The sdist's fast subset: the RFC 9309 parser tests, one real crawl against a local
 # server, and the corpus check (the data unpacks byte for byte from the sdist).
 SDIST_SUBSET = [
@@ -54,20 +54,48 @@ class Dist:
     tmp: Path
 
 
-def source_files() -> set[str]:
-    """The repository's files: what git tracks or would track (untracked but not ignored),
-    else (an unpacked sdist) every file but caches."""
-    if (REPO / ".git").exists() and shutil.which("git"):
+def source_files(root: Path = REPO) -> set[str]:
+    """The repository's files: what git tracks or would track (untracked but not ignored).
+    Without git (an unpacked sdist), every file that the shipped .gitignore does not
+    ignore: so the venvs, docs build and coverage data of `make test` do not count."""
+    if (root / ".git").exists() and shutil.which("git"):
         listing = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
-        listed = subprocess.run(listing, cwd=REPO, check=True, capture_output=True, text=True)
-        return {name for name in listed.stdout.split("\0") if name and (REPO / name).is_file()}
+        listed = subprocess.run(listing, cwd=root, check=True, capture_output=True, text=True)
+        return {name for name in listed.stdout.split("\0") if name and (root / name).is_file()}
+    ignored = Ignored((root / ".gitignore").read_text())
     found = set()
-    for directory, dirs, files in os.walk(REPO):
-        ignored = LEFTOVERS(directory, [*dirs, *files])
-        dirs[:] = [name for name in dirs if name not in ignored]
-        base = Path(directory).relative_to(REPO)
-        found |= {(base / name).as_posix() for name in files if name not in ignored}
+    for directory, dirs, files in os.walk(root):
+        base = Path(directory).relative_to(root)
+        dirs[:] = [name for name in dirs if not ignored(base / name, is_dir=True)]
+        found |= {(base / name).as_posix() for name in files if not ignored(base / name)}
     return found
+
+
+class Ignored:
+    """What a .gitignore ignores, for the patterns this repository's uses: ``name`` or
+    ``*.glob`` at any depth, ``dir/`` for folders only, ``a/b`` anchored at the top.
+    Negation (``!``) is refused rather than misread."""
+
+    def __init__(self, text: str) -> None:
+        self.patterns: list[tuple[str, bool, bool]] = [(".git", True, False)]
+        for line in text.splitlines():
+            pattern = line.strip()
+            if not pattern or pattern.startswith("#"):
+                continue
+            if pattern.startswith("!"):
+                raise ValueError(f".gitignore: negation is not understood here: {pattern}")
+            dir_only = pattern.endswith("/")
+            pattern = pattern.rstrip("/")
+            anchored = "/" in pattern
+            self.patterns.append((pattern.lstrip("/"), dir_only, anchored))
+
+    def __call__(self, path: Path, is_dir: bool = False) -> bool:
+        for pattern, dir_only, anchored in self.patterns:
+            if dir_only and not is_dir:
+                continue
+            if fnmatch.fnmatchcase(path.as_posix() if anchored else path.name, pattern):
+                return True
+        return False
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -143,6 +171,31 @@ def test_twine_check_passes_both(dist: Dist) -> None:
     assert checked.stdout.count("PASSED") == 2, checked.stdout
 
 
+def test_long_description_links_work_on_pypi(dist: Dist) -> None:
+    """PyPI shows the README with no repository around it: every link is absolute, the
+    project's own point where the metadata's Project-URLs say the project lives."""
+    with zipfile.ZipFile(dist.wheel) as wheel:
+        info = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = wheel.read(info).decode()
+    headers, _, description = metadata.partition("\n\n")
+    urls = dict(
+        line.removeprefix("Project-URL: ").split(", ", 1)
+        for line in headers.splitlines()
+        if line.startswith("Project-URL: ")
+    )
+    assert {"Homepage", "Documentation", "Source", "Changelog", "Issues"} <= set(urls)
+    home = urls["Homepage"]
+    assert all(url.startswith(home) for url in urls.values()), urls
+    targets = re.findall(r"\]\(([^)\s]+)\)", description)
+    assert len(targets) >= 20, targets  # the README's page table and its links
+    relative = [t for t in targets if not t.startswith(("https://", "http://", "#"))]
+    assert not relative, f"links that break on PyPI: {relative}"
+    ours = [t for t in targets if "scrapy-rep" in t]
+    assert ours, targets
+    assert all(t.startswith(home) for t in ours), [t for t in ours if not t.startswith(home)]
+    assert "pip install scrapy-rep " not in description.split("Once it is published")[0]
+
+
 def test_license_is_in_the_sdist_and_the_wheel(dist: Dist) -> None:
     """The BSD-3-Clause text ships in both, declared as an SPDX expression."""
     text = (REPO / "LICENSE").read_bytes()
@@ -182,7 +235,38 @@ def test_sdist_carries_every_file_of_the_repository(dist: Dist) -> None:
     """Tests, their helpers and data, example project, benchmarks, Makefile, changelog:
     everything but CI wiring, so `make test` runs from the unpacked sdist."""
     missing = sorted(dist.source_files - NOT_SHIPPED - sdist_names(dist))
-    assert not missing, f"not in the sdist (MANIFEST.in?): {missing}"
+    shown = ", ".join(missing[:SHOWN]) + (
+        f" and {len(missing) - SHOWN} more" * (len(missing) > SHOWN)
+    )
+    assert not missing, f"{len(missing)} files not in the sdist (MANIFEST.in?): {shown}"
+
+
+def test_without_git_the_sources_are_the_sdists_files_not_make_tests_output(
+    dist: Dist, unpacked_sdist: Path
+) -> None:
+    """In an unpacked sdist where `make test` ran (venvs, docs build, coverage data, caches),
+    the packaging test counts as sources exactly what the sdist shipped."""
+    tree = dist.tmp / "after-make-test"
+    shutil.copytree(unpacked_sdist, tree)
+    for leftover in [
+        ".venv/bin/python",
+        ".venv-floor/lib/site-packages/scrapy/__init__.py",
+        "docs/_build/html/reference.html",
+        ".coverage",
+        ".coverage.host.1234.XyZ",
+        ".mypy_cache/3.11/cache.db",
+        ".ruff_cache/0.6/entry",
+        ".pytest_cache/README.md",
+        ".hypothesis/examples/x",
+        "tests/__pycache__/test_rfc9309.cpython-311.pyc",
+        "scrapy_rep.egg-info/SOURCES.txt",
+        "example_project/.scrapy/httpcache/x",
+        "redis.log",
+    ]:
+        (tree / leftover).parent.mkdir(parents=True, exist_ok=True)
+        (tree / leftover).write_text("made by make test\n")
+    shipped = {name for name in sdist_names(dist) if ".egg-info/" not in name}
+    assert source_files(tree) == shipped
 
 
 def test_sdist_suite_collects_against_the_sdists_own_package(unpacked_sdist: Path) -> None:
