@@ -446,10 +446,10 @@ def print_results(results: dict[str, dict[str, Any]], args: argparse.Namespace) 
         " spider's start to the last of them;\n done: those done when the crawl ended;"
         " polite: pages of the Crawl-delay sites served meanwhile;\n min gap, median: seconds"
         " between two requests the crawler sent to one Crawl-delay site\n"
-        f" (Crawl-delay: {args.crawl_delay:g} s); < delay: Crawl-delay sites sent a gap 10 % under it or more;"
-        " seen min: the smallest\n gap as the server saw it; peak MB: the crawl process's"
-        " maximum RSS; held: requests\n scrapy-rep held for a place in their slot,"
-        " rep/slot_limit/held)"
+        f" (Crawl-delay: {args.crawl_delay:g} s); < delay: Crawl-delay sites sent a gap 10 %"
+        " or more under it;\n seen min: the smallest gap as the server saw it; peak MB: the"
+        " crawl process's maximum RSS;\n held: requests scrapy-rep held for a place in their"
+        " slot, rep/slot_limit/held)"
     )
 
 
