@@ -310,12 +310,14 @@ def crawl(job: dict[str, Any]) -> dict[str, Any]:
             if request is not None and request.meta.get("site") not in polite:
                 self._other_done()
 
-    sent = stamp_sends({origins[i].split("/")[2] for i in polite})
+    crawlers: list[Any] = []
+    started, sent = stamp_sends({origins[i].split("/")[2] for i in polite}, crawlers)
     settings = {**COMMON_SETTINGS, **mode_settings(job["mode"], job["queue"])}
     settings["CLOSESPIDER_TIMEOUT"] = job["timeout"]
     settings["DOWNLOAD_HANDLERS"] = {"http": f"{__name__}.StampingHandler"}
     process = CrawlerProcess(settings, install_root_handler=job["verbose"])
     crawler = process.create_crawler(BroadSpider)
+    crawlers.append(crawler)
     process.crawl(crawler)
     began = time.perf_counter()
     process.start()
@@ -332,17 +334,22 @@ def crawl(job: dict[str, Any]) -> dict[str, Any]:
         "failed": spider.failed_count,
         "finish_reason": stats.get("finish_reason"),
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "started": gap_summary(started.values(), job["crawl_delay"]),
         "sent": gap_summary(sent.values(), job["crawl_delay"]),
         "rep_stats": {k: v for k, v in stats.items() if k.startswith("rep/")},
     }
 
 
-def stamp_sends(hosts: set[str]) -> dict[str, list[float]]:
-    """Record when the crawler hands each page request for ``hosts`` to its
-    HTTP handler (after its slot's delay): the gaps the crawler sent, which
-    the server sees blurred by the event loop's lag on a busy machine."""
+def stamp_sends(
+    hosts: set[str], crawlers: list[Any]
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Record, for each page request to ``hosts``, when its download slot
+    started it (``Slot.lastseen``: the slot's own decision, which its delay
+    spaces) and when it reached the HTTP handler (a task later: on a busy
+    event loop, that lag blurs the gaps, and the server's view more so)."""
     from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 
+    started: dict[str, list[float]] = defaultdict(list)
     sent: dict[str, list[float]] = defaultdict(list)
 
     class StampingHandler(HTTP11DownloadHandler):
@@ -350,10 +357,14 @@ def stamp_sends(hosts: set[str]) -> dict[str, list[float]]:
             host = request.url.split("/")[2]
             if host in hosts and not request.url.endswith("/robots.txt"):
                 sent[host].append(time.monotonic())
+                slots = crawlers[0].engine.downloader.slots
+                slot = slots.get(request.meta.get("download_slot"))
+                if slot is not None:
+                    started[host].append(slot.lastseen)
             return await super().download_request(request)
 
     globals()["StampingHandler"] = StampingHandler
-    return sent
+    return started, sent
 
 
 def gap_summary(series: Any, delay: float) -> dict[str, Any]:
@@ -414,21 +425,22 @@ def _gap(value: float | None) -> str:
 def print_results(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
     print(
         f"\n{'mode':<10} {'others/s':>8} {'others s':>8} {'done':>11} {'polite':>6} "
-        f"{'min gap':>7} {'median':>7} {'< delay':>7} {'seen min':>8} {'peak MB':>7} {'held':>6}"
+        f"{'min gap':>7} {'median':>7} {'< delay':>7} {'sent min':>8} {'seen min':>8} "
+        f"{'peak MB':>7} {'held':>6}"
     )
     for mode, result in results.items():
         if "error" in result:
             print(f"{mode:<10} failed: {result['error']}")
             continue
-        sent, served = result["sent"], result["served"]
+        started, sent, served = result["started"], result["sent"], result["served"]
         rate = result["others"] / result["seconds"] if result["seconds"] > 0 else 0.0
         held = result["rep_stats"].get("rep/slot_limit/held", 0)
         print(
             f"{mode:<10} {rate:>8.0f} {result['seconds']:>8.1f} "
             f"{result['others']:>5}/{result['others_total']:<5} {served['polite_pages']:>6} "
-            f"{_gap(sent['min_gap']):>7} {_gap(sent['median_gap']):>7} "
-            f"{sent['sites_under_delay']:>7} {_gap(served['min_gap']):>8} "
-            f"{result['peak_mb']:>7.0f} {held:>6}"
+            f"{_gap(started['min_gap']):>7} {_gap(started['median_gap']):>7} "
+            f"{started['sites_under_delay']:>7} {_gap(sent['min_gap']):>8} "
+            f"{_gap(served['min_gap']):>8} {result['peak_mb']:>7.0f} {held:>6}"
         )
     ok = {
         mode: result["others"] / result["seconds"]
@@ -445,11 +457,12 @@ def print_results(results: dict[str, dict[str, Any]], args: argparse.Namespace) 
         f"\n(others/s, others s: the {others} pages of sites without a Crawl-delay, from the"
         " spider's start to the last of them;\n done: those done when the crawl ended;"
         " polite: pages of the Crawl-delay sites served meanwhile;\n min gap, median: seconds"
-        " between two requests the crawler sent to one Crawl-delay site\n"
-        f" (Crawl-delay: {args.crawl_delay:g} s); < delay: Crawl-delay sites sent a gap 10 %"
-        " or more under it;\n seen min: the smallest gap as the server saw it; peak MB: the"
-        " crawl process's maximum RSS;\n held: requests scrapy-rep held for a place in their"
-        " slot, rep/slot_limit/held)"
+        " between two requests the download slot of one Crawl-delay site started\n"
+        f" (Crawl-delay: {args.crawl_delay:g} s); < delay: Crawl-delay sites with a gap 10 %"
+        " or more under it;\n sent min, seen min: the smallest gap when requests reached the"
+        " HTTP handler, and as the\n server saw them (both blurred by the lag of a busy event"
+        " loop); peak MB: the crawl\n process's maximum RSS; held: requests scrapy-rep held for"
+        " a place in their slot,\n rep/slot_limit/held)"
     )
 
 
