@@ -11,6 +11,8 @@ remaining pages are then dropped: they would take ``pages x Crawl-delay``).
 
 Each mode runs in its own process, one after the other:
 
+- ``alone``: scrapy-rep, the Crawl-delay sites left out of the crawl: the
+  time the other sites' pages take without them (the baseline);
 - ``none``: ROBOTSTXT_OBEY = False (no robots.txt, no Crawl-delay);
 - ``builtin``: Scrapy's RobotsTxtMiddleware (robots.txt, no Crawl-delay);
 - ``rep``: scrapy-rep with the crawl's queue kept (``SCHEDULER_PRIORITY_QUEUE``
@@ -28,7 +30,8 @@ start to their last page) and the time they took, the polite sites' pages
 done meanwhile and the gaps between their requests as the server saw them
 (smallest and median, against the Crawl-delay they asked), the peak memory
 (maximum RSS of the crawl's process, measured in it), and each mode's other
-pages/s against ``none`` and ``builtin``.
+pages/s against ``alone`` (the cost of the Crawl-delay sites to the rest of the
+crawl), ``none`` and ``builtin``.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ QUEUES = {
 }
 REP_QUEUE = "scrapy_rep.PolitePriorityQueue"
 REP = {"ROBOTSTXT_OBEY": True, "ADDONS": {"scrapy_rep.Addon": 100}, "REP_META_ROBOTS": False}
-MODES = ("none", "builtin", "rep", "rep-queue")
+MODES = ("alone", "none", "builtin", "rep", "rep-queue")
 COMMON_SETTINGS: dict[str, Any] = {
     "CONCURRENT_REQUESTS": 100,
     "DOWNLOAD_DELAY": 0,
@@ -81,7 +84,7 @@ def mode_settings(mode: str, queue: str) -> dict[str, Any]:
         return {"ROBOTSTXT_OBEY": False, **chosen}
     if mode == "builtin":
         return {"ROBOTSTXT_OBEY": True, **chosen}
-    if mode == "rep":
+    if mode in ("rep", "alone"):
         return {**REP, **chosen}
     if mode == "rep-queue":
         under = {k: v for k, v in chosen.items() if k != "SCHEDULER_PRIORITY_QUEUE"}
@@ -284,7 +287,8 @@ def crawl(job: dict[str, Any]) -> dict[str, Any]:
 
         async def start(self) -> Any:
             for index in range(len(origins)):
-                yield self.request(index, "/")
+                if job["mode"] != "alone" or index not in polite:
+                    yield self.request(index, "/")
 
         def parse(self, response: Response) -> Any:
             index = response.meta["site"]
@@ -447,10 +451,14 @@ def print_results(results: dict[str, dict[str, Any]], args: argparse.Namespace) 
         for mode, result in results.items()
         if "error" not in result and result["seconds"] > 0
     }
-    print("\nratios of other sites' pages/s:")
+    print("\nthe other sites' pages took:")
     for mode, rate in ok.items():
-        against = [f"{rate / ok[base]:.2f}x {base}" for base in ("none", "builtin") if base in ok]
-        if mode != "none" and against:
+        against = [
+            f"{ok[base] / rate:.2f}x the time of {base}"
+            for base in ("alone", "none", "builtin")
+            if base in ok and base != mode
+        ]
+        if mode != "alone" and against:
             print(f"  {mode:<10} " + ", ".join(against))
     others = next(iter(results.values()), {}).get("others_total")
     print(
