@@ -4,10 +4,11 @@
 from one local process (each its own loopback address, so each its own
 download slot, as real hosts are), 15 % of them (``--polite-share``) asking
 ``Crawl-delay: 2`` (``--crawl-delay``) in their robots.txt, and crawls them
-as a broad crawl discovers pages: the spider starts from every site's home
-page, and each home page yields the requests for the rest of its site. The
-crawl ends when every page of the other sites is done (the polite sites'
-remaining pages are then dropped: they would take ``pages x Crawl-delay``).
+with the sites' pages interleaved as a broad crawl finds them: every site's
+home page, then every site's first page, and so on (``--discovery home``:
+each home page yields the rest of its site instead). The crawl ends when
+every page of the other sites is done (the polite sites' remaining pages are
+then dropped: they would take ``pages x Crawl-delay``).
 
 Each mode runs in its own process, one after the other:
 
@@ -286,9 +287,16 @@ def crawl(job: dict[str, Any]) -> dict[str, Any]:
             return Request(url, callback=self.parse, errback=self.failed, meta=meta)
 
         async def start(self) -> Any:
-            for index in range(len(origins)):
-                if job["mode"] != "alone" or index not in polite:
+            sites = [i for i in range(len(origins)) if job["mode"] != "alone" or i not in polite]
+            if job["discovery"] == "home":
+                for index in sites:
                     yield self.request(index, "/")
+                return
+            # interleaved: every site's home page, then every site's first page, ...
+            for page in range(max(pages, polite_pages)):
+                for index in sites:
+                    if page < (polite_pages if index in polite else pages):
+                        yield self.request(index, f"/p/{page}" if page else "/")
 
         def parse(self, response: Response) -> Any:
             index = response.meta["site"]
@@ -296,7 +304,7 @@ def crawl(job: dict[str, Any]) -> dict[str, Any]:
                 self.polite_done += 1
             else:
                 self._other_done()
-            if response.url.endswith("/"):  # a home page: the rest of its site is found
+            if job["discovery"] == "home" and response.url.endswith("/"):  # the rest of the site
                 count = polite_pages if index in polite else pages
                 for page in range(1, count):
                     yield self.request(index, f"/p/{page}")
@@ -484,6 +492,13 @@ def main() -> None:
     )
     parser.add_argument("--crawl-delay", type=float, default=2.0)
     parser.add_argument("--queue", choices=sorted(QUEUES), default="default")
+    parser.add_argument(
+        "--discovery",
+        choices=("interleaved", "home"),
+        default="interleaved",
+        help="requests from the start, one page of every site in turn (interleaved), or "
+        "each site's pages yielded by its home page (home)",
+    )
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument(
         "--timeout", type=float, default=300, help="seconds after which a mode's crawl stops"
@@ -515,7 +530,7 @@ def main() -> None:
         print(
             f"{args.sites} sites ({len(polite)} asking Crawl-delay: {args.crawl_delay:g}), "
             f"{args.pages} pages per site ({polite_pages} per Crawl-delay site): {total} requests,"
-            f" discovered from each site's home page; queue: {args.queue} "
+            f" {args.discovery}; queue: {args.queue} "
             f"({QUEUES[args.queue]['SCHEDULER_PRIORITY_QUEUE'].rsplit('.', 1)[1]}); "
             f"CONCURRENT_REQUESTS={COMMON_SETTINGS['CONCURRENT_REQUESTS']}"
         )
@@ -530,6 +545,7 @@ def main() -> None:
                 "pages": args.pages,
                 "polite_pages": polite_pages,
                 "timeout": args.timeout,
+                "discovery": args.discovery,
                 "crawl_delay": args.crawl_delay,
                 "verbose": args.verbose,
             }
