@@ -168,20 +168,25 @@ class RobotsTxtMiddleware:
         # the coroutines of _check do that at their end, after waiting for
         # robots.txt or a turn.
         if checked is None:
-            return self._leave(request, url.hostname)
+            if self._gates:
+                return self._leave(request, url)
+            limits = self._limits  # _leave's last step, inline: every request passes here
+            return limits.admit(request, url) if limits is not None else None
         return checked
 
-    def _leave(self, request: Request, host: str | None = None) -> Coroutine[Any, Any, None] | None:
+    def _leave(
+        self, request: Request, url: ParseResult | None = None
+    ) -> Coroutine[Any, Any, None] | None:
         """Where a request that may go now waits for its slot's gate (a paused
-        slot), then for a place in its slot; None: it goes now. (``host``: its
-        URL's, parsed already.)"""
+        slot), then for a place in its slot; None: it goes now. (``url``: its
+        URL, parsed already.)"""
         if self._gates:  # tested here: no call on the hot path when none is paused
             assert self._slowdown is not None
             held = self._slowdown.gate(request)
             if held is not None:
                 return self._gated(request, held)
         limits = self._limits
-        return limits.admit(request, host) if limits is not None else None
+        return limits.admit(request, url) if limits is not None else None
 
     async def _gated(self, request: Request, held: Coroutine[Any, Any, None]) -> None:
         await held
