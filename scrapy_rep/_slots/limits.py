@@ -188,7 +188,9 @@ class SlotLimits(OnDownloader):
     # -- places freed ----------------------------------------------------------------
 
     def _left(self, request: Request) -> None:
-        key = self._inside.pop(request, None) or self._unseen(request)
+        key = self._inside.pop(request, None)
+        if key is None:
+            key = self._unseen(request)
         if key is not None:
             self._free(key)
 
@@ -199,24 +201,33 @@ class SlotLimits(OnDownloader):
             self._free(key)
 
     def _unseen(self, request: Request) -> str | None:
-        return self._new.pop(request, None) or self._older.pop(request, None)
+        key = self._new.pop(request, None)  # "" is a key (a URL without a host)
+        return key if key is not None else self._older.pop(request, None)
 
     def _free(self, key: str) -> None:
         """A place of slot ``key`` is free: the first waiting request takes it."""
-        out = self._out.get(key, 0) - 1
+        self._count(key, -1)
         held = self._held.get(key)
-        if held and engine_closing(self._crawler.engine):
+        if not held:
+            return
+        if engine_closing(self._crawler.engine):
             self._drop(key)
-            held = None
+            return
         downloader = self._downloader
-        while held and downloader is not None and out < self._limit(downloader, key):
+        assert downloader is not None  # it let requests go
+        # The counts are written before each wake-up: on Twisted's reactor the
+        # woken request runs on at once, into the downloader, maybe back here.
+        while held and self._out.get(key, 0) < self._limit(downloader, key):
             request, wake = held.popleft()
+            if not held and self._held.get(key) is held:
+                del self._held[key]
             if not wake.called:
-                out += 1
+                self._count(key, 1)
                 self._let_go(request, key)
                 wake.callback(True)
-        if held is not None and not held:
-            del self._held[key]
+
+    def _count(self, key: str, change: int) -> None:
+        out = self._out.get(key, 0) + change
         if out > 0:
             self._out[key] = out
         else:
