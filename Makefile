@@ -8,7 +8,7 @@ FLOOR_SCRAPY := 2.14.*
 FLOOR_VENV   := .venv-floor
 
 .PHONY: venv floor-venv test test-fast lint typecheck docs pytest pytest-twisted pytest-floor redis-server \
-	demo bench-parser bench-crawl bench-cluster clean
+	demo bench-parser bench-crawl bench-broad bench-cluster clean
 
 venv: $(VENV)/.installed-test
 floor-venv: $(FLOOR_VENV)/.installed-test
@@ -96,6 +96,9 @@ bench-parser: venv
 
 bench-crawl: venv
 	$(PY) benchmarks/crawl.py
+
+bench-broad: venv
+	$(PY) benchmarks/broad.py
 
 bench-cluster: venv redis-server
 	$(PY) benchmarks/cluster.py

@@ -66,6 +66,9 @@ class Config:
     obey_crawl_delay: bool = True
     max_crawl_delay: float = 60.0
     max_waiting: int = 256
+    slot_limit: bool = True
+    """REP_SLOT_LIMIT: at most a download slot's concurrency of requests in
+    flight, which Scrapy does not hold on the asyncio reactor (scrapy_rep._slots.limits)."""
     # -- slowing down for 429/503 answers (scrapy_rep.slowdown)
     slowdown: bool = True
     """REP_SLOWDOWN: pause a download slot when it answers a code below."""
@@ -142,6 +145,7 @@ class Config:
             obey_crawl_delay=read.boolean("REP_OBEY_CRAWL_DELAY"),
             max_crawl_delay=read.number("REP_MAX_CRAWL_DELAY", minimum=0.0),
             max_waiting=read.integer("REP_MAX_WAITING", minimum=0),
+            slot_limit=read.boolean("REP_SLOT_LIMIT"),
             slowdown=read.boolean("REP_SLOWDOWN"),
             slowdown_http_codes=read.status_codes("REP_SLOWDOWN_HTTP_CODES"),
             slowdown_min_delay=slowdown_min,

@@ -21,7 +21,9 @@ like robots.txt waiters.
 A download slot that answered 429 or 503 is paused (:mod:`scrapy_rep.slowdown`):
 requests to it wait at its gate, where they leave ``process_request``, after
 their robots.txt and Crawl-delay waits. With nothing paused, the gate costs one
-dict truthiness test.
+dict truthiness test. Last, a request takes a place of its slot, which has
+at most its concurrency of them in flight (:mod:`scrapy_rep._slots.limits`,
+``REP_SLOT_LIMIT``): Scrapy does not hold that on the asyncio reactor.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy_rep import _compat, _slots, _startup
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._agent import product_token
-from scrapy_rep._slots import SlotDelays, SlotPauses
+from scrapy_rep._slots import SlotDelays, SlotLimits, SlotPauses
 from scrapy_rep._waiting import Waiting
 from scrapy_rep.cache import MemoryRulesCache
 from scrapy_rep.cluster import CLOSING, LOCAL, PACED, SharedState
@@ -53,6 +55,7 @@ from scrapy_rep.slowdown import SlowDown
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
+    from urllib.parse import ParseResult
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
@@ -93,6 +96,9 @@ class RobotsTxtMiddleware:
             self._slowdown = SlowDown(crawler, config, self._waiting, pauses, shared.pauses)
         # The slots holding requests now (paused or resuming): tested on every request.
         self._gates = self._slowdown.gates if self._slowdown is not None else {}
+        self._limits = (
+            SlotLimits(crawler, crawler.stats, self._waiting) if config.slot_limit else None
+        )
         self._cache = (
             shared.rules
             if shared.rules is not None
@@ -118,7 +124,10 @@ class RobotsTxtMiddleware:
 
     def _spider_opened(self) -> None:
         _slots.log_problems(
-            self.crawler, delays=self._slots is not None, pauses=self._slowdown is not None
+            self.crawler,
+            delays=self._slots is not None,
+            pauses=self._slowdown is not None,
+            limits=self._limits is not None,
         )
 
     @classmethod
@@ -155,24 +164,41 @@ class RobotsTxtMiddleware:
     ) -> Coroutine[Any, Any, None] | None:
         if request.meta.get("dont_obey_robotstxt"):
             return None
-        checked = self._check(request)
-        # A request that may go now passes its slot's gate; the coroutines of
-        # _check pass it at their end, after waiting for robots.txt or a turn.
-        # (self._gates tested here too: no call on the hot path when none is paused)
-        if checked is None and self._gates:
-            return self._gate(request)
+        url = urlparse_cached(request)
+        checked = self._check(request, url)
+        # A request that may go now leaves through its slot's gate and limit;
+        # the coroutines of _check do that at their end, after waiting for
+        # robots.txt or a turn.
+        if checked is None:
+            if self._gates:
+                return self._leave(request, url)
+            limits = self._limits  # _leave's last step, inline: every request passes here
+            return limits.admit(request, url) if limits is not None else None
         return checked
 
-    def _gate(self, request: Request) -> Coroutine[Any, Any, None] | None:
-        """Where a request that may go now waits for its slot's gate (None: no
-        slot is paused, or slow-down is off)."""
-        if not self._gates:
-            return None
-        assert self._slowdown is not None
-        return self._slowdown.gate(request)
+    def _leave(
+        self, request: Request, url: ParseResult | None = None
+    ) -> Coroutine[Any, Any, None] | None:
+        """Where a request that may go now waits for its slot's gate (a paused
+        slot), then for a place in its slot; None: it goes now. (``url``: its
+        URL, parsed already.)"""
+        if self._gates:  # tested here: no call on the hot path when none is paused
+            assert self._slowdown is not None
+            held = self._slowdown.gate(request)
+            if held is not None:
+                return self._gated(request, held)
+        limits = self._limits
+        return limits.admit(request, url) if limits is not None else None
 
-    def _check(self, request: Request) -> Coroutine[Any, Any, None] | None:
-        origin = self._keys.get(urlparse_cached(request))
+    async def _gated(self, request: Request, held: Coroutine[Any, Any, None]) -> None:
+        await held
+        if self._limits is not None:
+            placed = self._limits.admit(request)
+            if placed is not None:
+                await placed
+
+    def _check(self, request: Request, url: ParseResult) -> Coroutine[Any, Any, None] | None:
+        origin = self._keys.get(url)
         if origin is None:  # not http(s): robots.txt does not apply
             return None
         entry = self._cache.get(origin)
@@ -294,11 +320,11 @@ class RobotsTxtMiddleware:
         else:
             paced = self._verdict(request, origin, entry, entry.robots)
             if paced is not None:
-                await paced  # its turn already waited for any pause
+                await paced  # it left through its gate and limit at its turn
                 return
-        held = self._gate(request)
-        if held is not None:
-            await held
+        leaving = self._leave(request)
+        if leaving is not None:
+            await leaving
 
     async def _await_rules(
         self, request: Request, origin: Origin, entry: Entry | None
@@ -378,12 +404,14 @@ class RobotsTxtMiddleware:
                 if outcome != PACED or slowdown is None or not slowdown.paused(key, 0.05):
                     break
                 self._stats.inc_value("rep/slowdown/redis/turn_in_pause")
-        if outcome == LOCAL:  # Redis unavailable: paced here, through the slot's gate
-            slots.require(request, delay)
-            held = self._gate(request)
-            if held is not None:
-                await held
-        elif outcome == CLOSING:
+        if outcome == CLOSING:
             raise IgnoreRequest(
                 f"the spider closed while the request waited for its Crawl-delay turn: {request}"
             )
+        if outcome == LOCAL:  # Redis unavailable: paced here, through the slot's gate
+            slots.require(request, delay)
+            leaving = self._leave(request)
+        else:  # its turn waited for any pause: only its slot's limit is left
+            leaving = self._limits.admit(request) if self._limits is not None else None
+        if leaving is not None:
+            await leaving

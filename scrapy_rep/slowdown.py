@@ -24,8 +24,8 @@ that got the answer, the same slot its Crawl-delay applies to:
 - **after it**: one request goes (a probe). Another slow-down answer starts a
   doubled pause; a good one brings the slot back to its normal pace, with a
   slow start: twice as many requests may be out after each good answer, up
-  to the slot's concurrency (released all at once, requests entering a slot
-  in one event-loop turn are not held to its concurrency). The gate goes
+  to the slot's concurrency (which the slot's limit holds besides,
+  :mod:`scrapy_rep._slots.limits`: Scrapy does not on asyncio). The gate goes
   once its backlog is gone. A released request answered from
   HttpCacheMiddleware's cache no longer counts as out, nor one that has not
   reached the downloader within ``REACH_TIMEOUT`` (a later middleware dropped

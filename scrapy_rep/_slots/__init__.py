@@ -7,11 +7,13 @@ for what differs between Scrapy releases): ``Downloader.slots``,
 ``Downloader.per_slot_settings`` (the live copy of ``DOWNLOAD_SLOTS``),
 ``Slot.delay``, ``Slot.jitter``, ``Slot.latercall``,
 ``Downloader._process_queue``, ``Downloader._latercall``, ``Downloader.active``,
-``Slot.concurrency``, ``Slot.queue`` and the engine's ``_slot`` (``nextcall``, ``closing``).
-:func:`internals_problems`, :func:`pause_problems` and :func:`waiting_problems`
-list what is missing; :func:`log_problems` logs them at start naming the Scrapy
-version, and tests/test_slots.py and tests/test_slowdown.py fail when any of it
-changes.
+``Slot.concurrency``, ``Slot.queue``, ``Slot.active``,
+``Downloader.domain_concurrency``, ``Downloader.ip_concurrency`` and the
+engine's ``_slot`` (``nextcall``, ``closing``).
+:func:`internals_problems`, :func:`pause_problems`, :func:`limit_problems` and
+:func:`waiting_problems` list what is missing; :func:`log_problems` logs them at
+start naming the Scrapy version, and tests/test_slots.py, tests/test_slowdown.py
+and tests/test_slot_limit.py fail when any of it changes.
 
 - :mod:`~scrapy_rep._slots.active`: the downloader's active set and the
   engine's state, for requests that wait inside a middleware;
@@ -21,6 +23,8 @@ changes.
   (:class:`SlotPauses`);
 - :mod:`~scrapy_rep._slots.headers`: the bound on the headers of scrapy-rep's
   own downloads, a process-wide patch of Twisted's HTTP/1.1 client parser.
+- :mod:`~scrapy_rep._slots.limits`: at most a slot's concurrency of requests
+  in flight, which Scrapy does not hold on the asyncio reactor (:class:`SlotLimits`).
 
 Everything is imported from here (``from scrapy_rep._slots import SlotDelays``).
 """
@@ -39,6 +43,7 @@ from scrapy_rep._slots.active import (
     waiting_problems,
 )
 from scrapy_rep._slots.delays import SlotDelays, internals_problems
+from scrapy_rep._slots.limits import SlotLimits, limit_problems
 from scrapy_rep._slots.pauses import SlotPauses, pause_problems
 
 if TYPE_CHECKING:
@@ -47,10 +52,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SlotDelays",
+    "SlotLimits",
     "SlotPauses",
     "engine_closing",
     "internals_problems",
     "leave_active",
+    "limit_problems",
     "log_problems",
     "pause_problems",
     "rejoin_active",
@@ -62,11 +69,15 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def log_problems(crawler: Crawler, *, delays: bool, pauses: bool = False) -> list[str]:
+def log_problems(
+    crawler: Crawler, *, delays: bool, pauses: bool = False, limits: bool = False
+) -> list[str]:
     """Log, as one ERROR naming the Scrapy version, what scrapy-rep needs from
     the running engine and does not find (``delays``: Crawl-delay is obeyed);
     with ``pauses`` (slowing down for 429/503), what pausing a slot needs, as
-    one WARNING (the requests held in scrapy-rep still wait). Called at
+    one WARNING (the requests held in scrapy-rep still wait); with ``limits``
+    (REP_SLOT_LIMIT), what holding slots to their concurrency needs, as one
+    WARNING. Called at
     spider_opened, before any request: a Scrapy release that moved an
     internal is reported at start, never silently."""
     import scrapy
@@ -92,4 +103,13 @@ def log_problems(crawler: Crawler, *, delays: bool, pauses: bool = False) -> lis
             scrapy.__version__,
             "; ".join(missing),
         )
-    return problems + missing
+    unlimited = limit_problems(getattr(engine, "downloader", None)) if limits else []
+    if unlimited:
+        logger.warning(
+            "scrapy-rep cannot hold Scrapy %s's download slots to their concurrency: %s. "
+            "On the asyncio reactor, requests released together (by their robots.txt) "
+            "may reach a site all at once. Please report this.",
+            scrapy.__version__,
+            "; ".join(unlimited),
+        )
+    return problems + missing + unlimited

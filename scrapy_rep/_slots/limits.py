@@ -1,0 +1,275 @@
+"""At most a download slot's concurrency of requests in flight, on every reactor.
+
+Scrapy holds a slot to its concurrency by counting the requests it transfers,
+but on the asyncio reactor ``Downloader._process_queue`` starts every request
+queued in the slot in one loop turn (a task each), before any of them counts
+as transferring: requests that enter a slot together all go at once (40
+released by their robots.txt reached a ``CONCURRENT_REQUESTS_PER_DOMAIN = 2``
+site 14 at a time). :class:`SlotLimits` keeps the count itself, for the
+requests leaving the robots middleware:
+
+- a request takes a place of its slot where it leaves the middleware (after
+  its robots.txt, its Crawl-delay turn and a paused slot's gate); with no
+  place free, it waits in arrival order, out of ``CONCURRENT_REQUESTS`` as
+  robots.txt waiters do (``REP_MAX_WAITING``);
+- its place is freed when it leaves the downloader (``request_left_downloader``:
+  answered or failed), when it is answered without reaching the slot
+  (``response_received``: an HttpCacheMiddleware hit), or, if it is in the
+  slot's ``active`` set neither within :data:`REACH_TIMEOUT` nor later (a
+  later middleware dropped or rescheduled it), by a sweep every
+  ``REACH_TIMEOUT`` seconds while anything is out;
+- the limit is the slot's own concurrency, as Scrapy makes it:
+  ``DOWNLOAD_SLOTS[key]["concurrency"]``, else ``CONCURRENT_REQUESTS_PER_IP``
+  or ``CONCURRENT_REQUESTS_PER_DOMAIN``.
+
+A request that may go costs a few dict lookups (its slot key from its
+URL's network location, its slot's places and concurrency), an int and a dict
+entry: about 1 microsecond. Requests that skip the robots middleware (``dont_obey_robotstxt``,
+robots.txt itself) are not counted. When the spider closes, waiting requests
+end with IgnoreRequest.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.core.downloader import Downloader, Slot
+from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.asyncio import call_later
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.defer import Deferred
+
+from scrapy_rep._slots.active import OnDownloader, engine_closing
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine
+    from urllib.parse import ParseResult
+
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+    from scrapy.utils.asyncio import CallLaterResult
+
+    from scrapy_rep._waiting import Waiting
+
+MAX_HOSTS = 10_000
+"""Host names remembered by network location (then forgotten all at once)."""
+REACH_TIMEOUT = 0.5
+"""Seconds between sweeps; a request let go and not in its slot after one to
+two of them (never reached it, or left it unsignalled) frees its place."""
+
+
+def limit_problems(downloader: object) -> list[str]:
+    """What SlotLimits needs from Scrapy's downloader and does not find."""
+    problems = []
+    for name in ("slots", "per_slot_settings"):
+        if not isinstance(getattr(downloader, name, None), dict):
+            problems.append(f"Downloader.{name} is missing")
+    if not callable(getattr(downloader, "get_slot_key", None)):
+        problems.append("Downloader.get_slot_key(request) is missing")
+    for name in ("domain_concurrency", "ip_concurrency"):
+        if not isinstance(getattr(downloader, name, None), int):
+            problems.append(f"Downloader.{name} is missing")
+    assigned = Slot.__init__.__code__.co_names
+    for name in ("concurrency", "active"):
+        if name not in assigned:
+            problems.append(f"Slot.{name} is missing")
+    return problems
+
+
+class SlotLimits(OnDownloader):
+    """Places per download slot for requests leaving the robots middleware
+    (see the module docstring)."""
+
+    problems = staticmethod(limit_problems)
+
+    def __init__(self, crawler: Crawler, stats: StatsCollector, waiting: Waiting) -> None:
+        super().__init__(crawler)
+        self._stats = stats
+        self._waiting = waiting
+        self._out: dict[str, int] = {}  # slot key -> places taken (no entry: none)
+        self._held: dict[str, deque[tuple[Request, Deferred[bool]]]] = {}
+        # Let go, not seen in their slot yet: this sweep period's, and the last one's.
+        self._new: dict[Request, str] = {}
+        self._older: dict[Request, str] = {}
+        self._inside: dict[Request, str] = {}  # seen in their slot by a sweep
+        self._sweep: CallLaterResult | None = None
+        self._by_host = False  # slot key = host name (no download_slot meta), set by _bind
+        self._hosts: dict[str, str] = {}  # URL netloc -> host name, while _by_host
+        crawler.signals.connect(self._left, signal=signals.request_left_downloader)
+        crawler.signals.connect(self._received, signal=signals.response_received)
+        crawler.signals.connect(self._stopped, signal=signals.engine_stopped)
+
+    def admit(
+        self, request: Request, url: ParseResult | None = None
+    ) -> Coroutine[Any, Any, None] | None:
+        """None if ``request`` may go now (it takes a place of its slot), else
+        a coroutine that waits for a place (IgnoreRequest if the spider closes).
+        ``url``: the request's URL, parsed already (its host name is read once
+        per network location, not for each request)."""
+        downloader = self._downloader
+        if downloader is None:
+            downloader = self._bind()
+            if downloader is None:
+                return None
+        key = request.meta.get("download_slot")
+        if key is None:
+            key = self._hosts.get(url.netloc) if url is not None else None
+            if key is None:
+                key = self._key(downloader, request, url)
+        out = self._out.get(key, 0)
+        slot = downloader.slots.get(key)
+        limit = slot.concurrency if slot is not None else self._new_limit(downloader, key)
+        if out < limit and key not in self._held:
+            self._out[key] = out + 1
+            self._new[request] = key
+            if self._sweep is None:
+                self._sweep = call_later(REACH_TIMEOUT, self._sweep_out)
+            return None
+        wake: Deferred[bool] = Deferred()
+        held = self._held.get(key)
+        if held is None:
+            held = self._held[key] = deque()
+        held.append((request, wake))  # now: the order requests came in
+        return self._wait(request, key, wake)
+
+    def _key(self, downloader: Downloader, request: Request, url: ParseResult | None) -> str:
+        """Scrapy's slot key for ``request`` (without a download_slot meta)."""
+        if url is None or not self._by_host:
+            return downloader.get_slot_key(request)
+        if len(self._hosts) >= MAX_HOSTS:
+            self._hosts.clear()
+        key = self._hosts[url.netloc] = url.hostname or ""
+        return key
+
+    def _bind(self) -> Downloader | None:
+        downloader = super()._bind()
+        # Scrapy's own keys, read without it: the host name, unless a slot per
+        # IP address or a Downloader of the project's own keys otherwise.
+        self._by_host = (
+            downloader is not None
+            and not downloader.ip_concurrency
+            and getattr(type(downloader), "get_slot_key", None) is Downloader.get_slot_key
+        )
+        return downloader
+
+    def _limit(self, downloader: Downloader, key: str) -> int:
+        slot = downloader.slots.get(key)
+        if slot is not None:
+            return int(slot.concurrency)
+        return self._new_limit(downloader, key)
+
+    @staticmethod
+    def _new_limit(downloader: Downloader, key: str) -> int:
+        """The concurrency Scrapy gives a new slot ``key``."""
+        own = downloader.per_slot_settings.get(key, {}).get("concurrency")
+        if own is None:
+            own = downloader.ip_concurrency or downloader.domain_concurrency
+        return max(int(own), 1)
+
+    def _let_go(self, request: Request, key: str) -> None:
+        self._new[request] = key
+        if self._sweep is None:
+            self._sweep = call_later(REACH_TIMEOUT, self._sweep_out)
+
+    async def _wait(self, request: Request, key: str, wake: Deferred[bool]) -> None:
+        self._stats.inc_value("rep/slot_limit/held")
+        with self._waiting.detached(request):
+            go = await maybe_deferred_to_future(wake)
+        if not go:
+            self._stats.inc_value("rep/slot_limit/dropped_closing")
+            raise IgnoreRequest(
+                f"the spider closed while the request waited for a place in "
+                f"download slot {key!r}: {request}"
+            )
+
+    # -- places freed ----------------------------------------------------------------
+
+    def _left(self, request: Request) -> None:
+        key = self._inside.pop(request, None)
+        if key is None:
+            key = self._unseen(request)
+        if key is not None:
+            self._free(key)
+
+    def _received(self, request: Request) -> None:
+        # Answered without leaving the downloader: a cache hit never reached the slot.
+        key = self._unseen(request)
+        if key is not None:
+            self._free(key)
+
+    def _unseen(self, request: Request) -> str | None:
+        key = self._new.pop(request, None)  # "" is a key (a URL without a host)
+        return key if key is not None else self._older.pop(request, None)
+
+    def _free(self, key: str) -> None:
+        """A place of slot ``key`` is free: the first waiting request takes it."""
+        self._count(key, -1)
+        held = self._held.get(key)
+        if not held:
+            return
+        if engine_closing(self._crawler.engine):
+            self._drop(key)
+            return
+        downloader = self._downloader
+        assert downloader is not None  # it let requests go
+        # The counts are written before each wake-up: on Twisted's reactor the
+        # woken request runs on at once, into the downloader, maybe back here.
+        while held and self._out.get(key, 0) < self._limit(downloader, key):
+            request, wake = held.popleft()
+            if not held and self._held.get(key) is held:
+                del self._held[key]
+            if not wake.called:
+                self._count(key, 1)
+                self._let_go(request, key)
+                wake.callback(True)
+
+    def _count(self, key: str, change: int) -> None:
+        out = self._out.get(key, 0) + change
+        if out > 0:
+            self._out[key] = out
+        else:
+            self._out.pop(key, None)
+
+    def _sweep_out(self) -> None:
+        """Free the places of requests not in their slot a period after they
+        were let go (never reached it), or gone from it unsignalled."""
+        self._sweep = None
+        downloader = self._downloader
+        if downloader is None:
+            return
+        slots = downloader.slots
+        gone = []
+        for request, key in self._inside.items():
+            slot = slots.get(key)
+            if slot is None or request not in slot.active:
+                gone.append((request, key))
+        older, self._older, self._new = self._older, self._new, {}
+        for request, key in older.items():
+            slot = slots.get(key)
+            if slot is not None and request in slot.active:
+                self._inside[request] = key
+            else:
+                gone.append((request, key))
+        for request, key in gone:
+            self._inside.pop(request, None)
+            self._stats.inc_value("rep/slot_limit/not_reached")
+            self._free(key)
+        if self._sweep is None and (self._older or self._inside):
+            self._sweep = call_later(REACH_TIMEOUT, self._sweep_out)
+
+    # -- the spider closes --------------------------------------------------------------
+
+    def _drop(self, key: str) -> None:
+        for _, wake in self._held.pop(key, ()):
+            if not wake.called:
+                wake.callback(False)
+
+    def _stopped(self) -> None:
+        for key in list(self._held):
+            self._drop(key)
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None

@@ -1,0 +1,239 @@
+"""The slot limit: at most a download slot's concurrency of requests in flight, on every reactor.
+
+Scrapy's downloader starts every request queued in a slot in one loop turn
+on the asyncio reactor, before any counts as transferring, so 40 requests
+released together when their robots.txt arrives used to reach a
+``CONCURRENT_REQUESTS_PER_DOMAIN = 2`` site 14 at a time. Each page here
+takes the server ``PAGE_TIME`` seconds: a request the crawler sends only
+after an earlier one was answered cannot overlap it, so the overlaps of
+``[arrival, arrival + PAGE_TIME)`` count what the crawler had in flight.
+The epoll-reactor case runs in a subprocess (one pytest process has one reactor).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import pytest_twisted
+from crawls import loopback_names, run_crawl, run_reporting
+from servers import PAGE, Hit, Reply, ScriptedServer, gaps
+
+from scrapy_rep import ForbiddenByRobots
+from scrapy_rep._slots import limit_problems
+
+ROBOTS = b"User-agent: *\nDisallow: /private\n"
+PAGE_TIME = 0.15
+WAITERS = 40
+
+
+def most_at_once(hits: list[Hit], seconds: float = PAGE_TIME) -> int:
+    """The most requests whose ``[arrival, arrival + seconds)`` overlap."""
+    edges = sorted(
+        [(hit.time, 1) for hit in hits] + [(hit.time + seconds, -1) for hit in hits],
+        key=lambda edge: (edge[0], edge[1]),  # an end before a start at the same time
+    )
+    now = most = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def slow_pages(site: ScriptedServer, count: int, prefix: str = "/p/") -> list[str]:
+    """``count`` pages that each take the server PAGE_TIME seconds, and their URLs."""
+    urls = []
+    for i in range(count):
+        site.script(f"{prefix}{i}", Reply(body=PAGE, delay=PAGE_TIME))
+        urls.append(site.url(f"{prefix}{i}"))
+    return urls
+
+
+def by_host(site: ScriptedServer) -> dict[str, list[Hit]]:
+    hosts: dict[str, list[Hit]] = {}
+    for hit in site.page_hits():
+        hosts.setdefault(hit.headers.get("Host", "").split(":")[0], []).append(hit)
+    return hosts
+
+
+async def released_together(site: ScriptedServer, settings: dict[str, Any]) -> Any:
+    """WAITERS pages (and one disallowed) waiting for a slow robots.txt, all
+    released when it arrives."""
+    site.script("/robots.txt", Reply(body=ROBOTS, delay=0.5))
+    urls = [*slow_pages(site, WAITERS), site.url("/private/x")]
+    result = await run_crawl(urls, {"CONCURRENT_REQUESTS": 100, **settings})
+    # nothing lost: every request reached its callback or its errback
+    assert sorted(result.responses) == sorted(urls[:-1])
+    assert list(result.failures) == [urls[-1]]
+    assert result.failed_with(urls[-1]) is ForbiddenByRobots
+    assert len(site.page_hits("/p/")) == WAITERS
+    return result
+
+
+@pytest_twisted.ensureDeferred
+async def test_per_domain_concurrency_holds_when_robots_txt_releases_40(
+    site: ScriptedServer,
+) -> None:
+    """CONCURRENT_REQUESTS_PER_DOMAIN = 2: never more than 2 in flight (Scrapy
+    sends 9 at once on asyncio without robots.txt; scrapy-rep used to send 14)."""
+    result = await released_together(site, {"CONCURRENT_REQUESTS_PER_DOMAIN": 2})
+    assert most_at_once(site.page_hits("/p/")) == 2
+    assert limit_problems(result.crawler.engine.downloader) == []  # checked at start
+    stats = result.rep_stats()
+    assert stats["rep/slot_limit/held"] >= WAITERS - 2 - 1  # the first two went at once
+    assert "rep/slot_limit/dropped_closing" not in stats
+
+
+@pytest_twisted.ensureDeferred
+async def test_download_slots_concurrency_holds(site: ScriptedServer) -> None:
+    """A slot's own DOWNLOAD_SLOTS concurrency is its limit, above or below the default."""
+    result = await released_together(
+        site,
+        {
+            "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
+            "DOWNLOAD_SLOTS": {"127.0.0.1": {"concurrency": 3}},
+        },
+    )
+    assert most_at_once(site.page_hits("/p/")) == 3
+    assert result.stats["rep/slot_limit/held"] > 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_each_site_has_its_own_limit(site: ScriptedServer) -> None:
+    """Four host names on one server, 15 pages each, all known at once: at most
+    2 in flight per host, and the hosts do not wait for each other."""
+    site.robots(ROBOTS)
+    hosts = [f"limit{i}.test" for i in range(4)]
+    urls = []
+    for path in slow_pages(site, 15):
+        tail = path.split(str(site.port), 1)[1]
+        urls += [f"http://{host}:{site.port}{tail}" for host in hosts]
+    with loopback_names():
+        result = await run_crawl(urls, {"CONCURRENT_REQUESTS_PER_DOMAIN": 2})
+    assert sorted(result.responses) == sorted(urls)
+    seen = by_host(site)
+    assert sorted(seen) == hosts
+    assert {host: most_at_once(hits) for host, hits in seen.items()} == dict.fromkeys(hosts, 2)
+
+
+@pytest_twisted.ensureDeferred
+async def test_meta_download_slot_shares_one_limit(site: ScriptedServer) -> None:
+    """Two host names in one ``download_slot``: the slot's limit covers both."""
+    from scrapy import Request
+
+    site.robots(ROBOTS)
+    urls = []
+    for path in slow_pages(site, 12):
+        tail = path.split(str(site.port), 1)[1]
+        urls += [f"http://{host}.test:{site.port}{tail}" for host in ("one", "two")]
+    requests: list[str | Request] = [
+        Request(url, dont_filter=True, meta={"download_slot": "shared"}) for url in urls
+    ]
+    with loopback_names():
+        result = await run_crawl(requests, {"CONCURRENT_REQUESTS_PER_DOMAIN": 2})
+    assert sorted(result.responses) == sorted(urls)
+    assert most_at_once(site.page_hits("/p/")) == 2
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_crawl_delay_site_still_gets_its_gaps(site: ScriptedServer) -> None:
+    """Held by the limit and by the Crawl-delay together: both hold."""
+    site.robots(b"User-agent: *\nCrawl-delay: 0.4\n")
+    urls = slow_pages(site, 6)
+    result = await run_crawl(urls, {"CONCURRENT_REQUESTS_PER_DOMAIN": 2})
+    assert sorted(result.responses) == sorted(urls)
+    assert min(gaps(site.page_hits("/p/"))) >= 0.4 - 0.02
+
+
+@pytest_twisted.ensureDeferred
+async def test_off_with_rep_slot_limit_false(site: ScriptedServer) -> None:
+    """REP_SLOT_LIMIT = False leaves the slot to Scrapy: nothing held, nothing counted."""
+    result = await released_together(
+        site, {"CONCURRENT_REQUESTS_PER_DOMAIN": 2, "REP_SLOT_LIMIT": False}
+    )
+    assert not [key for key in result.rep_stats() if key.startswith("rep/slot_limit/")]
+
+
+@pytest_twisted.ensureDeferred
+async def test_cached_responses_free_their_place_at_once(
+    site: ScriptedServer, tmp_path: Any
+) -> None:
+    """HttpCacheMiddleware answers never reach the slot: they must not hold
+    its places (which would pace a cached crawl at 2 pages per REACH_TIMEOUT)."""
+    site.robots(ROBOTS)
+    urls = slow_pages(site, 30)
+    cache = {
+        "HTTPCACHE_ENABLED": True,
+        "HTTPCACHE_DIR": str(tmp_path / "cache"),
+        "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
+    }
+    await run_crawl(urls, cache)
+    assert len(site.page_hits("/p/")) == 30
+    again = await run_crawl(urls, cache)
+    assert sorted(again.responses) == sorted(urls)
+    assert len(site.page_hits("/p/")) == 30  # all from the cache
+    elapsed = again.stats["elapsed_time_seconds"]
+    assert elapsed < 30 * 0.5 / 2  # far below what REACH_TIMEOUT per page would take
+
+
+def test_a_scrapy_without_what_the_limit_needs_is_named() -> None:
+    """A Scrapy release that moved a downloader internal is reported at start."""
+
+    class Moved:
+        def __init__(self) -> None:
+            self.slots: dict[str, object] = {}
+            self.per_slot_settings: dict[str, object] = {}
+
+    assert limit_problems(Moved()) == [
+        "Downloader.get_slot_key(request) is missing",
+        "Downloader.domain_concurrency is missing",
+        "Downloader.ip_concurrency is missing",
+    ]
+
+
+EPOLL_CRAWL = """
+import json, sys
+from scrapy import Request, Spider
+from scrapy.crawler import CrawlerProcess
+
+urls = sys.argv[1:]
+got, failed = [], []
+
+class Pages(Spider):
+    name = "epoll-slot-limit"
+
+    async def start(self):
+        for url in urls:
+            yield Request(url, errback=lambda failure: failed.append(repr(failure.value)))
+
+    def parse(self, response):
+        got.append(response.url)
+
+process = CrawlerProcess({
+    "ADDONS": {"scrapy_rep.Addon": 100}, "ROBOTSTXT_OBEY": True,
+    "USER_AGENT": "ExampleBot/1.0", "LOG_LEVEL": "INFO",
+    "CONCURRENT_REQUESTS": 100, "CONCURRENT_REQUESTS_PER_DOMAIN": 2,
+    "TELNETCONSOLE_ENABLED": False, "REMOTE_CONTROL_ENABLED": False,
+    "TWISTED_REACTOR": "twisted.internet.epollreactor.EPollReactor",
+})
+crawler = process.create_crawler(Pages)
+process.crawl(crawler)
+process.start()
+from twisted.internet import reactor
+stats = crawler.stats.get_stats()
+print(json.dumps({
+    "reactor": type(reactor).__name__, "got": got, "failed": failed,
+    "stats": {k: v for k, v in stats.items() if k.startswith("rep/")},
+}))
+"""
+
+
+@pytest.mark.slow
+def test_on_the_epoll_reactor(site: ScriptedServer) -> None:
+    site.script("/robots.txt", Reply(body=ROBOTS, delay=0.5))
+    urls = slow_pages(site, WAITERS)
+    report, _ = run_reporting("-c", EPOLL_CRAWL, *urls)
+    assert report["reactor"] == "EPollReactor"
+    assert sorted(report["got"]) == sorted(urls)
+    assert report["failed"] == []
+    assert most_at_once(site.page_hits("/p/")) == 2
