@@ -29,7 +29,7 @@ nothing is known (None). That is AIPREF's rule for combining statements
 In robots.txt the usage lines do not change the groups that Allow and Disallow
 rules are read from (as in Google's parser, so fetch verdicts stay as they
 were); each usage line belongs to the run of user-agent lines above it, as
-delay lines do (:mod:`scrapy_rep._delays`). Nothing here ever raises for what a
+delay lines do (:mod:`scrapy_rep.robotstxt._delay_lines`). Nothing here ever raises for what a
 site sends: an unreadable statement says nothing.
 """
 
@@ -41,9 +41,6 @@ from dataclasses import dataclass
 from typing import Final
 
 from scrapy_rep import _usage_labels as labels
-from scrapy_rep._match import Matcher
-from scrapy_rep._robots_usage import AgentUsage, UsageDecision, UsageLine, read_usage
-from scrapy_rep._url import normalize_pattern, url_path
 from scrapy_rep._usage_formats import (
     MAX_FIELD,
     content_signal,
@@ -51,6 +48,9 @@ from scrapy_rep._usage_formats import (
     parse_dictionary,
     shown,
 )
+from scrapy_rep.robotstxt._match import Matcher
+from scrapy_rep.robotstxt._url import normalize_pattern, url_path
+from scrapy_rep.robotstxt._usage_lines import AgentUsage, UsageDecision, UsageLine, read_usage
 
 __all__ = [
     "MAX_FIELD",

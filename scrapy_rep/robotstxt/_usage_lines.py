@@ -1,7 +1,7 @@
 """robots.txt's usage lines: which Content-Usage and Content-Signal lines apply, and say what.
 
 Each line belongs to the run of user-agent lines written above it (as delay
-lines do: :mod:`scrapy_rep._delays`), so the groups that Allow and Disallow are
+lines do: :mod:`scrapy_rep.robotstxt._delay_lines`), so the groups that Allow and Disallow are
 read from stay as Google's parser reads them. Within a mechanism the longest
 matching path wins and lines of equal length combine (AIPREF attach §3.1);
 across the two, any "no" wins. A Content-Signal line above every group applies
@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from scrapy_rep import _lines
-from scrapy_rep._delays import lines_of_runs_naming
-from scrapy_rep._groups import Groups
-from scrapy_rep._match import Matcher, matches
-from scrapy_rep._url import normalize_pattern
 from scrapy_rep._usage_formats import content_signal, content_usage
+from scrapy_rep.robotstxt import _lines
+from scrapy_rep.robotstxt._delay_lines import lines_of_runs_naming
+from scrapy_rep.robotstxt._groups import Groups
+from scrapy_rep.robotstxt._match import Matcher, matches
+from scrapy_rep.robotstxt._url import normalize_pattern
 
 __all__ = ["NO_USAGE", "AgentUsage", "UsageDecision", "UsageLine", "read_usage"]
 
