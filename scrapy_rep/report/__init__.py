@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     from scrapy_rep.policy import Entry
     from scrapy_rep.robotstxt import Decision
 
+__all__ = ["CrawlReport"]
+
 logger = logging.getLogger("scrapy_rep.report")
 
 
