@@ -70,9 +70,12 @@ def test_each_public_name_imports(name: str) -> None:
 
 
 def test_star_import_binds_all() -> None:
+    """``import *`` binds the public names, and ``dir()`` (a shell's completion)
+    shows them, the ones loaded on first use included."""
     namespace: dict[str, object] = {}
     exec("from scrapy_rep import *", namespace)
     assert set(namespace) - {"__builtins__"} == set(scrapy_rep.__all__)
+    assert set(scrapy_rep.__all__) <= set(dir(scrapy_rep))
 
 
 def test_parser_import_loads_no_scrapy() -> None:
