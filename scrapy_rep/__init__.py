@@ -30,6 +30,8 @@ _LAZY = {
     "UsageLine": "scrapy_rep.usage",
 }
 
+# The public surface, the contract: docs/reference.md's "Public names" lists
+# exactly these (tests/test_public_api.py checks both ways).
 __all__ = [
     "Addon",
     "BoundedDecompressionMiddleware",
@@ -67,3 +69,8 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'scrapy_rep' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    """The public names too, lazy ones included (for completion in a shell)."""
+    return sorted({*globals(), *__all__})

@@ -25,6 +25,8 @@ from scrapy_rep._backoff_table import DEFAULT_BOUND, BackoffTable
 from scrapy_rep.origin import Origin
 from scrapy_rep.policy import UNREACHABLE, Entry
 
+__all__ = ["MemoryRulesCache", "RulesCache", "lru_put"]
+
 K = TypeVar("K")
 V = TypeVar("V")
 

@@ -21,12 +21,12 @@ from typing import Any
 
 from scrapy.settings import BaseSettings, Settings
 
-from scrapy_rep._agent import cut_short, product_token
 from scrapy_rep._backoff_table import DEFAULT_BOUND as DEFAULT_BACKOFF_BOUND
-from scrapy_rep._usage_labels import PURPOSES
 from scrapy_rep.exceptions import InvalidSetting
 from scrapy_rep.policy import Policy
 from scrapy_rep.robotstxt import DEFAULT_MAX_SIZE
+from scrapy_rep.robotstxt._agent import cut_short, product_token
+from scrapy_rep.usage._labels import PURPOSES
 
 UNREACHABLE_MODES = ("disallow", "allow", "defer")
 NOINDEX_MODES = ("keep", "drop")

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from scrapy_rep.robotstxt import Decision
 
 
+__all__ = ["ForbiddenByRobots", "InvalidSetting", "RobotsTxtUnavailable", "UsageDenied"]
+
+
 class ForbiddenByRobots(IgnoreRequest):
     """The request is disallowed by its origin's robots.txt.
 

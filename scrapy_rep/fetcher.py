@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from scrapy_rep.policy import Entry
     from scrapy_rep.report import CrawlReport
 
+__all__ = ["RobotsFetcher"]
+
 logger = logging.getLogger(__name__)
 
 

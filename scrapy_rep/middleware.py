@@ -40,7 +40,6 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_rep import _compat, _slots, _startup
 from scrapy_rep import signals as rep_signals
-from scrapy_rep._agent import product_token
 from scrapy_rep._slots import SlotDelays, SlotLimits, SlotPauses
 from scrapy_rep._waiting import Waiting
 from scrapy_rep.cache import MemoryRulesCache
@@ -51,6 +50,7 @@ from scrapy_rep.fetcher import RobotsFetcher
 from scrapy_rep.origin import Origin, OriginKeys, origin_text
 from scrapy_rep.policy import delay_for
 from scrapy_rep.report import CrawlReport
+from scrapy_rep.robotstxt._agent import product_token
 from scrapy_rep.slowdown import SlowDown
 
 if TYPE_CHECKING:

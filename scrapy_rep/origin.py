@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from urllib.parse import ParseResult
 
+__all__ = ["DEFAULT_PORTS", "Origin", "OriginKeys", "origin_of", "origin_text", "robots_url"]
+
 Origin = tuple[str, str, int]
 """``(scheme, host, port)``; for example ``("https", "example.com", 443)``."""
 

@@ -34,6 +34,21 @@ from email.utils import parsedate_to_datetime
 
 from scrapy_rep.robotstxt import RobotsTxt
 
+__all__ = [
+    "OUTCOMES",
+    "PARSED",
+    "REFUSED_LOCALLY",
+    "UNAVAILABLE",
+    "UNREACHABLE",
+    "Entry",
+    "Policy",
+    "delay_for",
+    "header_text",
+    "max_age",
+    "pause_for",
+    "retry_after",
+]
+
 PARSED = "parsed"
 UNAVAILABLE = "unavailable"
 UNREACHABLE = "unreachable"

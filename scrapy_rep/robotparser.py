@@ -23,9 +23,9 @@ from urllib.parse import quote
 
 from scrapy.robotstxt import RobotParser as _ScrapyRobotParser
 
-from scrapy_rep._agent import product_token
 from scrapy_rep.config import Config
 from scrapy_rep.robotstxt import RobotsTxt
+from scrapy_rep.robotstxt._agent import product_token
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -25,6 +25,8 @@
 
 from __future__ import annotations
 
+__all__ = ["request_forbidden", "robotstxt_parsed", "sitemaps_found", "usage_denied"]
+
 request_forbidden = object()
 robotstxt_parsed = object()
 sitemaps_found = object()

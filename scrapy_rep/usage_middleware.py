@@ -41,7 +41,6 @@ from scrapy_rep import signals as rep_signals
 from scrapy_rep._download import ROBOTS_META
 from scrapy_rep._page_directives import header_directives, parse_rules, robots_meta_tags
 from scrapy_rep._tdmrep_files import TdmEntry, TdmRepFiles
-from scrapy_rep._usage_labels import TDMREP as TDMREP_LABEL
 from scrapy_rep._waiting import Waiting
 from scrapy_rep.cache import lru_put
 from scrapy_rep.config import Config
@@ -50,6 +49,7 @@ from scrapy_rep.meta import is_html
 from scrapy_rep.middleware import RobotsTxtMiddleware
 from scrapy_rep.origin import Origin, OriginKeys, origin_text
 from scrapy_rep.usage import ROBOTSTXT, Statement, Verdict, combine, response_statements
+from scrapy_rep.usage._labels import TDMREP as TDMREP_LABEL
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine

@@ -10,9 +10,9 @@ import pytest_twisted
 from crawls import run_crawl
 from servers import ScriptedServer
 
-from scrapy_rep._agent import product_token
 from scrapy_rep.config import Config
 from scrapy_rep.exceptions import InvalidSetting
+from scrapy_rep.robotstxt._agent import product_token
 
 
 def test_defaults() -> None:

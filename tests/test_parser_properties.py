@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from scrapy_rep import Decision, RobotsTxt
-from scrapy_rep._url import normalize_path, normalize_pattern, path_of, url_path
+from scrapy_rep.robotstxt._url import normalize_path, normalize_pattern, path_of, url_path
 
 BOT = "examplebot"
 # REP_HYPOTHESIS_EXAMPLES=5000 for a deeper run than the everyday one.

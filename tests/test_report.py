@@ -1,4 +1,4 @@
-"""The crawl report (scrapy_rep/report.py): what robots.txt did to each origin, told at
+"""The crawl report (scrapy_rep/report/): what robots.txt did to each origin, told at
 INFO while the crawl runs, summarised at spider close, and written to ``REP_REPORT``.
 
 Real crawls against real local servers; every count is checked against what the

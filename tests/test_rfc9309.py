@@ -806,7 +806,7 @@ def test_2_2_4_crawl_delay_own_group_replaces_star() -> None:
     assert RobotsTxt.parse(body).crawl_delay(user_agent=BOT) is None
 
 
-# Delays belong to the user-agent lines written above them (scrapy_rep._delays).
+# Delays belong to the user-agent lines written above them (scrapy_rep.robotstxt._delay_lines).
 
 
 def delays_of(body: str, agent: str = BOT) -> tuple[float | None, tuple[int, float] | None]:

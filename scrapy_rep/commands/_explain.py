@@ -51,7 +51,7 @@ class PurposeVerdict:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class UrlVerdict:
     """What a crawl would do with one URL, and why."""
 
     url: str
@@ -91,7 +91,7 @@ class Report:
     group: tuple[str, ...] | None
     """User-agent tokens of the group(s) that apply; None without rules."""
     delay: Delay | None
-    verdicts: tuple[Verdict, ...]
+    verdicts: tuple[UrlVerdict, ...]
 
 
 def delay_of(robots: RobotsTxt, agent: str, config: Config) -> Delay:
@@ -117,7 +117,7 @@ def explain(
     decisions = [(url, robots.decide(url, user_agent=agent)) for url in urls]
     no_rule = "no robots.txt rules apply" if entry.ruleless else "no rule matched"
     verdicts = tuple(
-        Verdict(
+        UrlVerdict(
             url,
             ALLOWED if decision.allowed else FORBIDDEN,
             decision.line,
@@ -152,7 +152,7 @@ def _usage(
     return tuple(found)
 
 
-def _unreachable_verdict(url: str, entry: Entry, config: Config) -> Verdict:
+def _unreachable_verdict(url: str, entry: Entry, config: Config) -> UrlVerdict:
     # the robots.txt block's "effect" line says more; this says what happens to the URL
     what = {
         "allow": (ALLOWED, "let through"),
@@ -163,7 +163,7 @@ def _unreachable_verdict(url: str, entry: Entry, config: Config) -> Verdict:
     usage = tuple(
         PurposeVerdict(purpose, None, reason="no robots.txt rules") for purpose in config.purposes
     )
-    return Verdict(
+    return UrlVerdict(
         url, verdict, reason=f"robots.txt unreachable: {action} (REP_UNREACHABLE)", usage=usage
     )
 
@@ -261,7 +261,7 @@ def _delay_text(delay: Delay, config: Config) -> str:
     return text + ")"
 
 
-def _verdict_lines(verdicts: Sequence[Verdict]) -> list[str]:
+def _verdict_lines(verdicts: Sequence[UrlVerdict]) -> list[str]:
     width = max(len(v.url) for v in verdicts)
     lines = []
     for verdict in verdicts:

@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 
     from scrapy.settings import BaseSettings
 
+__all__ = ["Command"]
+
 MIDDLEWARE_ORDER = 100
 _DEFAULT = SETTINGS_PRIORITIES["default"]
 

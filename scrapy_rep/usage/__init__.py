@@ -2,7 +2,7 @@
 
 robots.txt says what a crawler may fetch; these statements say what the fetched
 content may be used for, per *purpose* (``train-ai``, ``search``, ``ai-input``:
-:mod:`scrapy_rep._usage_labels`). Each mechanism is read by its own rules, then
+:mod:`scrapy_rep.usage._labels`). Each mechanism is read by its own rules, then
 the statements are combined per purpose: any "no" wins, else any "yes", else
 nothing is known (None). That is AIPREF's rule for combining statements
 (draft-ietf-aipref-vocab-07 §5.1), used here across every mechanism.
@@ -29,7 +29,7 @@ nothing is known (None). That is AIPREF's rule for combining statements
 In robots.txt the usage lines do not change the groups that Allow and Disallow
 rules are read from (as in Google's parser, so fetch verdicts stay as they
 were); each usage line belongs to the run of user-agent lines above it, as
-delay lines do (:mod:`scrapy_rep._delays`). Nothing here ever raises for what a
+delay lines do (:mod:`scrapy_rep.robotstxt._delay_lines`). Nothing here ever raises for what a
 site sends: an unreadable statement says nothing.
 """
 
@@ -40,11 +40,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from scrapy_rep import _usage_labels as labels
-from scrapy_rep._match import Matcher
-from scrapy_rep._robots_usage import AgentUsage, UsageDecision, UsageLine, read_usage
-from scrapy_rep._url import normalize_pattern, url_path
-from scrapy_rep._usage_formats import (
+from scrapy_rep.robotstxt._match import Matcher
+from scrapy_rep.robotstxt._url import normalize_pattern, url_path
+from scrapy_rep.robotstxt._usage_lines import AgentUsage, UsageDecision, UsageLine, read_usage
+from scrapy_rep.usage import _labels as labels
+from scrapy_rep.usage._formats import (
     MAX_FIELD,
     content_signal,
     content_usage,

@@ -24,8 +24,8 @@ only if it is among the top ``REP_REPORT_TOP`` so far. If its origin is met
 again, a new record starts: the file then holds several records of that origin,
 whose counts add up, and its INFO line may be told again.
 
-The records and totals are in :mod:`scrapy_rep._report_records`; the
-``REP_REPORT`` file and the text of the lines in :mod:`scrapy_rep._report_output`.
+The records and totals are in :mod:`scrapy_rep.report._records`; the
+``REP_REPORT`` file and the text of the lines in :mod:`scrapy_rep.report._output`.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING
 
 from scrapy import signals
 
-from scrapy_rep._report_output import OriginText, ReportFile, Summary, cause
-from scrapy_rep._report_records import OriginRecord, Totals, asked_delay, count_rule
+from scrapy_rep.report._output import OriginText, ReportFile, Summary, cause
+from scrapy_rep.report._records import OriginRecord, Totals, asked_delay, count_rule
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from scrapy_rep.origin import Origin
     from scrapy_rep.policy import Entry
     from scrapy_rep.robotstxt import Decision
+
+__all__ = ["CrawlReport"]
 
 logger = logging.getLogger("scrapy_rep.report")
 

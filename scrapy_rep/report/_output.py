@@ -13,12 +13,12 @@ import logging
 import os
 from typing import IO, TYPE_CHECKING, Any
 
-from scrapy_rep._report_records import Totals
 from scrapy_rep.origin import origin_text
+from scrapy_rep.report._records import Totals
 
 if TYPE_CHECKING:
-    from scrapy_rep._report_records import OriginRecord, Rule
     from scrapy_rep.origin import Origin
+    from scrapy_rep.report._records import OriginRecord, Rule
 
 # The report's one logger name (docs/reference.md).
 logger = logging.getLogger("scrapy_rep.report")

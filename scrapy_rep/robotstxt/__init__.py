@@ -1,9 +1,9 @@
 """The robots.txt parser: RFC 9309, read the way Google's reference reads it.
 
 ``RobotsTxt.parse`` only finds the groups (their user agents and where their
-lines are) and the sitemaps (:mod:`scrapy_rep._groups`); the rules of a group
+lines are) and the sitemaps (:mod:`scrapy_rep.robotstxt._groups`); the rules of a group
 are read and indexed the first time an agent that uses them asks
-(:mod:`scrapy_rep._rules`). A crawler asks with one token, so a file with a
+(:mod:`scrapy_rep.robotstxt._rules`). A crawler asks with one token, so a file with a
 hundred groups costs one group's work, and the text of the groups nobody asked
 about is the only thing kept for them.
 
@@ -20,7 +20,7 @@ octets, as the reference counts them.
 
 Delays. Crawl-delay and Request-rate lines do not end a group of rules, but
 each belongs to the run of user-agent lines written above it, and the most
-cautious of those that apply wins (:mod:`scrapy_rep._delays` has the rule).
+cautious of those that apply wins (:mod:`scrapy_rep.robotstxt._delay_lines` has the rule).
 
 Usage preferences. Content-Usage and Content-Signal lines do not end a group
 either; they belong to runs as delay lines do, and are read only when
@@ -32,11 +32,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from scrapy_rep import _groups
-from scrapy_rep._delays import AgentDelays, delay_line
-from scrapy_rep._match import allows
-from scrapy_rep._robots_usage import UsageDecision, read_usage
-from scrapy_rep._rules import (
+from scrapy_rep.robotstxt import _groups
+from scrapy_rep.robotstxt._delay_lines import AgentDelays, delay_line
+from scrapy_rep.robotstxt._match import allows
+from scrapy_rep.robotstxt._rules import (
     ALLOW_ALL,
     DISALLOW_ALL,
     AgentRules,
@@ -44,7 +43,7 @@ from scrapy_rep._rules import (
     rule_line,
     second_reading,
 )
-from scrapy_rep._url import (
+from scrapy_rep.robotstxt._url import (
     LONG_URL,
     PLAIN_URL,
     normalize_path,
@@ -52,6 +51,7 @@ from scrapy_rep._url import (
     reads_one_way,
     url_path,
 )
+from scrapy_rep.robotstxt._usage_lines import UsageDecision, read_usage
 
 __all__ = ["DEFAULT_MAX_SIZE", "Decision", "DelayLine", "Delays", "RobotsTxt"]
 
@@ -115,7 +115,7 @@ class DelayLine:
 @dataclass(frozen=True, slots=True)
 class Delays:
     """The Crawl-delay and Request-rate lines that apply to one user agent (see
-    :mod:`scrapy_rep._delays` for which do)."""
+    :mod:`scrapy_rep.robotstxt._delay_lines` for which do)."""
 
     crawl_delay: DelayLine | None = None
     request_rate: DelayLine | None = None

@@ -35,8 +35,8 @@ import re
 from collections.abc import Iterator
 from typing import Final
 
-from scrapy_rep import _lines
-from scrapy_rep._groups import Groups, agent_token
+from scrapy_rep.robotstxt import _lines
+from scrapy_rep.robotstxt._groups import Groups, agent_token
 
 __all__ = [
     "NO_DELAYS",

@@ -1,5 +1,5 @@
 """Reading what applies to one user agent: the rules of its groups, indexed
-for matching, its delays (:mod:`scrapy_rep._delays`), and (to explain a
+for matching, its delays (:mod:`scrapy_rep.robotstxt._delay_lines`), and (to explain a
 decision) the line a rule came from.
 
 RFC 9309 §2.2.1: the groups that name the agent's token apply, combined; when
@@ -13,14 +13,19 @@ import re
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from scrapy_rep import _lines
-from scrapy_rep._delays import NO_DELAYS, AgentDelays, read_delays
-from scrapy_rep._groups import GLOBAL, Groups
-from scrapy_rep._match import NO_PATTERNS, Matcher
-from scrapy_rep._url import PLAIN_IN_PATH, decode_reserved, has_bare_percent, normalize_pattern
+from scrapy_rep.robotstxt import _lines
+from scrapy_rep.robotstxt._delay_lines import NO_DELAYS, AgentDelays, read_delays
+from scrapy_rep.robotstxt._groups import GLOBAL, Groups
+from scrapy_rep.robotstxt._match import NO_PATTERNS, Matcher
+from scrapy_rep.robotstxt._url import (
+    PLAIN_IN_PATH,
+    decode_reserved,
+    has_bare_percent,
+    normalize_pattern,
+)
 
 if TYPE_CHECKING:
-    from scrapy_rep._robots_usage import AgentUsage
+    from scrapy_rep.robotstxt._usage_lines import AgentUsage
 
 __all__ = [
     "ALLOW_ALL",

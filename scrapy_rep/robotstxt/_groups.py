@@ -2,7 +2,7 @@
 group names, where each group's lines are, and the Sitemap lines.
 
 This is all that :meth:`RobotsTxt.parse` does; the lines inside a group are
-read later, for the agent that asks (:mod:`scrapy_rep._rules`).
+read later, for the agent that asks (:mod:`scrapy_rep.robotstxt._rules`).
 
 Groups are found as Google's reference parser finds them: a user-agent line
 that follows an Allow or Disallow line starts a new group; any other line
@@ -22,7 +22,7 @@ import sys
 from array import array
 from urllib.parse import urljoin
 
-from scrapy_rep import _lines
+from scrapy_rep.robotstxt import _lines
 
 __all__ = ["GLOBAL", "NO_GROUPS", "Groups", "agent_token", "body_text", "find_groups", "sitemaps"]
 

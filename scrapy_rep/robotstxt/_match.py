@@ -149,7 +149,7 @@ class Matcher:
     def ranked(cls, rules: Iterable[tuple[int, str, str]]) -> Matcher:
         """A matcher of rules matched in another form than the one that gives
         their rank: ``(rank, pattern, pattern to report)`` (see
-        :func:`scrapy_rep._url.decode_reserved`)."""
+        :func:`scrapy_rep.robotstxt._url.decode_reserved`)."""
         matcher = cls(())
         ranks: dict[str, int] = {}
         exact: dict[str, int] = {}

@@ -1,7 +1,7 @@
 """robots.txt's usage lines: which Content-Usage and Content-Signal lines apply, and say what.
 
 Each line belongs to the run of user-agent lines written above it (as delay
-lines do: :mod:`scrapy_rep._delays`), so the groups that Allow and Disallow are
+lines do: :mod:`scrapy_rep.robotstxt._delay_lines`), so the groups that Allow and Disallow are
 read from stay as Google's parser reads them. Within a mechanism the longest
 matching path wins and lines of equal length combine (AIPREF attach §3.1);
 across the two, any "no" wins. A Content-Signal line above every group applies
@@ -11,16 +11,15 @@ to every agent. Scrapy-free.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from scrapy_rep import _lines
-from scrapy_rep._delays import lines_of_runs_naming
-from scrapy_rep._groups import Groups
-from scrapy_rep._match import Matcher, matches
-from scrapy_rep._url import normalize_pattern
-from scrapy_rep._usage_formats import content_signal, content_usage
+from scrapy_rep.robotstxt import _lines
+from scrapy_rep.robotstxt._delay_lines import lines_of_runs_naming
+from scrapy_rep.robotstxt._groups import Groups
+from scrapy_rep.robotstxt._match import Matcher, matches
+from scrapy_rep.robotstxt._url import normalize_pattern
 
 __all__ = ["NO_USAGE", "AgentUsage", "UsageDecision", "UsageLine", "read_usage"]
 
@@ -120,6 +119,12 @@ def read_usage(groups: Groups, indexes: Sequence[int], token: str) -> AgentUsage
     """The usage lines of the runs of groups ``indexes`` that name ``token`` (the
     agent's own, or "*" when no group names it), and the Content-Signal lines
     above every group."""
+    # The value formats are usage/'s, which imports this module for its types:
+    # loaded when the first usage line is read, so neither package's import
+    # needs the other's (and the parser alone never loads usage/).
+    from scrapy_rep.usage._formats import content_signal, content_usage
+
+    readers = {_lines.CONTENT_USAGE: content_usage, _lines.CONTENT_SIGNAL: content_signal}
     usage: list[_Rule] = []
     signal: list[_Rule] = []
     preamble = groups.preamble
@@ -129,20 +134,21 @@ def read_usage(groups: Groups, indexes: Sequence[int], token: str) -> AgentUsage
         if parsed is not None and parsed[0] == _lines.CONTENT_SIGNAL:
             number += preamble.count("\n", counted, match.start() + 1)
             counted = match.start() + 1
-            signal.append(_rule(_lines.CONTENT_SIGNAL, parsed[1], number))
+            signal.append(_rule(_lines.CONTENT_SIGNAL, parsed[1], number, content_signal))
     number, counted = groups.first_line - 1, 0
     text = groups.text
     for index in indexes:
         for kind, value, offset in lines_of_runs_naming(groups, index, token, _USAGE_KINDS):
             number += text.count("\n", counted, offset)
             counted = offset
-            (usage if kind == _lines.CONTENT_USAGE else signal).append(_rule(kind, value, number))
+            rule = _rule(kind, value, number, readers[kind])
+            (usage if kind == _lines.CONTENT_USAGE else signal).append(rule)
     if not usage and not signal:
         return NO_USAGE
     return AgentUsage(usage, signal)
 
 
-def _rule(kind: int, value: str, number: int) -> _Rule:
+def _rule(kind: int, value: str, number: int, read: Callable[[str], dict[str, bool]]) -> _Rule:
     """One line's rule: its path (a value starting with "/" starts with a path,
     ended by the first space or tab) and its statement."""
     pattern, statement = "", value
@@ -153,5 +159,4 @@ def _rule(kind: int, value: str, number: int) -> _Rule:
             if 0 <= at < end:
                 end = at
         pattern, statement = normalize_pattern(value[:end]), value[end:]
-    read = content_usage if kind == _lines.CONTENT_USAGE else content_signal
     return _Rule(pattern, read(statement), UsageLine(number, f"{_lines.KEY_NAMES[kind]}: {value}"))
