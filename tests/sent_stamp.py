@@ -1,45 +1,56 @@
 """When the crawler sent each request, as the test servers record it.
 
-A crawl's pacing (Crawl-delay, pauses) decides when a request's download slot
-lets it go (Scrapy's ``Slot.lastseen``). On a busy machine the download
-handler may run a few tenths of a second later, and the server's thread later
-still: gaps measured on arrival shrink or grow with the load, not with the
-crawler. ``StampingHandler`` is Scrapy's HTTP handler that writes the moment
-the slot let the request go into a request header (wall-clock seconds); the
-test servers (servers.py) record it as the hit's time. Every test crawl uses
-it (``SETTINGS``), in process and in subprocesses.
+A crawl's pacing (Crawl-delay, pauses, slot concurrency) decides when a
+request's download slot lets it go. On a busy machine the download handler may
+run a second later, and the server's thread later still: gaps measured on
+arrival shrink or grow with the load, not with the crawler. So the test crawls
+note the moment a slot's queue lets a request go (``Slot.queue.popleft``), and
+``StampingHandler``, Scrapy's HTTP handler, writes it into a request header;
+the test servers (servers.py) record it as the hit's time. Every test crawl
+uses it (``SETTINGS``), in process and in subprocesses.
 """
 
 from __future__ import annotations
 
+import functools
 import time
+from collections import deque
+from typing import Any
 
 from scrapy import Request
+from scrapy.core.downloader import Slot
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
-from scrapy.crawler import Crawler
 from scrapy.http import Response
 from servers import SENT_HEADER
 
 SETTINGS = {"DOWNLOAD_HANDLERS": {"http": "sent_stamp.StampingHandler"}}
+_LET_GO = "_test_let_go_at"
+
+
+class _StampingQueue(deque):  # type: ignore[type-arg]
+    """A download slot's queue that notes when it lets each request go."""
+
+    def popleft(self) -> Any:
+        request, deferred = super().popleft()
+        request.meta[_LET_GO] = time.time()
+        return request, deferred
+
+
+def _stamping_slot_init(init: Any) -> Any:
+    @functools.wraps(init)
+    def __init__(self: Slot, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.queue = _StampingQueue(self.queue)
+
+    return __init__
+
+
+if not getattr(Slot.__init__, "_stamping", False):
+    Slot.__init__ = _stamping_slot_init(Slot.__init__)  # type: ignore[method-assign]
+    Slot.__init__._stamping = True  # type: ignore[attr-defined]
 
 
 class StampingHandler(HTTP11DownloadHandler):
-    def __init__(self, crawler: Crawler) -> None:
-        super().__init__(crawler)
-        self._crawler = crawler
-
     async def download_request(self, request: Request) -> Response:  # type: ignore[override]
-        request.headers[SENT_HEADER] = repr(self._let_go_at(request))
+        request.headers[SENT_HEADER] = repr(request.meta.get(_LET_GO) or time.time())
         return await super().download_request(request)
-
-    def _let_go_at(self, request: Request) -> float:
-        now = time.time()
-        downloader = getattr(self._crawler.engine, "downloader", None)
-        slots = getattr(downloader, "slots", {})
-        slot = slots.get(request.meta.get("download_slot"))
-        seen = getattr(slot, "lastseen", 0)
-        if not seen:
-            return now
-        if seen > 1e9:  # Scrapy < 2.19: time.time()
-            return float(seen)
-        return now - (time.monotonic() - seen)  # Scrapy 2.19: time.monotonic()

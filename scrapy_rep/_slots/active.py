@@ -13,6 +13,7 @@ wakes the engine (``ExecutionEngine._slot.nextcall``) to fill its place,
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.httpobj import urlparse_cached
@@ -86,6 +87,17 @@ def engine_closing(engine: Any) -> bool:
         return True
     slot = getattr(engine, "_slot", None)
     return slot is None or getattr(slot, "closing", None) is not None
+
+
+def missing_slot_attributes(*names: str) -> list[str]:
+    """Problems naming the ``Slot`` attributes, of ``names``, that Scrapy's
+    ``Slot.__init__`` no longer assigns. Its signature differs between
+    releases, so the names it assigns are read instead of building one (through
+    any wrapper another library put around it)."""
+    from scrapy.core.downloader import Slot
+
+    assigned = inspect.unwrap(Slot.__init__).__code__.co_names
+    return [f"Slot.{name} is missing" for name in names if name not in assigned]
 
 
 class OnDownloader:

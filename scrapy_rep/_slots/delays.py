@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.core.downloader import Slot
 
-from scrapy_rep._slots.active import OnDownloader
+from scrapy_rep._slots.active import OnDownloader, missing_slot_attributes
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -68,11 +68,7 @@ def internals_problems(downloader: object) -> list[str]:
     # Ending a wait scheduled under a former delay (_end_pending_delay).
     if not callable(getattr(downloader, "_process_queue", None)):
         problems.append("Downloader._process_queue(slot) is missing")
-    # Slot.__init__ sets it; its signature differs between releases, so read
-    # the attribute names it assigns instead of building one.
-    if "latercall" not in Slot.__init__.__code__.co_names:
-        problems.append("Slot.latercall is missing")
-    return problems
+    return problems + missing_slot_attributes("latercall")
 
 
 def _fitting_jitter(own_jitter: float, minimum: float, delay: float) -> float:

@@ -35,13 +35,13 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.core.downloader import Downloader, Slot
+from scrapy.core.downloader import Downloader
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
-from scrapy_rep._slots.active import OnDownloader, engine_closing
+from scrapy_rep._slots.active import OnDownloader, engine_closing, missing_slot_attributes
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -72,11 +72,7 @@ def limit_problems(downloader: object) -> list[str]:
     for name in ("domain_concurrency", "ip_concurrency"):
         if not isinstance(getattr(downloader, name, None), int):
             problems.append(f"Downloader.{name} is missing")
-    assigned = Slot.__init__.__code__.co_names
-    for name in ("concurrency", "active"):
-        if name not in assigned:
-            problems.append(f"Slot.{name} is missing")
-    return problems
+    return problems + missing_slot_attributes("concurrency", "active")
 
 
 class SlotLimits(OnDownloader):

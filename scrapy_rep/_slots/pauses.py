@@ -21,7 +21,7 @@ from scrapy.core.downloader import Slot
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.asyncio import call_later
 
-from scrapy_rep._slots.active import OnDownloader, slot_key
+from scrapy_rep._slots.active import OnDownloader, missing_slot_attributes, slot_key
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -45,11 +45,7 @@ def pause_problems(downloader: object) -> list[str]:
         problems.append("Downloader._latercall(slot) is missing")
     if not isinstance(getattr(downloader, "active", None), set):
         problems.append("Downloader.active is missing")
-    assigned = Slot.__init__.__code__.co_names
-    for name in ("latercall", "concurrency", "queue"):
-        if name not in assigned:
-            problems.append(f"Slot.{name} is missing")
-    return problems
+    return problems + missing_slot_attributes("latercall", "concurrency", "queue")
 
 
 class SlotPauses(OnDownloader):
