@@ -196,12 +196,14 @@ async def serve(count: int) -> None:
         server.close()
 
 
-class Site:
-    """benchmarks/_site.py in its own process; it exits when its stdin closes."""
+class ServerProcess:
+    """A benchmark's local server in its own process: started with ``argv``, it
+    prints one JSON line (its origins...) when ready and exits when its stdin
+    closes."""
 
-    def __init__(self, origins: int) -> None:
+    def __init__(self, *argv: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, str(origins)],
+            [sys.executable, *argv],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -210,7 +212,7 @@ class Site:
         self.info: dict[str, Any] = json.loads(self.proc.stdout.readline())
 
     def control(self, path: str) -> dict[str, Any]:
-        with urllib.request.urlopen(self.info["origins"][0] + path, timeout=10) as response:
+        with urllib.request.urlopen(self.info["origins"][0] + path, timeout=30) as response:
             return dict(json.load(response))
 
     def stop(self) -> None:
@@ -221,6 +223,13 @@ class Site:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+class Site(ServerProcess):
+    """benchmarks/_site.py in its own process; it exits when its stdin closes."""
+
+    def __init__(self, origins: int) -> None:
+        super().__init__(__file__, str(origins))
 
 
 if __name__ == "__main__":

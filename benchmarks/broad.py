@@ -52,7 +52,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from _site import loopback_hosts, raise_open_files_limit
+from _site import ServerProcess, loopback_hosts, raise_open_files_limit
 
 REPO = Path(__file__).resolve().parent.parent
 QUEUES = {
@@ -214,33 +214,11 @@ async def serve(sites: int, share: float, delay: float) -> None:
         server.close()
 
 
-class Sites:
+class Sites(ServerProcess):
     """The sites, served by this file in its own process (it ends when stdin closes)."""
 
     def __init__(self, sites: int, share: float, delay: float) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve", str(sites), str(share), str(delay)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        self.info: dict[str, Any] = json.loads(self.proc.stdout.readline())
-
-    def control(self, path: str) -> dict[str, Any]:
-        import urllib.request
-
-        with urllib.request.urlopen(self.info["origins"][0] + path, timeout=30) as response:
-            return dict(json.load(response))
-
-    def stop(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        super().__init__(__file__, "--serve", str(sites), str(share), str(delay))
 
 
 # ------------------------------------------------------------------ crawl process
