@@ -62,6 +62,9 @@ class Config:
     obey_crawl_delay: bool = True
     max_crawl_delay: float = 60.0
     max_waiting: int = 256
+    frontier: bool = True
+    """REP_FRONTIER: the add-on makes scrapy_rep.PolitePriorityQueue the scheduler's
+    priority queue when the project keeps Scrapy's default (scrapy_rep.frontier)."""
     # -- slowing down for 429/503 answers (scrapy_rep.slowdown)
     slowdown: bool = True
     """REP_SLOWDOWN: pause a download slot when it answers a code below."""
@@ -137,6 +140,7 @@ class Config:
             obey_crawl_delay=read.boolean("REP_OBEY_CRAWL_DELAY"),
             max_crawl_delay=read.number("REP_MAX_CRAWL_DELAY", minimum=0.0),
             max_waiting=read.integer("REP_MAX_WAITING", minimum=0),
+            frontier=read.boolean("REP_FRONTIER"),
             slowdown=read.boolean("REP_SLOWDOWN"),
             slowdown_http_codes=read.status_codes("REP_SLOWDOWN_HTTP_CODES"),
             slowdown_min_delay=slowdown_min,
@@ -161,6 +165,15 @@ class Config:
         warnings += _unknown_settings(settings, read.names)
         warnings += _parser_setting(settings)
         return dataclasses.replace(config, warnings=tuple(warnings))
+
+
+def frontier_wanted(settings: BaseSettings) -> bool:
+    """REP_FRONTIER, for the add-on (before the crawl's Config exists); an
+    invalid value reads as the default here and stops the crawl at start."""
+    try:
+        return _Reader(settings).boolean("REP_FRONTIER")
+    except InvalidSetting:
+        return bool(default_of("REP_FRONTIER"))
 
 
 _DEFAULTS = Config()
