@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 from scrapy.exceptions import CloseSpider
 from scrapy.http import Response
 from twisted.python.failure import Failure
@@ -109,6 +110,21 @@ class Sites:
         with self._lock:
             self._in_flight[host] -= 1
 
+    def sent(self, crawler: Any) -> dict[str, list[float]]:
+        """When the crawler sent each page, by host (``time.time()``), read on
+        the crawler's side: when the download ended less its latency (the time
+        to the response headers). Filled while ``crawler`` runs."""
+        sent: dict[str, list[float]] = {}
+
+        def downloaded(response: Response, request: Request) -> None:
+            latency = request.meta.get("download_latency")
+            if latency is not None and urlsplit(request.url).path != "/robots.txt":
+                host = urlsplit(request.url).hostname or ""
+                sent.setdefault(host, []).append(time.time() - latency)
+
+        crawler.signals.connect(downloaded, signal=signals.response_downloaded, weak=False)
+        return sent
+
     def page_times(self, host: str) -> list[float]:
         """When the pages of ``host`` arrived (robots.txt excepted), in order."""
         with self._lock:
@@ -131,9 +147,10 @@ class Sites:
 
 
 class BroadSpider(Spider):
-    """Requests ``urls``; closes the crawl once every URL of ``close_after`` is
-    answered (if given). ``answered``: URL -> when its answer reached the spider
-    (``time.time()``); ``failed``: URL -> exception class name."""
+    """Requests ``urls`` (and what ``follow(response)`` returns); closes the
+    crawl once every URL of ``close_after`` is answered (if given).
+    ``answered``: URL -> when its answer reached the spider (``time.time()``);
+    ``failed``: URL -> exception class name."""
 
     name = "frontier-test"
 
@@ -143,9 +160,11 @@ class BroadSpider(Spider):
         answered: dict[str, float],
         failed: dict[str, str],
         close_after: set[str] | None = None,
+        follow: Callable[[Response], list[Request]] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.follow = follow
         self.urls = urls
         self.answered = answered
         self.failed_urls = failed
@@ -156,10 +175,12 @@ class BroadSpider(Spider):
             request = url if isinstance(url, Request) else Request(url, dont_filter=True)
             yield request.replace(callback=self.parse, errback=self.failed)
 
-    def parse(self, response: Response) -> None:
+    def parse(self, response: Response) -> Iterator[Request]:
         assert response.request is not None
         self.answered[response.request.url] = time.time()
         self._done(response.request.url)
+        for request in self.follow(response) if self.follow is not None else ():
+            yield request.replace(callback=self.parse, errback=self.failed)
 
     def failed(self, failure: Failure) -> None:
         request = getattr(failure, "request", None)
