@@ -145,6 +145,26 @@ async def test_polite_sites_cost_the_others_nothing(settings: dict[str, Any]) ->
         assert all(gap >= CRAWL_DELAY - 0.1 for gap in gaps), f"{host}: gaps {gaps}"
 
 
+# -- the engine is woken at a slot's turn ----------------------------------------------
+
+
+async def test_the_engine_is_woken_at_the_next_turn() -> None:
+    """One site asks for Crawl-delay: 1 and nothing else is crawled: each page
+    goes when its turn comes, not at Scrapy's 5 s heartbeat."""
+    robots = "User-agent: *\nCrawl-delay: 1\n"
+    with Sites(robots=lambda host: robots) as sites, loopback_names():
+        urls: list[str | Request] = [sites.url("lone.test", f"/p{page}") for page in range(4)]
+        recorded: list[dict[str, list[float]]] = []
+        crawler, answered, failed = await crawl(
+            urls, before=lambda crawler: recorded.append(sites.sent(crawler))
+        )
+    assert not failed, failed
+    assert len(answered) == len(urls)
+    gaps = [round(b - a, 3) for a, b in itertools.pairwise(sorted(recorded[0]["lone.test"]))]
+    assert all(0.9 <= gap < 2.0 for gap in gaps), f"gaps {gaps}"
+    assert stats(crawler).get("rep/frontier/wakeups", 0) >= 2
+
+
 # -- (3) the per-site limit holds --------------------------------------------------
 
 

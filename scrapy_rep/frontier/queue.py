@@ -365,6 +365,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
 
     def close(self) -> dict[str, list[int]]:
         self._heads.clear()
+        self._frontier.wakeup.cancel()  # the crawl ends: no more turns to wake it for
         return super().close()
 
 
