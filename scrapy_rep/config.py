@@ -168,12 +168,14 @@ class Config:
 
 
 def frontier_wanted(settings: BaseSettings) -> bool:
-    """REP_FRONTIER, for the add-on (before the crawl's Config exists); an
-    invalid value reads as the default here and stops the crawl at start."""
+    """ROBOTSTXT_OBEY and REP_FRONTIER, for the add-on (before the crawl's
+    Config exists); an invalid value reads as the default here and stops the
+    crawl at start."""
+    read = _Reader(settings)
     try:
-        return _Reader(settings).boolean("REP_FRONTIER")
+        return read.boolean("ROBOTSTXT_OBEY") and read.boolean("REP_FRONTIER")
     except InvalidSetting:
-        return bool(default_of("REP_FRONTIER"))
+        return False
 
 
 _DEFAULTS = Config()
