@@ -23,9 +23,10 @@ middleware drops it (``ForbiddenByRobots``). When no slot is ready, the engine
 is woken when the first one will be (:mod:`scrapy_rep._slots.wakeup`), when a
 robots.txt arrives, or when a download ends.
 
-Each slot is in one place: ``candidates`` (to look at), ``sleeping`` until a
-time, ``full`` (looked at again on every ``pop``: a download ending frees a
-place) or ``awaiting`` its robots.txt. On disk (``JOBDIR``) the layout is the
+Each queue (a download slot's, an origin's pending one, the release one) is
+in one place: ``candidates`` (to look at), ``sleeping`` until a time, ``full``
+(looked at again on every ``pop``: a download ending frees a place) or
+``awaiting`` a robots.txt. On disk (``JOBDIR``) the layout is the
 default queue's, one directory per slot, so either queue resumes the other's job.
 """
 
@@ -42,6 +43,7 @@ from scrapy.pqueues import DownloaderAwarePriorityQueue
 from scrapy_rep._compat import remove_slot_dir
 from scrapy_rep.frontier.shared import frontier_of
 from scrapy_rep.middleware import REFUSED, UNKNOWN
+from scrapy_rep.origin import origin_text
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -52,12 +54,12 @@ if TYPE_CHECKING:
 
     from scrapy_rep.origin import Origin
 
-SIFT_MAX = 1_000
-"""Requests of a slot at most, for its forbidden requests to be taken out when
-its robots.txt arrives."""
-
 RELEASE_SLOT = "\x00scrapy-rep:forbidden"
 """Where requests robots.txt forbids wait: always ready (no download slot has this key)."""
+PENDING = "\x00scrapy-rep:robots.txt:"
+"""Prefix of the queue of an origin whose robots.txt is not known yet (then its
+origin): its requests go to their download slots once it is, so that they
+hold up no request of a known origin sharing their slot."""
 
 # Where a slot is (see the module docstring).
 CANDIDATE, SLEEPING, FULL, AWAITING = "candidate", "sleeping", "full", "awaiting"
@@ -95,6 +97,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         self._awaiting: dict[Origin, set[str]] = {}
         self._awaiting_on: dict[str, Origin] = {}
         self._heads: dict[str, Request | None] = {}  # peeked first request of a slot
+        self._can_peek = callable(getattr(downstream_queue_cls, "peek", None))
         super().__init__(
             crawler,
             downstream_queue_cls,
@@ -116,8 +119,11 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             verdict, _, origin = robots.readiness(request)
             if verdict == REFUSED:
                 slot = RELEASE_SLOT
-            elif verdict == UNKNOWN and origin is not None and frontier.prefetch is not None:
-                frontier.prefetch.want(origin, request)
+            elif verdict == UNKNOWN and origin is not None:
+                if self._can_peek:
+                    slot = PENDING + origin_text(origin)
+                if frontier.prefetch is not None:
+                    frontier.prefetch.want(origin, request)
         if slot is None:
             slot = frontier.slots.key(request)
         queue = self.pqueues.get(slot)
@@ -144,51 +150,46 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         return self._head(chosen[0])
 
     def robots_known(self, origin: Origin) -> None:
-        """``origin``'s robots.txt fetch ended: its waiting slots are sifted and
-        looked at again."""
+        """``origin``'s robots.txt fetch ended: its requests go to their slots."""
         for slot in self._awaiting.pop(origin, ()):
             self._awaiting_on.pop(slot, None)
             self._where.pop(slot, None)
-            if self._sift(slot):
+            if slot.startswith(PENDING):
+                self._drain(slot)
+            else:
                 self._candidate(slot)
 
-    def _sift(self, slot: str) -> bool:
-        """Move the requests of ``slot`` that robots.txt forbids, queued before
-        their verdict was known, to the release slot: they must not wait for
-        the slot's turns. Each request keeps its place among its own priority
-        and kind (start request or not). Slots over :data:`SIFT_MAX` requests
-        are left alone (their forbidden requests leave when they come first).
-        False if no request is left in the slot."""
+    def _drain(self, pending: str) -> None:
+        """Move the requests of an origin's pending queue to their download slots,
+        those robots.txt forbids to the release slot, each in the order it was
+        pushed (as if its verdict had been known then)."""
         robots = self._frontier.robots
-        queue = self.pqueues[slot]
-        if robots is None or len(queue) > SIFT_MAX:
-            return True
+        assert robots is not None  # requests are pending only with robots.txt
+        queue = self.pqueues.pop(pending)
+        self._heads.pop(pending, None)
         taken: list[Request] = []
         while (request := queue.pop()) is not None:
             taken.append(request)
-        self._heads.pop(slot, None)
-        refused = [request for request in taken if robots.readiness(request)[0] == REFUSED]
-        if refused:
-            release = self.pqueues.get(RELEASE_SLOT)
-            if release is None:
-                release = self.pqueues[RELEASE_SLOT] = self.pqfactory(RELEASE_SLOT)
-            for request in refused:
-                release.push(request)
-            self._candidate(RELEASE_SLOT, front=True)
-        kept = [request for request in taken if request not in refused]
-        starts = [request for request in kept if self._is_start(request)]
-        others = [request for request in kept if not self._is_start(request)]
-        for group, cls in ((starts, self._start_queue_cls), (others, self.downstream_queue_cls)):
-            # pushed so that they pop in the order they were taken
-            for request in reversed(group) if _is_lifo(cls) else group:
-                queue.push(request)
-        if kept:
-            return True
-        del self.pqueues[slot]
         queue.close()
         if self.key:
-            remove_slot_dir(self.key, slot)
-        return False
+            remove_slot_dir(self.key, pending)
+        groups: dict[tuple[str, bool], list[Request]] = {}
+        for request in taken:
+            refused = robots.readiness(request)[0] == REFUSED
+            slot = RELEASE_SLOT if refused else self._frontier.slots.key(request)
+            groups.setdefault((slot, self._is_start(request)), []).append(request)
+        for (slot, start), group in groups.items():
+            cls = self._start_queue_cls if start else self.downstream_queue_cls
+            target = self.pqueues.get(slot)
+            if target is None:
+                target = self.pqueues[slot] = self.pqfactory(slot)
+            # taken in pop order: pushed again in push order
+            for request in reversed(group) if _is_lifo(cls) else group:
+                target.push(request)
+            self._heads.pop(slot, None)
+            if self._where.get(slot) in (None, AWAITING):
+                self._candidate(slot, front=slot == RELEASE_SLOT)
+        self._frontier.wakeup.now()  # the engine may have asked already
 
     def _is_start(self, request: Request) -> bool:
         return self._start_queue_cls is not None and bool(request.meta.get("is_start_request"))
@@ -235,6 +236,9 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             return RELEASE, 0
         frontier = self._frontier
         robots = frontier.robots
+        if slot.startswith(PENDING):
+            self._settle(slot)
+            return WAIT, 0
         delay = 0.0
         if robots is not None:
             head = self._head(slot)
@@ -264,6 +268,19 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             self._sleep(slot, now + wait)
             return WAIT, 0
         return READY, out
+
+    def _settle(self, pending: str) -> None:
+        """An origin's pending queue waits for its robots.txt, or is drained."""
+        robots = self._frontier.robots
+        head = self._head(pending)
+        verdict, _, origin = robots.readiness(head) if robots and head else (REFUSED, 0.0, None)
+        if verdict != UNKNOWN or origin is None or head is None:
+            self._drain(pending)
+            return
+        self._await(pending, origin)
+        prefetch = self._frontier.prefetch
+        if prefetch is not None:
+            prefetch.want(origin, head)  # may end at once: then drained
 
     def _take(self, slot: str, now: float, *, ready: bool) -> Request | None:
         """Hand out the first request of ``slot`` (the leftmost candidate)."""
