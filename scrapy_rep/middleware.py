@@ -164,7 +164,8 @@ class RobotsTxtMiddleware:
         waiting or counting: (UNKNOWN, ALLOWED or REFUSED; its origin's delay
         for its agent, 0 if none; its origin, None if robots.txt does not cover
         it). Under REP_UNREACHABLE = 'defer', an unreachable origin's requests
-        read ALLOWED: they wait here, for its next attempt."""
+        read ALLOWED: they wait here, for its next attempts, at most
+        REP_DEFER_MAX seconds."""
         if request.meta.get("dont_obey_robotstxt"):
             return ALLOWED, 0.0, None
         origin = self._keys.get(urlparse_cached(request))
@@ -175,9 +176,12 @@ class RobotsTxtMiddleware:
             return UNKNOWN, 0.0, origin
         robots = entry.robots
         if robots is None:
+            mode = self.config.unreachable
+            if mode == "defer":  # kept here, within REP_DEFER_MAX, refetched meanwhile
+                return ALLOWED, 0.0, origin
             if entry.expires <= time.time():
                 return UNKNOWN, 0.0, origin
-            refused = self.config.unreachable == "disallow" and not self._dry_run
+            refused = mode == "disallow" and not self._dry_run
             return (REFUSED if refused else ALLOWED), 0.0, origin
         meta_agent = request.meta.get("rep_user_agent")
         agent = self._ua
