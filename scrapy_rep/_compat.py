@@ -167,6 +167,18 @@ def remove_slot_dir(key: str, slot: str) -> None:
         Path(key, _path_safe(slot)).rmdir()
 
 
+def peek_priority_queue(queue: Any) -> Any:
+    """``ScrapyPriorityQueue.peek()``, which raises KeyError (Scrapy 2.14 to
+    2.19) when the priority it points at has no queue left, as after the last
+    request of a priority that also had start requests: its ``pop`` moves on
+    then, its ``peek`` does not. Unnecessary once Scrapy's peek does too."""
+    try:
+        return queue.peek()
+    except KeyError:
+        queue._update_curprio()
+        return queue.peek()
+
+
 # -- signals -------------------------------------------------------------------
 
 ROBOTS_PARSED: object | None = getattr(signals, "robots_parsed", None)

@@ -27,7 +27,6 @@ dict truthiness test.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -205,19 +204,16 @@ class RobotsTxtMiddleware:
             return None
         return self.fetcher.join(origin, request)
 
-    def slot_hold(self, key: str) -> float:
-        """Seconds until download slot ``key``'s pause for a 429/503 ends: 0 if
-        a request may pass its gate now, ``math.inf`` if it must wait for an
-        answer (the slot resumes slowly and has as many requests out as it may)."""
+    def slot_gate(self, key: str) -> tuple[float, int, int, int] | None:
+        """Download slot ``key``'s 429/503 gate (scrapy_rep.slowdown): None when
+        it has none (not paused, not resuming); else (seconds its pause still
+        lasts, <= 0 once over; requests it lets be out at once; requests it
+        holds; requests it released that are not answered yet)."""
         gate = self._gates.get(key)
         if gate is None:
-            return 0.0
-        left = gate.until - time.monotonic()
-        if left > 0:
-            return left
-        if gate.waiters or gate.parked or len(gate.out) >= gate.allowed:
-            return math.inf
-        return 0.0
+            return None
+        held = len(gate.waiters) + len(gate.parked)
+        return gate.until - time.monotonic(), gate.allowed, held, len(gate.out)
 
     # -- the check ------------------------------------------------------------
 

@@ -10,7 +10,9 @@ needs. This queue keeps it in the scheduler instead. A slot is **ready** when:
 - the robots.txt of its first request's origin is known (or robots.txt does
   not cover the request); a request whose origin is unknown starts its fetch
   when it enters the queue (:class:`~scrapy_rep.frontier.robots.Prefetch`);
-- it is not paused for a 429/503 answer (and, resuming, has room at its gate);
+- it is not paused for a 429/503 answer: its requests are handed out again
+  just before the pause ends, up to its concurrency, to wait at the slot's
+  gate (:mod:`scrapy_rep._gates`), which does the slow start;
 - it has fewer requests out than its concurrency;
 - its delay (Crawl-delay, ``DOWNLOAD_DELAY``, AutoThrottle) has passed since
   its last request.
@@ -33,14 +35,13 @@ default queue's, one directory per slot, so either queue resumes the other's job
 from __future__ import annotations
 
 import heapq
-import math
 import time
 from collections import deque
 from typing import TYPE_CHECKING
 
 from scrapy.pqueues import DownloaderAwarePriorityQueue
 
-from scrapy_rep._compat import remove_slot_dir
+from scrapy_rep._compat import peek_priority_queue, remove_slot_dir
 from scrapy_rep.frontier.shared import frontier_of
 from scrapy_rep.middleware import REFUSED, UNKNOWN
 from scrapy_rep.origin import origin_text
@@ -56,6 +57,10 @@ if TYPE_CHECKING:
 
 RELEASE_SLOT = "\x00scrapy-rep:forbidden"
 """Where requests robots.txt forbids wait: always ready (no download slot has this key)."""
+PROBE_LEAD = 0.25
+"""Seconds before a slot's 429/503 pause ends when its requests are handed out
+again: they wait at the slot's gate, which lets the first go when the pause
+ends and more as good answers come (its slow start)."""
 PENDING = "\x00scrapy-rep:robots.txt:"
 """Prefix of the queue of an origin whose robots.txt is not known yet (then its
 origin): its requests go to their download slots once it is, so that they
@@ -131,8 +136,10 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             queue = self.pqueues[slot] = self.pqfactory(slot)
         queue.push(request)  # may raise (a request that cannot be serialized)
         self._heads.pop(slot, None)
-        if self._where.get(slot) in (None, AWAITING):  # its first request may differ now
-            self._candidate(slot)
+        where = self._where.get(slot)
+        # A slot's first request may differ now; a pending queue waits on.
+        if where is None or (where == AWAITING and not slot.startswith(PENDING)):
+            self._candidate(slot, front=slot == RELEASE_SLOT)
 
     def pop(self) -> Request | None:
         now = time.monotonic()
@@ -211,7 +218,12 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         for _ in range(len(candidates)):
             slot = candidates.popleft()
             del self._where[slot]
-            found, out = self._look(slot, now)
+            try:
+                found, out = self._look(slot, now)
+            except BaseException:  # a bug must not lose the slot's requests
+                if slot not in self._where:
+                    self._candidate(slot)
+                raise
             if found == RELEASE:
                 self._put_back(ready)
                 self._candidate(slot, front=True)
@@ -251,16 +263,19 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
                     if frontier.prefetch is not None:
                         frontier.prefetch.want(origin, head)  # may end at once
                     return WAIT, 0
-            hold = robots.slot_hold(slot)
-            if hold == math.inf:
-                self._park_full(slot)
-                return WAIT, 0
-            if hold > 0:
-                self._sleep(slot, now + hold)
-                return WAIT, 0
         turns = frontier.turns
         out = turns.out(slot)
-        if out >= frontier.slots.concurrency(slot):
+        limit = frontier.slots.concurrency(slot)
+        gate = robots.slot_gate(slot) if robots is not None else None
+        if gate is not None:  # paused after a 429/503, or resuming slowly
+            left, _, held, _ = gate
+            if left > PROBE_LEAD:
+                self._sleep(slot, now + left - PROBE_LEAD)
+                return WAIT, 0
+            # The gate lets them go, slowly (it holds them out of the downloader's
+            # active set): they count against the slot's concurrency here.
+            out += held
+        if out >= limit:
             self._park_full(slot)
             return WAIT, 0
         wait = turns.wait(slot, delay, now)
@@ -314,8 +329,9 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             return self._heads[slot]
         except KeyError:
             pass
+        head: Request | None
         try:
-            head = self.pqueues[slot].peek()
+            head = peek_priority_queue(self.pqueues[slot])
         except (NotImplementedError, AttributeError):
             head = None
         self._heads[slot] = head
