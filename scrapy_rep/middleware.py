@@ -192,6 +192,10 @@ class RobotsTxtMiddleware:
             return ALLOWED, 0.0, origin
         return ALLOWED, entry.delay if agent == self._ua else self._delay(robots, agent), origin
 
+    def origin_of(self, request: Request) -> Origin | None:
+        """``request``'s origin, None if robots.txt does not cover it."""
+        return self._keys.get(urlparse_cached(request))
+
     def prefetch(self, origin: Origin, request: Request) -> Deferred[Any] | None:
         """Start fetching ``origin``'s robots.txt for ``request`` (or join the
         fetch in flight): a Deferred fired once its verdict is known (at once if

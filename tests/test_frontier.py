@@ -136,11 +136,12 @@ async def test_polite_sites_cost_the_others_nothing(settings: dict[str, Any]) ->
     ratio = together / alone
     print(f"other sites: {alone:.2f} s alone, {together:.2f} s with polite sites: {ratio:.2f}x")
     assert ratio < 1.5, f"other sites {ratio:.2f}x slower ({alone:.2f} s -> {together:.2f} s)"
-    # (2) the polite sites still get their full gaps (as the crawler sent them)
+    # (2) the polite sites still get their full gaps (as the crawler sent them,
+    # until the crawl closed)
     _, polite = hosts()
-    for host in polite:
-        times = sorted(sent.get(host, []))
-        assert times, f"{host} got no request"
+    paced = [sorted(sent.get(host, [])) for host in polite]
+    assert sum(len(times) >= 2 for times in paced) >= POLITE_SITES // 2, paced
+    for host, times in zip(polite, paced, strict=True):
         gaps = [round(b - a, 3) for a, b in itertools.pairwise(times)]
         assert all(gap >= CRAWL_DELAY - 0.1 for gap in gaps), f"{host}: gaps {gaps}"
 

@@ -122,6 +122,8 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         robots = frontier.robots
         if robots is not None:
             verdict, _, origin = robots.readiness(request)
+            if origin is not None and frontier.prefetch is not None:
+                frontier.prefetch.queued(origin)
             if verdict == REFUSED:
                 slot = RELEASE_SLOT
             elif verdict == UNKNOWN and origin is not None:
@@ -315,6 +317,11 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             self._candidates.append(slot)
         if request is None:
             return None
+        robots, prefetch = self._frontier.robots, self._frontier.prefetch
+        if robots is not None and prefetch is not None:
+            origin = robots.origin_of(request)
+            if origin is not None:
+                prefetch.taken(origin)
         if ready:
             self._frontier.turns.handed(slot, request, now)
             stats.inc_value("rep/frontier/ready")

@@ -47,7 +47,9 @@ class CrawlFrontier:
         self.turns = SlotTurns(self.slots, bound)
         self.wakeup = EngineWakeup(crawler, self._woke)
         self.prefetch = (
-            Prefetch(self.robots, stats, self._robots_known) if self.robots is not None else None
+            Prefetch(self.robots, stats, self._robots_known, ahead=bound // 2)
+            if self.robots is not None
+            else None
         )
         self._listeners: weakref.WeakSet[Listener] = weakref.WeakSet()
         _log_problems(crawler)
