@@ -68,6 +68,7 @@ OTHER_PAGES = 8
 POLITE_PAGES = 12  # more than REP_MAX_WAITING below
 CRAWL_DELAY = 1.0
 MAX_WAITING = 8
+PACED = 3  # pages of each polite site the crawl waits for, to measure their gaps
 
 
 def hosts() -> tuple[list[str], list[str]]:
@@ -90,8 +91,9 @@ async def other_sites_time(
     settings: dict[str, Any], *, with_polite: bool
 ) -> tuple[float, dict[str, list[float]]]:
     """Seconds from the crawl's first request to the last answer of the sites
-    without a Crawl-delay (the crawl closes then), and when the crawler sent
-    each page, by host."""
+    without a Crawl-delay, and when the crawler sent each page, by host. The
+    crawl closes once those are answered, and the polite sites' first
+    ``PACED`` pages."""
     names, polite = hosts()
     others = [host for host in names if host not in polite]
     delay = f"User-agent: *\nCrawl-delay: {CRAWL_DELAY:g}\n"
@@ -113,10 +115,11 @@ async def other_sites_time(
         def record(crawler: Crawler) -> None:
             recorded.append(sites.sent(crawler))
 
+        paced = {sites.url(host, f"/p{page}") for host in polite for page in range(PACED)}
         _, answered, failed = await crawl(
             urls,
             {"REP_MAX_WAITING": MAX_WAITING, **settings},
-            close_after=set(watched),
+            close_after=watched | (paced if with_polite else set()),
             before=record,
         )
         assert not failed, failed
@@ -131,17 +134,18 @@ async def other_sites_time(
 async def test_polite_sites_cost_the_others_nothing(settings: dict[str, Any]) -> None:
     """9 of 60 sites ask for a Crawl-delay and have more queued pages than
     REP_MAX_WAITING: the other sites' pages finish about as fast as without them."""
-    alone, _ = await other_sites_time(settings, with_polite=False)
-    together, sent = await other_sites_time(settings, with_polite=True)
+    # The better of two runs each: a loaded machine adds its own delays.
+    alone = min([(await other_sites_time(settings, with_polite=False))[0] for _ in range(2)])
+    runs = [await other_sites_time(settings, with_polite=True) for _ in range(2)]
+    together, sent = min(runs, key=lambda run: run[0])
     ratio = together / alone
     print(f"other sites: {alone:.2f} s alone, {together:.2f} s with polite sites: {ratio:.2f}x")
     assert ratio < 1.5, f"other sites {ratio:.2f}x slower ({alone:.2f} s -> {together:.2f} s)"
-    # (2) the polite sites still get their full gaps (as the crawler sent them,
-    # until the crawl closed)
+    # (2) the polite sites still get their full gaps (as the crawler sent them)
     _, polite = hosts()
-    paced = [sorted(sent.get(host, [])) for host in polite]
-    assert sum(len(times) >= 2 for times in paced) >= POLITE_SITES // 2, paced
-    for host, times in zip(polite, paced, strict=True):
+    for host in polite:
+        times = sorted(sent.get(host, []))
+        assert len(times) >= PACED, f"{host}: {times}"
         gaps = [round(b - a, 3) for a, b in itertools.pairwise(times)]
         assert all(gap >= CRAWL_DELAY - 0.1 for gap in gaps), f"{host}: gaps {gaps}"
 
