@@ -21,6 +21,7 @@ _LAZY = {
     "ForbiddenByRobots": "scrapy_rep.exceptions",
     "RobotsTxtUnavailable": "scrapy_rep.exceptions",
     "MetaRobotsMiddleware": "scrapy_rep.meta",
+    "PolitePriorityQueue": "scrapy_rep.frontier",
     "RobotsSitemapMixin": "scrapy_rep.sitemaps",
     "RobotsSitemapSpider": "scrapy_rep.sitemaps",
     "RobotParser": "scrapy_rep.robotparser",
@@ -40,6 +41,7 @@ __all__ = [
     "Delays",
     "ForbiddenByRobots",
     "MetaRobotsMiddleware",
+    "PolitePriorityQueue",
     "RobotParser",
     "RobotsSitemapMixin",
     "RobotsSitemapSpider",
@@ -56,6 +58,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers
     from scrapy_rep.addon import Addon
     from scrapy_rep.decompression import BoundedDecompressionMiddleware
     from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtUnavailable, UsageDenied
+    from scrapy_rep.frontier import PolitePriorityQueue
     from scrapy_rep.meta import MetaRobotsMiddleware
     from scrapy_rep.middleware import RobotsTxtMiddleware
     from scrapy_rep.robotparser import RobotParser

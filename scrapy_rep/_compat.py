@@ -9,9 +9,12 @@ Importing this module never fails on a supported Scrapy.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import scrapy
@@ -138,6 +141,42 @@ else:  # Scrapy 2.14-2.18: an attribute every request has. Unnecessary from 2.19
     def headers_if_any(request: Request) -> Headers | None:
         """The request's headers, or None when it has none yet."""
         return request.headers
+
+
+# -- download slots --------------------------------------------------------------
+
+
+def _slot_clock() -> Callable[[], float]:
+    # Scrapy 2.19 stamps Slot.lastseen with time.monotonic(); 2.14 with time.time().
+    # Unnecessary once the floor stamps it with monotonic().
+    downloader = importlib.import_module("scrapy.core.downloader")
+    return time.monotonic if "monotonic" in vars(downloader) else time.time
+
+
+SLOT_CLOCK: Callable[[], float] = _slot_clock()
+"""The clock of ``Slot.lastseen`` (when a download slot last started a request)."""
+
+
+def remove_slot_dir(key: str, slot: str) -> None:
+    """Remove the directory of a download slot's disk queues once they are empty,
+    as Scrapy 2.19's DownloaderAwarePriorityQueue does (2.14 leaves it behind);
+    kept if files remain. Unnecessary once the floor's queue is reused for it."""
+    from scrapy.pqueues import _path_safe
+
+    with contextlib.suppress(OSError):
+        Path(key, _path_safe(slot)).rmdir()
+
+
+def peek_priority_queue(queue: Any) -> Any:
+    """``ScrapyPriorityQueue.peek()``, which raises KeyError (Scrapy 2.14 to
+    2.19) when the priority it points at has no queue left, as after the last
+    request of a priority that also had start requests: its ``pop`` moves on
+    then, its ``peek`` does not. Unnecessary once Scrapy's peek does too."""
+    try:
+        return queue.peek()
+    except KeyError:
+        queue._update_curprio()
+        return queue.peek()
 
 
 # -- signals -------------------------------------------------------------------

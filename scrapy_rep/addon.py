@@ -19,15 +19,23 @@
   purpose, unless DOWNLOADER_MIDDLEWARES mentions it: without purposes a
   crawl reads and fetches nothing more.
 
+- makes ``scrapy_rep.PolitePriorityQueue`` the scheduler's priority queue
+  (``SCHEDULER_PRIORITY_QUEUE``) when the project keeps Scrapy's default,
+  unless ``REP_FRONTIER = False``; a project with a queue of its own keeps it,
+  with one WARNING saying what that costs (docs/scheduling.md).
+
 ``ROBOTSTXT_OBEY`` stays the switch: with it off, the middlewares disable
 themselves at start.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from typing import TYPE_CHECKING, Any
 
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyRobotsTxtMiddleware
+from scrapy.settings import SETTINGS_PRIORITIES
+from scrapy.utils.misc import load_object
 
 from scrapy_rep import _compat
 
@@ -40,6 +48,9 @@ MIDDLEWARE = "scrapy_rep.RobotsTxtMiddleware"
 META_MIDDLEWARE = "scrapy_rep.MetaRobotsMiddleware"
 DECOMPRESSION_MIDDLEWARE = "scrapy_rep.BoundedDecompressionMiddleware"
 USAGE_MIDDLEWARE = "scrapy_rep.UsageMiddleware"
+FRONTIER_QUEUE = "scrapy_rep.PolitePriorityQueue"
+
+logger = logging.getLogger(__name__)
 
 
 class Addon:
@@ -86,6 +97,10 @@ class Addon:
                 default=True,
                 path=USAGE_MIDDLEWARE,
             )
+        from scrapy_rep.config import frontier_wanted
+
+        if frontier_wanted(settings):
+            _use_frontier(settings)
         try:
             meta_robots = settings.getbool("REP_META_ROBOTS", True)
         except ValueError:
@@ -99,3 +114,40 @@ class Addon:
                 default=True,
                 path=META_MIDDLEWARE,
             )
+
+
+def _use_frontier(settings: BaseSettings) -> None:
+    """Scrapy's default priority queue gives way to the frontier; a project's
+    own queue stays, with one WARNING."""
+    name = "SCHEDULER_PRIORITY_QUEUE"
+    if (settings.getpriority(name) or 0) <= SETTINGS_PRIORITIES["default"]:
+        settings.set(name, FRONTIER_QUEUE, priority="addon")
+        return
+    queue = settings.get(name)
+    if _is_frontier(queue):
+        return
+    shown = queue if isinstance(queue, str) else getattr(queue, "__qualname__", repr(queue))
+    logger.warning(
+        "SCHEDULER_PRIORITY_QUEUE = %r is this project's own, so scrapy-rep's frontier "
+        "(%s) is not used: requests for sites that ask for a Crawl-delay, are paused "
+        "after a 429/503 or whose robots.txt is not known yet leave the scheduler "
+        "anyway and wait in the downloader, where they take places of "
+        "CONCURRENT_REQUESTS (up to REP_MAX_WAITING of them wait outside it) and other "
+        "sites can crawl several times slower. To combine both, make your queue a "
+        "subclass of %s, or remove the setting to use it as is; REP_FRONTIER = False "
+        "silences this warning (docs/scheduling.md).",
+        shown,
+        FRONTIER_QUEUE,
+        FRONTIER_QUEUE,
+    )
+
+
+def _is_frontier(queue: Any) -> bool:
+    from scrapy_rep.frontier import PolitePriorityQueue
+
+    if isinstance(queue, str):
+        try:
+            queue = load_object(queue)
+        except (ImportError, NameError, ValueError, AttributeError):
+            return False
+    return isinstance(queue, type) and issubclass(queue, PolitePriorityQueue)

@@ -69,6 +69,9 @@ class Config:
     slot_limit: bool = True
     """REP_SLOT_LIMIT: at most a download slot's concurrency of requests in
     flight, which Scrapy does not hold on the asyncio reactor (scrapy_rep._slots.limits)."""
+    frontier: bool = True
+    """REP_FRONTIER: the add-on makes scrapy_rep.PolitePriorityQueue the scheduler's
+    priority queue when the project keeps Scrapy's default (scrapy_rep.frontier)."""
     # -- slowing down for 429/503 answers (scrapy_rep.slowdown)
     slowdown: bool = True
     """REP_SLOWDOWN: pause a download slot when it answers a code below."""
@@ -146,6 +149,7 @@ class Config:
             max_crawl_delay=read.number("REP_MAX_CRAWL_DELAY", minimum=0.0),
             max_waiting=read.integer("REP_MAX_WAITING", minimum=0),
             slot_limit=read.boolean("REP_SLOT_LIMIT"),
+            frontier=read.boolean("REP_FRONTIER"),
             slowdown=read.boolean("REP_SLOWDOWN"),
             slowdown_http_codes=read.status_codes("REP_SLOWDOWN_HTTP_CODES"),
             slowdown_min_delay=slowdown_min,
@@ -171,6 +175,17 @@ class Config:
         warnings += _unknown_settings(settings, read.names)
         warnings += _parser_setting(settings)
         return dataclasses.replace(config, warnings=tuple(warnings))
+
+
+def frontier_wanted(settings: BaseSettings) -> bool:
+    """ROBOTSTXT_OBEY and REP_FRONTIER, for the add-on (before the crawl's
+    Config exists); an invalid value reads as the default here and stops the
+    crawl at start."""
+    read = _Reader(settings)
+    try:
+        return read.boolean("ROBOTSTXT_OBEY") and read.boolean("REP_FRONTIER")
+    except InvalidSetting:
+        return False
 
 
 _DEFAULTS = Config()

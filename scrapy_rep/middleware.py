@@ -37,6 +37,7 @@ from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet.defer import Deferred, succeed
 
 from scrapy_rep import _compat, _slots, _startup
 from scrapy_rep import signals as rep_signals
@@ -68,6 +69,15 @@ logger = logging.getLogger(__name__)
 
 _MAX_HEADER_AGENTS = 1_000
 """User-Agent header values whose product token is remembered."""
+
+# What the scheduler queue (scrapy_rep.frontier) learns of a request before it
+# leaves the scheduler (RobotsTxtMiddleware.readiness).
+UNKNOWN = 0
+"""Its origin's robots.txt is not known: here, it would wait for it."""
+ALLOWED = 1
+"""Its verdict is known: it would pass (after its delay and its slot's pause)."""
+REFUSED = 2
+"""It would be dropped at once (forbidden, or robots.txt unreachable)."""
 
 
 class RobotsTxtMiddleware:
@@ -157,6 +167,69 @@ class RobotsTxtMiddleware:
         entry = self._cache.get(origin) if origin is not None else None
         return entry.robots if entry is not None else None
 
+    # -- for the scheduler queue (scrapy_rep.frontier) ----------------------------
+
+    def readiness(self, request: Request) -> tuple[int, float, Origin | None]:
+        """What this middleware would do with ``request`` now, without fetching,
+        waiting or counting: (UNKNOWN, ALLOWED or REFUSED; its origin's delay
+        for its agent, 0 if none; its origin, None if robots.txt does not cover
+        it). Under REP_UNREACHABLE = 'defer', an unreachable origin's requests
+        read ALLOWED: they wait here, for its next attempts, at most
+        REP_DEFER_MAX seconds."""
+        if request.meta.get("dont_obey_robotstxt"):
+            return ALLOWED, 0.0, None
+        origin = self._keys.get(urlparse_cached(request))
+        if origin is None:
+            return ALLOWED, 0.0, None
+        entry = self._cache.get(origin)
+        if entry is None:
+            return UNKNOWN, 0.0, origin
+        robots = entry.robots
+        if robots is None:
+            mode = self.config.unreachable
+            if mode == "defer":  # kept here, within REP_DEFER_MAX, refetched meanwhile
+                return ALLOWED, 0.0, origin
+            if entry.expires <= time.time():
+                return UNKNOWN, 0.0, origin
+            refused = mode == "disallow" and not self._dry_run
+            return (REFUSED if refused else ALLOWED), 0.0, origin
+        meta_agent = request.meta.get("rep_user_agent")
+        agent = self._ua
+        if meta_agent or self._header_agents is not None:
+            agent = self._agent_of(request, meta_agent)
+        if not self._dry_run and not robots.allowed(request.url, user_agent=agent):
+            return REFUSED, 0.0, origin
+        if self._slots is None:
+            return ALLOWED, 0.0, origin
+        return ALLOWED, entry.delay if agent == self._ua else self._delay(robots, agent), origin
+
+    def origin_of(self, request: Request) -> Origin | None:
+        """``request``'s origin, None if robots.txt does not cover it."""
+        return self._keys.get(urlparse_cached(request))
+
+    def prefetch(self, origin: Origin, request: Request) -> Deferred[Any] | None:
+        """Start fetching ``origin``'s robots.txt for ``request`` (or join the
+        fetch in flight): a Deferred fired once its verdict is known (at once if
+        it is). None, and nothing started, while REP_MAX_FETCHES robots.txt
+        downloads run: the caller asks again later."""
+        entry = self._cache.get(origin)
+        if entry is not None and (entry.robots is not None or entry.expires > time.time()):
+            return succeed(entry)
+        if self.fetcher.download.busy:
+            return None
+        return self.fetcher.join(origin, request)
+
+    def slot_gate(self, key: str) -> tuple[float, int, int, int] | None:
+        """Download slot ``key``'s 429/503 gate (scrapy_rep.slowdown): None when
+        it has none (not paused, not resuming); else (seconds its pause still
+        lasts, <= 0 once over; requests it lets be out at once; requests it
+        holds; requests it released that are not answered yet)."""
+        gate = self._gates.get(key)
+        if gate is None:
+            return None
+        held = len(gate.waiters) + len(gate.parked)
+        return gate.until - time.monotonic(), gate.allowed, held, len(gate.out)
+
     # -- the check ------------------------------------------------------------
 
     def process_request(
@@ -186,6 +259,7 @@ class RobotsTxtMiddleware:
             assert self._slowdown is not None
             held = self._slowdown.gate(request)
             if held is not None:
+                self._stats.inc_value("rep/waited/gate")
                 return self._gated(request, held)
         limits = self._limits
         return limits.admit(request, url) if limits is not None else None
@@ -311,6 +385,7 @@ class RobotsTxtMiddleware:
     # -- waiting for robots.txt ----------------------------------------------------
 
     async def _wait(self, request: Request, origin: Origin, entry: Entry | None) -> None:
+        self._stats.inc_value("rep/waited/robotstxt")
         with self._waiting.detached(request):
             entry = await self._await_rules(request, origin, entry)
         if entry is None:
@@ -387,6 +462,7 @@ class RobotsTxtMiddleware:
         return self._paced(request, delay, cluster)
 
     async def _paced(self, request: Request, delay: float, cluster: ClusterDelay) -> None:
+        self._stats.inc_value("rep/waited/turn")
         slots = self._slots
         assert slots is not None
         key = _slots.slot_key(self.crawler.engine, request)

@@ -114,7 +114,9 @@ async def test_without_rep_max_waiting_waiters_fill_concurrent_requests(
     """The same crawl with REP_MAX_WAITING = 0 (Scrapy's way of waiting): the
     slow origin's waiters hold both places, the fast origin waits for them."""
     urls, _ = starving_sites(site, site2, wait_timeout=1.0)
-    await run_crawl(urls, {"CONCURRENT_REQUESTS": 2, "REP_MAX_WAITING": 0})
+    # REP_FRONTIER off: the requests reach the middleware before their robots.txt is known
+    settings = {"CONCURRENT_REQUESTS": 2, "REP_MAX_WAITING": 0, "REP_FRONTIER": False}
+    await run_crawl(urls, settings)
     assert not slow_pages_came_after_fast_pages(site, site2)
 
 
@@ -198,7 +200,13 @@ async def test_kept_requests_do_not_hold_up_closing_the_spider(site: ScriptedSer
     site.script("/robots.txt", Reply(status=503))
     result = await run_crawl(
         [site.url("/a")],
-        {"REP_UNREACHABLE": "defer", "REP_RETRY_MIN": 30, "CLOSESPIDER_TIMEOUT": 0.5},
+        # REP_FRONTIER off: the request waits in the middleware, not in the scheduler
+        {
+            "REP_UNREACHABLE": "defer",
+            "REP_RETRY_MIN": 30,
+            "CLOSESPIDER_TIMEOUT": 0.5,
+            "REP_FRONTIER": False,
+        },
     )
     assert result.stats["finish_reason"] == "closespider_timeout"
     assert result.stats["rep/deferred/dropped_closing"] == 1

@@ -380,6 +380,7 @@ async def test_an_origin_met_again_after_eviction_is_summed_in_the_summary(
         "REP_CACHE_MAX_ORIGINS": 1,
         "CONCURRENT_REQUESTS": 1,
         "REP_MAX_WAITING": 0,
+        "REP_FRONTIER": False,  # the requests alternate between origins in the middleware
     }
     await run_crawl(requests, settings)
 

@@ -8,6 +8,11 @@ takes the server ``PAGE_TIME`` seconds: a request the crawler sends only
 after an earlier one was answered cannot overlap it, so the overlaps of
 ``[arrival, arrival + PAGE_TIME)`` count what the crawler had in flight.
 The epoll-reactor case runs in a subprocess (one pytest process has one reactor).
+
+The limit is for requests that reach the robots middleware by another way than
+scrapy-rep's scheduler queue (which hands a slot no more than it can take,
+tests/test_frontier.py): these crawls turn the queue off (``OTHER_QUEUE``),
+except the one that shows the same holds with it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from scrapy_rep._slots import limit_problems
 ROBOTS = b"User-agent: *\nDisallow: /private\n"
 PAGE_TIME = 0.15
 WAITERS = 40
+OTHER_QUEUE = {"REP_FRONTIER": False}
+"""Scrapy's own scheduler queue: requests leave it before their slot can take them."""
 
 
 def most_at_once(hits: list[Hit], seconds: float = PAGE_TIME) -> int:
@@ -61,7 +68,7 @@ async def released_together(site: ScriptedServer, settings: dict[str, Any]) -> A
     released when it arrives."""
     site.script("/robots.txt", Reply(body=ROBOTS, delay=0.5))
     urls = [*slow_pages(site, WAITERS), site.url("/private/x")]
-    result = await run_crawl(urls, {"CONCURRENT_REQUESTS": 100, **settings})
+    result = await run_crawl(urls, {"CONCURRENT_REQUESTS": 100, **OTHER_QUEUE, **settings})
     # nothing lost: every request reached its callback or its errback
     assert sorted(result.responses) == sorted(urls[:-1])
     assert list(result.failures) == [urls[-1]]
@@ -82,6 +89,13 @@ async def test_per_domain_concurrency_holds_when_robots_txt_releases_40(
     stats = result.rep_stats()
     assert stats["rep/slot_limit/held"] >= WAITERS - 2 - 1  # the first two went at once
     assert "rep/slot_limit/dropped_closing" not in stats
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_same_holds_with_scrapy_reps_queue(site: ScriptedServer) -> None:
+    """With scrapy-rep's scheduler queue on, the queue itself keeps the slot to 2."""
+    await released_together(site, {"CONCURRENT_REQUESTS_PER_DOMAIN": 2, "REP_FRONTIER": True})
+    assert most_at_once(site.page_hits("/p/")) == 2
 
 
 @pytest_twisted.ensureDeferred
@@ -109,7 +123,7 @@ async def test_each_site_has_its_own_limit(site: ScriptedServer) -> None:
         tail = path.split(str(site.port), 1)[1]
         urls += [f"http://{host}:{site.port}{tail}" for host in hosts]
     with loopback_names():
-        result = await run_crawl(urls, {"CONCURRENT_REQUESTS_PER_DOMAIN": 2})
+        result = await run_crawl(urls, {**OTHER_QUEUE, "CONCURRENT_REQUESTS_PER_DOMAIN": 2})
     assert sorted(result.responses) == sorted(urls)
     seen = by_host(site)
     assert sorted(seen) == hosts
@@ -130,7 +144,7 @@ async def test_meta_download_slot_shares_one_limit(site: ScriptedServer) -> None
         Request(url, dont_filter=True, meta={"download_slot": "shared"}) for url in urls
     ]
     with loopback_names():
-        result = await run_crawl(requests, {"CONCURRENT_REQUESTS_PER_DOMAIN": 2})
+        result = await run_crawl(requests, {**OTHER_QUEUE, "CONCURRENT_REQUESTS_PER_DOMAIN": 2})
     assert sorted(result.responses) == sorted(urls)
     assert most_at_once(site.page_hits("/p/")) == 2
 
@@ -140,7 +154,7 @@ async def test_a_crawl_delay_site_still_gets_its_gaps(site: ScriptedServer) -> N
     """Held by the limit and by the Crawl-delay together: both hold."""
     site.robots(b"User-agent: *\nCrawl-delay: 0.4\n")
     urls = slow_pages(site, 6)
-    result = await run_crawl(urls, {"CONCURRENT_REQUESTS_PER_DOMAIN": 2})
+    result = await run_crawl(urls, {**OTHER_QUEUE, "CONCURRENT_REQUESTS_PER_DOMAIN": 2})
     assert sorted(result.responses) == sorted(urls)
     assert min(gaps(site.page_hits("/p/"))) >= 0.4 - 0.02
 
@@ -166,6 +180,7 @@ async def test_cached_responses_free_their_place_at_once(
         "HTTPCACHE_ENABLED": True,
         "HTTPCACHE_DIR": str(tmp_path / "cache"),
         "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
+        **OTHER_QUEUE,
     }
     await run_crawl(urls, cache)
     assert len(site.page_hits("/p/")) == 30
@@ -212,7 +227,7 @@ class Pages(Spider):
 process = CrawlerProcess({
     "ADDONS": {"scrapy_rep.Addon": 100}, "ROBOTSTXT_OBEY": True,
     "USER_AGENT": "ExampleBot/1.0", "LOG_LEVEL": "INFO",
-    "CONCURRENT_REQUESTS": 100, "CONCURRENT_REQUESTS_PER_DOMAIN": 2,
+    "CONCURRENT_REQUESTS": 100, "CONCURRENT_REQUESTS_PER_DOMAIN": 2, "REP_FRONTIER": False,
     "TELNETCONSOLE_ENABLED": False, "REMOTE_CONTROL_ENABLED": False,
     "TWISTED_REACTOR": "twisted.internet.epollreactor.EPollReactor",
 })

@@ -547,9 +547,9 @@ async def test_requests_held_when_the_spider_closes_end_in_their_errback(
     slow = SlowSite(site, window=60, retry_after=lambda now: ("60", 60.0))
     urls = slow.pages(6)
     started = time.monotonic()
-    result = await run_crawl(
-        urls, {**RETRYING, "CLOSESPIDER_TIMEOUT": 1, "CONCURRENT_REQUESTS_PER_DOMAIN": 2}
-    )
+    # REP_FRONTIER off: with it, the retries wait in the scheduler, not at the gate
+    settings = {**RETRYING, "CLOSESPIDER_TIMEOUT": 1, "CONCURRENT_REQUESTS_PER_DOMAIN": 2}
+    result = await run_crawl(urls, {**settings, "REP_FRONTIER": False})
     assert time.monotonic() - started < 5
     assert sorted(result.failures) == sorted(urls)
     assert {result.failed_with(url) for url in urls} == {IgnoreRequest}

@@ -1,0 +1,79 @@
+"""Asking the engine for its next request at a given time: the frontier's wake-up.
+
+The engine pulls requests from the scheduler when something happens (a
+download ends, a request is scheduled) and on a heartbeat every 5 s
+(``ExecutionEngine._SLOT_HEARTBEAT_INTERVAL``). When the frontier
+(:mod:`scrapy_rep.frontier`) holds requests none of which is due, it asks to
+be called when the first one is, through ``ExecutionEngine._slot.nextcall``.
+
+``CallLaterOnce.schedule(delay)`` keeps a call already pending: a delayed
+``schedule`` would postpone every other wake-up (a download ending) until it
+fires. So :class:`EngineWakeup` keeps a timer of its own, which calls
+``schedule()`` without delay when it fires.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from scrapy.utils.asyncio import call_later
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scrapy.crawler import Crawler
+    from scrapy.utils.asyncio import CallLaterResult
+
+
+def wakeup_problems(engine: Any) -> list[str]:
+    """What :class:`EngineWakeup` needs from Scrapy's engine and does not find."""
+    if engine is None:
+        return ["no engine"]
+    slot = getattr(engine, "_slot", None)
+    if not callable(getattr(getattr(slot, "nextcall", None), "schedule", None)):
+        return ["ExecutionEngine._slot.nextcall.schedule() is missing"]
+    return []
+
+
+class EngineWakeup:
+    """Wakes the engine now or at a time (see the module docstring).
+
+    ``on_timer`` is called each time a timer set by :meth:`at` wakes the
+    engine (for a stat). Without the engine's internals (reported at start),
+    nothing is woken: the engine's heartbeat still asks every 5 s.
+    """
+
+    def __init__(self, crawler: Crawler, on_timer: Callable[[], None] | None = None) -> None:
+        self._crawler = crawler
+        self._on_timer = on_timer
+        self._call: CallLaterResult | None = None
+        self._when = 0.0  # time.monotonic() at which _call fires
+
+    def now(self) -> None:
+        """Ask the engine for requests at its next loop turn."""
+        slot = getattr(self._crawler.engine, "_slot", None)
+        nextcall = getattr(slot, "nextcall", None)
+        if nextcall is not None:
+            nextcall.schedule()
+
+    def at(self, when: float) -> None:
+        """Ask the engine for requests at ``when`` (``time.monotonic()``), unless
+        a timer fires earlier already."""
+        if self._call is not None:
+            if self._when <= when:
+                return
+            self._call.cancel()
+        self._when = when
+        self._call = call_later(max(when - time.monotonic(), 0.0), self._fire)
+
+    def cancel(self) -> None:
+        if self._call is not None:
+            self._call.cancel()
+            self._call = None
+
+    def _fire(self) -> None:
+        self._call = None
+        if self._on_timer is not None:
+            self._on_timer()
+        self.now()

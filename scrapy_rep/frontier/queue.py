@@ -1,0 +1,415 @@
+"""``scrapy_rep.PolitePriorityQueue``: requests wait in the scheduler until their site is ready.
+
+Scrapy's default ``DownloaderAwarePriorityQueue`` keeps one priority queue per
+download slot and hands out the slot with the fewest downloads under way. It
+knows nothing of time: a request for a slot that must wait (its Crawl-delay,
+a 429/503 pause, its robots.txt) leaves at once and waits in the downloader,
+where it takes one of the ``CONCURRENT_REQUESTS`` places every other site
+needs. This queue keeps it in the scheduler instead. A slot is **ready** when:
+
+- the robots.txt of its first request's origin is known (or robots.txt does
+  not cover the request); a request whose origin is unknown starts its fetch
+  when it enters the queue (:class:`~scrapy_rep.frontier.robots.Prefetch`);
+- it is not paused for a 429/503 answer: its requests are handed out again
+  just before the pause ends, up to its concurrency, to wait at the slot's
+  gate (:mod:`scrapy_rep._gates`), which does the slow start;
+- it has fewer requests out than its concurrency;
+- its delay (Crawl-delay, ``DOWNLOAD_DELAY``, AutoThrottle) has passed since
+  its last request.
+
+Among ready slots, the one with the fewest requests out goes first, in turn
+among ties; within a slot, Scrapy's priorities (and the memory or disk queues
+of ``SCHEDULER_MEMORY_QUEUE`` / ``SCHEDULER_DISK_QUEUE``) apply. A request
+robots.txt forbids waits for nothing: it is handed out at once, and the robots
+middleware drops it (``ForbiddenByRobots``). When no slot is ready, the engine
+is woken when the first one will be (:mod:`scrapy_rep._slots.wakeup`), when a
+robots.txt arrives, or when a download ends.
+
+Each queue (a download slot's, an origin's pending one, the release one) is
+in one place: ``candidates`` (to look at), ``sleeping`` until a time, ``full``
+(looked at again on every ``pop``: a download ending frees a place) or
+``awaiting`` a robots.txt. On disk (``JOBDIR``) the layout is the
+default queue's, one directory per slot, so either queue resumes the other's job.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+from scrapy.pqueues import DownloaderAwarePriorityQueue
+
+from scrapy_rep._compat import peek_priority_queue, remove_slot_dir
+from scrapy_rep.frontier.shared import frontier_of
+from scrapy_rep.middleware import REFUSED, UNKNOWN
+from scrapy_rep.origin import origin_text
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.pqueues import QueueProtocol
+
+    from scrapy_rep.origin import Origin
+
+RELEASE_SLOT = "\x00scrapy-rep:forbidden"
+"""Where requests robots.txt forbids wait: always ready (no download slot has this key)."""
+PROBE_LEAD = 0.25
+"""Seconds before a slot's 429/503 pause ends when its requests are handed out
+again: they wait at the slot's gate, which lets the first go when the pause
+ends and more as good answers come (its slow start)."""
+PENDING = "\x00scrapy-rep:robots.txt:"
+"""Prefix of the queue of an origin whose robots.txt is not known yet (then its
+origin): its requests go to their download slots once it is, so that they
+hold up no request of a known origin sharing their slot."""
+
+# Where a slot is (see the module docstring).
+CANDIDATE, SLEEPING, FULL, AWAITING = "candidate", "sleeping", "full", "awaiting"
+# What looking at a slot found.
+READY, RELEASE, WAIT = 0, 1, 2
+
+
+class PolitePriorityQueue(DownloaderAwarePriorityQueue):
+    """A ``SCHEDULER_PRIORITY_QUEUE`` that hands out only requests whose
+    download slot is ready (see the module docstring)."""
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        downstream_queue_cls: type[QueueProtocol],
+        key: str,
+        slot_startprios: dict[str, Iterable[int]] | None = None,
+        *,
+        start_queue_cls: type[QueueProtocol] | None = None,
+    ) -> None:
+        if crawler.settings.getint("CONCURRENT_REQUESTS_PER_IP") != 0:
+            raise ValueError(
+                "scrapy_rep.PolitePriorityQueue keeps requests per download slot, which "
+                "CONCURRENT_REQUESTS_PER_IP keys by IP address, known only once a request "
+                "is under way (Scrapy's default DownloaderAwarePriorityQueue refuses it "
+                "too): set CONCURRENT_REQUESTS_PER_IP = 0 and limit sites with "
+                "CONCURRENT_REQUESTS_PER_DOMAIN, or turn the queue off (REP_FRONTIER = False)"
+            )
+        self._frontier = frontier_of(crawler)
+        self._candidates: deque[str] = deque()
+        self._where: dict[str, str] = {}
+        self._sleeping: list[tuple[float, str]] = []  # heap; stale entries skipped
+        self._sleep_until: dict[str, float] = {}
+        self._full: set[str] = set()
+        self._awaiting: dict[Origin, set[str]] = {}
+        self._awaiting_on: dict[str, Origin] = {}
+        self._heads: dict[str, Request | None] = {}  # peeked first request of a slot
+        self._can_peek = callable(getattr(downstream_queue_cls, "peek", None))
+        super().__init__(
+            crawler,
+            downstream_queue_cls,
+            key,
+            slot_startprios,
+            start_queue_cls=start_queue_cls,
+        )
+        for slot in self.pqueues:  # resumed from JOBDIR
+            self._candidate(slot)
+        self._frontier.listen(self)
+
+    # -- in and out ------------------------------------------------------------------
+
+    def push(self, request: Request) -> None:
+        frontier = self._frontier
+        slot = None
+        robots = frontier.robots
+        if robots is not None:
+            verdict, _, origin = robots.readiness(request)
+            if origin is not None and frontier.prefetch is not None:
+                frontier.prefetch.queued(origin)
+            if verdict == REFUSED:
+                slot = RELEASE_SLOT
+            elif verdict == UNKNOWN and origin is not None:
+                if self._can_peek:
+                    slot = PENDING + origin_text(origin)
+                if frontier.prefetch is not None:
+                    frontier.prefetch.want(origin, request)
+        if slot is None:
+            slot = frontier.slots.key(request)
+        queue = self.pqueues.get(slot)
+        if queue is None:
+            queue = self.pqueues[slot] = self.pqfactory(slot)
+        queue.push(request)  # may raise (a request that cannot be serialized)
+        self._heads.pop(slot, None)
+        where = self._where.get(slot)
+        # A slot's first request may differ now; a pending queue waits on.
+        if where is None or (where == AWAITING and not slot.startswith(PENDING)):
+            self._candidate(slot, front=slot == RELEASE_SLOT)
+
+    def pop(self) -> Request | None:
+        now = time.monotonic()
+        chosen = self._select(now)
+        if chosen is None:
+            return None
+        slot, ready = chosen
+        return self._take(slot, now, ready=ready)
+
+    def peek(self) -> Request | None:
+        """The request :meth:`pop` would hand out now, left in the queue."""
+        chosen = self._select(time.monotonic())
+        if chosen is None:
+            return None
+        return self._head(chosen[0])
+
+    def robots_known(self, origin: Origin) -> None:
+        """``origin``'s robots.txt fetch ended: its requests go to their slots."""
+        for slot in self._awaiting.pop(origin, ()):
+            self._awaiting_on.pop(slot, None)
+            self._where.pop(slot, None)
+            if slot.startswith(PENDING):
+                self._drain(slot)
+            else:
+                self._candidate(slot)
+
+    def _drain(self, pending: str) -> None:
+        """Move the requests of an origin's pending queue to their download slots,
+        those robots.txt forbids to the release slot, each in the order it was
+        pushed (as if its verdict had been known then)."""
+        robots = self._frontier.robots
+        assert robots is not None  # requests are pending only with robots.txt
+        queue = self.pqueues.pop(pending)
+        self._heads.pop(pending, None)
+        taken: list[Request] = []
+        while (request := queue.pop()) is not None:
+            taken.append(request)
+        queue.close()
+        if self.key:
+            remove_slot_dir(self.key, pending)
+        groups: dict[tuple[str, bool], list[Request]] = {}
+        for request in taken:
+            refused = robots.readiness(request)[0] == REFUSED
+            slot = RELEASE_SLOT if refused else self._frontier.slots.key(request)
+            groups.setdefault((slot, self._is_start(request)), []).append(request)
+        for (slot, start), group in groups.items():
+            cls = self._start_queue_cls if start else self.downstream_queue_cls
+            target = self.pqueues.get(slot)
+            if target is None:
+                target = self.pqueues[slot] = self.pqfactory(slot)
+            # taken in pop order: pushed again in push order
+            for request in reversed(group) if _is_lifo(cls) else group:
+                target.push(request)
+            self._heads.pop(slot, None)
+            if self._where.get(slot) in (None, AWAITING):
+                self._candidate(slot, front=slot == RELEASE_SLOT)
+        self._frontier.wakeup.now()  # the engine may have asked already
+
+    def _is_start(self, request: Request) -> bool:
+        return self._start_queue_cls is not None and bool(request.meta.get("is_start_request"))
+
+    # -- choosing a slot ---------------------------------------------------------------
+
+    def _select(self, now: float) -> tuple[str, bool] | None:
+        """The slot to hand out from (left among the candidates) and whether it
+        is ready (False: its first request is released at once); None if no
+        slot is ready (the engine is woken when one will be)."""
+        frontier = self._frontier
+        if frontier.prefetch is not None:
+            frontier.prefetch.retry()
+        self._wake_due(now)
+        for slot in list(self._full):  # a download ending may have freed a place
+            self._candidate(slot)
+        candidates = self._candidates
+        ready: list[tuple[int, str]] = []
+        for _ in range(len(candidates)):
+            slot = candidates.popleft()
+            del self._where[slot]
+            try:
+                found, out = self._look(slot, now)
+            except BaseException:  # a bug must not lose the slot's requests
+                if slot not in self._where:
+                    self._candidate(slot)
+                raise
+            if found == RELEASE:
+                self._put_back(ready)
+                self._candidate(slot, front=True)
+                return slot, False
+            if found == READY:
+                ready.append((out, slot))
+                if out == 0:  # nobody can have fewer
+                    break
+        if not ready:
+            self._wake_later()
+            return None
+        best = min(ready, key=lambda pair: pair[0])  # the first of the fewest: in turn
+        ready.remove(best)
+        self._put_back(ready)
+        self._candidate(best[1], front=True)
+        return best[1], True
+
+    def _look(self, slot: str, now: float) -> tuple[int, int]:
+        """(READY, requests out) / (RELEASE, 0) for a slot, else (WAIT, 0) with
+        the slot parked where it waits."""
+        if slot == RELEASE_SLOT:
+            return RELEASE, 0
+        frontier = self._frontier
+        robots = frontier.robots
+        if slot.startswith(PENDING):
+            self._settle(slot)
+            return WAIT, 0
+        delay = 0.0
+        if robots is not None:
+            head = self._head(slot)
+            if head is not None:
+                verdict, delay, origin = robots.readiness(head)
+                if verdict == REFUSED:
+                    return RELEASE, 0
+                if verdict == UNKNOWN and origin is not None:
+                    self._await(slot, origin)
+                    if frontier.prefetch is not None:
+                        frontier.prefetch.want(origin, head)  # may end at once
+                    return WAIT, 0
+        turns = frontier.turns
+        out = turns.out(slot)
+        limit = frontier.slots.concurrency(slot)
+        gate = robots.slot_gate(slot) if robots is not None else None
+        if gate is not None:  # paused after a 429/503, or resuming slowly
+            left, _, held, _ = gate
+            if left > PROBE_LEAD:
+                self._sleep(slot, now + left - PROBE_LEAD)
+                return WAIT, 0
+            # The gate lets them go, slowly (it holds them out of the downloader's
+            # active set): they count against the slot's concurrency here.
+            out += held
+        if out >= limit:
+            self._park_full(slot)
+            return WAIT, 0
+        wait = turns.wait(slot, delay, now)
+        if wait > 0:
+            self._sleep(slot, now + wait)
+            return WAIT, 0
+        return READY, out
+
+    def _settle(self, pending: str) -> None:
+        """An origin's pending queue waits for its robots.txt, or is drained."""
+        robots = self._frontier.robots
+        head = self._head(pending)
+        verdict, _, origin = robots.readiness(head) if robots and head else (REFUSED, 0.0, None)
+        if verdict != UNKNOWN or origin is None or head is None:
+            self._drain(pending)
+            return
+        self._await(pending, origin)
+        prefetch = self._frontier.prefetch
+        if prefetch is not None:
+            prefetch.want(origin, head)  # may end at once: then drained
+
+    def _take(self, slot: str, now: float, *, ready: bool) -> Request | None:
+        """Hand out the first request of ``slot`` (the leftmost candidate)."""
+        queue = self.pqueues[slot]
+        request = queue.pop()
+        self._heads.pop(slot, None)
+        stats = self._frontier.stats
+        if len(queue) == 0:
+            self._candidates.popleft()
+            del self._where[slot]
+            del self.pqueues[slot]
+            queue.close()
+            if self.key:
+                remove_slot_dir(self.key, slot)
+        elif ready:  # its turn is taken: the others go first
+            self._candidates.popleft()
+            self._candidates.append(slot)
+        if request is None:
+            return None
+        robots, prefetch = self._frontier.robots, self._frontier.prefetch
+        if robots is not None and prefetch is not None:
+            origin = robots.origin_of(request)
+            if origin is not None:
+                prefetch.taken(origin)
+        if ready:
+            self._frontier.turns.handed(slot, request, now)
+            stats.inc_value("rep/frontier/ready")
+        else:
+            stats.inc_value("rep/frontier/forbidden_released")
+        return request
+
+    def _head(self, slot: str) -> Request | None:
+        """The slot's first request, None if its queues cannot peek (then the
+        slot's own readiness alone counts)."""
+        try:
+            return self._heads[slot]
+        except KeyError:
+            pass
+        head: Request | None
+        try:
+            head = peek_priority_queue(self.pqueues[slot])
+        except (NotImplementedError, AttributeError):
+            head = None
+        self._heads[slot] = head
+        return head
+
+    # -- where slots wait -----------------------------------------------------------
+
+    def _candidate(self, slot: str, *, front: bool = False) -> None:
+        where = self._where.get(slot)
+        if where == CANDIDATE:
+            return
+        if where == FULL:
+            self._full.discard(slot)
+        elif where == SLEEPING:
+            del self._sleep_until[slot]
+        elif where == AWAITING:
+            origin = self._awaiting_on.pop(slot)
+            waiting = self._awaiting.get(origin)
+            if waiting is not None:
+                waiting.discard(slot)
+                if not waiting:
+                    del self._awaiting[origin]
+        self._where[slot] = CANDIDATE
+        if front:
+            self._candidates.appendleft(slot)
+        else:
+            self._candidates.append(slot)
+
+    def _put_back(self, ready: list[tuple[int, str]]) -> None:
+        """Ready slots looked at and not chosen keep their place at the front."""
+        for _, slot in reversed(ready):
+            self._candidate(slot, front=True)
+
+    def _sleep(self, slot: str, until: float) -> None:
+        self._where[slot] = SLEEPING
+        self._sleep_until[slot] = until
+        heapq.heappush(self._sleeping, (until, slot))
+
+    def _park_full(self, slot: str) -> None:
+        self._where[slot] = FULL
+        self._full.add(slot)
+
+    def _await(self, slot: str, origin: Origin) -> None:
+        self._where[slot] = AWAITING
+        self._awaiting_on[slot] = origin
+        self._awaiting.setdefault(origin, set()).add(slot)
+
+    def _wake_due(self, now: float) -> None:
+        sleeping = self._sleeping
+        while sleeping and sleeping[0][0] <= now:
+            until, slot = heapq.heappop(sleeping)
+            if self._where.get(slot) == SLEEPING and self._sleep_until[slot] == until:
+                self._candidate(slot)
+
+    def _wake_later(self) -> None:
+        """Have the engine ask again when the first sleeping slot wakes."""
+        sleeping = self._sleeping
+        while sleeping:
+            until, slot = sleeping[0]
+            if self._where.get(slot) == SLEEPING and self._sleep_until[slot] == until:
+                self._frontier.wakeup.at(until)
+                return
+            heapq.heappop(sleeping)
+
+    def close(self) -> dict[str, list[int]]:
+        self._heads.clear()
+        self._frontier.wakeup.cancel()  # the crawl ends: no more turns to wake it for
+        return super().close()
+
+
+def _is_lifo(cls: type | None) -> bool:
+    """Scrapy's last-in-first-out queues say so in their name (LifoMemoryQueue,
+    PickleLifoDiskQueue, ...); any other queue is taken for first-in-first-out."""
+    return cls is not None and "lifo" in cls.__name__.lower()

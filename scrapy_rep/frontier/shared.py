@@ -1,0 +1,93 @@
+"""What the queues of one crawl share: slot turns, robots.txt, prefetch, the engine's wake-up.
+
+Scrapy's scheduler builds two priority queues, one in memory and, with
+``JOBDIR``, one on disk; both hand out requests of the same download slots,
+so the turns, the requests out and the prefetch window are the crawl's, one
+:class:`CrawlFrontier` per crawler (:func:`frontier_of`).
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import TYPE_CHECKING, Protocol
+
+from scrapy_rep._slots.readiness import SlotReadiness, readiness_problems
+from scrapy_rep._slots.wakeup import EngineWakeup, wakeup_problems
+from scrapy_rep.frontier.robots import Prefetch, robots_of
+from scrapy_rep.frontier.turns import SlotTurns
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+    from scrapy_rep.middleware import RobotsTxtMiddleware
+    from scrapy_rep.origin import Origin
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BOUND = 10_000
+"""Slots whose last turn is remembered without the robots middleware's
+REP_CACHE_MAX_ORIGINS (past it, turns older than any delay are forgotten)."""
+
+
+class Listener(Protocol):
+    def robots_known(self, origin: Origin) -> None: ...
+
+
+class CrawlFrontier:
+    """The state the frontier queues of one crawl share (see the module docstring)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        stats = crawler.stats
+        assert stats is not None
+        self.stats = stats
+        self.slots = SlotReadiness(crawler)
+        self.robots: RobotsTxtMiddleware | None = robots_of(crawler)
+        bound = self.robots.config.cache_max_origins if self.robots else DEFAULT_BOUND
+        self.turns = SlotTurns(self.slots, bound)
+        self.wakeup = EngineWakeup(crawler, self._woke)
+        self.prefetch = (
+            Prefetch(self.robots, stats, self._robots_known, ahead=bound // 2)
+            if self.robots is not None
+            else None
+        )
+        self._listeners: weakref.WeakSet[Listener] = weakref.WeakSet()
+        _log_problems(crawler)
+
+    def listen(self, queue: Listener) -> None:
+        self._listeners.add(queue)
+
+    def _robots_known(self, origin: Origin) -> None:
+        for queue in list(self._listeners):
+            queue.robots_known(origin)
+        self.wakeup.now()
+
+    def _woke(self) -> None:
+        self.stats.inc_value("rep/frontier/wakeups")
+
+
+_FRONTIERS: weakref.WeakKeyDictionary[Crawler, CrawlFrontier] = weakref.WeakKeyDictionary()
+
+
+def frontier_of(crawler: Crawler) -> CrawlFrontier:
+    """The crawl's shared frontier state, made by its first queue."""
+    frontier = _FRONTIERS.get(crawler)
+    if frontier is None:
+        frontier = _FRONTIERS[crawler] = CrawlFrontier(crawler)
+    return frontier
+
+
+def _log_problems(crawler: Crawler) -> None:
+    """One ERROR at start naming the Scrapy version if an internal is missing."""
+    import scrapy
+
+    engine = crawler.engine
+    problems = wakeup_problems(engine) + readiness_problems(getattr(engine, "downloader", None))
+    if problems:
+        logger.error(
+            "scrapy_rep.PolitePriorityQueue does not fully work with Scrapy %s: %s. "
+            "Requests may be handed out before their download slot is ready, or the "
+            "engine may ask for them only every 5 s. Please report this.",
+            scrapy.__version__,
+            "; ".join(problems),
+        )

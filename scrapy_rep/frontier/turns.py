@@ -1,0 +1,95 @@
+"""Per download slot: requests out and the next turn, as the frontier keeps them.
+
+A slot is ready for another request when it has fewer requests out than its
+concurrency and its delay has passed since its last start. The downloader
+knows part of this (:class:`~scrapy_rep._slots.readiness.SlotReadiness`): the
+requests in the slot, when it last started one. What it cannot know yet is
+what the frontier handed out and has not reached the slot: on the asyncio
+reactor, downloader middlewares run at the next loop turn, so the engine
+takes several requests before the first reaches its slot. :class:`SlotTurns`
+remembers those: each request handed out, until the downloader is done with
+it, and the time of each slot's last hand-out.
+
+This is the per-slot state a cluster would keep in Redis (one worker's
+hand-outs and turns there, taken atomically): :class:`TurnState` is what the
+queue asks of it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from scrapy import Request
+
+    from scrapy_rep._slots.readiness import SlotReadiness
+
+HORIZON = 300.0
+"""Seconds a slot's last hand-out is remembered: longer than any delay that
+matters (REP_MAX_CRAWL_DELAY is 60 s by default)."""
+
+
+class TurnState(Protocol):
+    """What the queue asks of the per-slot state (in memory here)."""
+
+    def out(self, key: str) -> int:
+        """Requests of slot ``key`` under way: in the slot, or on their way to it."""
+        ...
+
+    def wait(self, key: str, delay: float, now: float) -> float:
+        """Seconds until slot ``key``'s next turn, for a delay of ``delay`` s."""
+        ...
+
+    def handed(self, key: str, request: Request, now: float) -> None:
+        """``request`` of slot ``key`` was handed out at ``now``: it takes the turn."""
+        ...
+
+
+class SlotTurns:
+    """The in-memory :class:`TurnState` of one crawl (see the module docstring)."""
+
+    def __init__(self, slots: SlotReadiness, bound: int) -> None:
+        self._slots = slots
+        self._bound = bound
+        self._limit = bound
+        self._last: dict[str, float] = {}  # slot -> time.monotonic() of its last hand-out
+        self._out: dict[str, list[Request]] = {}  # handed out, maybe not in the slot yet
+
+    def out(self, key: str) -> int:
+        holding = self._slots.holding(key)
+        handed = self._out.get(key)
+        if not handed:
+            return len(holding)
+        under_way = [request for request in handed if self._slots.in_downloader(request)]
+        if under_way:
+            self._out[key] = under_way
+        else:
+            del self._out[key]
+        return len(holding) + sum(1 for request in under_way if request not in holding)
+
+    def wait(self, key: str, delay: float, now: float) -> float:
+        delay = max(delay, self._slots.delay(key))
+        if delay <= 0:
+            return 0.0
+        wait = 0.0
+        last = self._last.get(key)
+        if last is not None:
+            wait = last + delay - now
+        since = self._slots.since_start(key)
+        if since is not None:
+            wait = max(wait, delay - since)
+        return wait
+
+    def handed(self, key: str, request: Request, now: float) -> None:
+        self._last[key] = now
+        self._out.setdefault(key, []).append(request)
+        if len(self._last) + len(self._out) > self._limit:
+            self._forget(now)
+
+    def _forget(self, now: float) -> None:
+        """Drop turns past :data:`HORIZON` and hand-outs the downloader is done with."""
+        self._last = {key: last for key, last in self._last.items() if now - last < HORIZON}
+        for key in list(self._out):
+            self.out(key)
+        # Many slots busy at once: look again only once they have doubled.
+        self._limit = max(self._bound, 2 * (len(self._last) + len(self._out)))

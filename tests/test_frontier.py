@@ -1,0 +1,327 @@
+"""scrapy_rep.PolitePriorityQueue: requests wait in the scheduler until their site is ready.
+
+Real crawls against one local server standing for many sites
+(tests/frontier_sites.py; ``*.test`` host names resolve to 127.0.0.1).
+Times are the server's arrival times and the spider's answer times, with
+the slack of a loaded machine.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from crawls import BASE_SETTINGS, loopback_names
+from frontier_sites import BroadSpider, Sites
+from scrapy import Request
+from scrapy.crawler import Crawler
+from scrapy.http import Response
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.test import get_crawler
+
+from scrapy_rep import PolitePriorityQueue
+
+pytestmark = pytest.mark.slow  # real-time delays
+
+QUEUE = "scrapy_rep.PolitePriorityQueue"
+SETTINGS: dict[str, Any] = {**BASE_SETTINGS, "LOG_LEVEL": "INFO"}
+FIFO = {"SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue"}
+
+
+async def crawl(
+    urls: list[str | Request],
+    settings: dict[str, Any] | None = None,
+    close_after: set[str] | None = None,
+    *,
+    follow: Callable[[Response], list[Request]] | None = None,
+    before: Callable[[Crawler], None] | None = None,
+) -> tuple[Crawler, dict[str, float], dict[str, str]]:
+    """Crawl ``urls``: (the crawler, answered URL -> time.time(), failed URL -> exception name)."""
+    answered: dict[str, float] = {}
+    failed: dict[str, str] = {}
+    crawler = get_crawler(BroadSpider, {**SETTINGS, **(settings or {})})
+    if before is not None:
+        before(crawler)
+    await deferred_from_coro(
+        crawler.crawl_async(
+            urls=urls, answered=answered, failed=failed, close_after=close_after, follow=follow
+        )
+    )
+    return crawler, answered, failed
+
+
+def stats(crawler: Crawler) -> dict[str, Any]:
+    assert crawler.stats is not None
+    return crawler.stats.get_stats()
+
+
+# -- (1), (2) head-of-line: polite sites cost the others nothing -----------------------
+
+SITES = 60
+POLITE_SITES = 9  # 15 %
+OTHER_PAGES = 8
+POLITE_PAGES = 12  # more than REP_MAX_WAITING below
+CRAWL_DELAY = 1.0
+MAX_WAITING = 8
+PACED = 3  # pages of each polite site the crawl waits for, to measure their gaps
+
+
+def hosts() -> tuple[list[str], list[str]]:
+    """(all hosts, the polite ones): every sixth site asks for a Crawl-delay."""
+    names = [f"o{number}.test" for number in range(SITES)]
+    return names, names[::6][:POLITE_SITES]
+
+
+def broad_urls(sites: Sites, names: list[str], polite: list[str]) -> list[str | Request]:
+    """Pages interleaved as a broad crawl discovers them: page n of every site, then n+1."""
+    urls: list[str | Request] = []
+    for page in range(max(OTHER_PAGES, POLITE_PAGES)):
+        for host in names:
+            if page < (POLITE_PAGES if host in polite else OTHER_PAGES):
+                urls.append(sites.url(host, f"/p{page}"))
+    return urls
+
+
+async def other_sites_time(
+    settings: dict[str, Any], *, with_polite: bool
+) -> tuple[float, dict[str, list[float]]]:
+    """Seconds from the crawl's first request to the last answer of the sites
+    without a Crawl-delay, and when the crawler sent each page, by host. The
+    crawl closes once those are answered, and the polite sites' first
+    ``PACED`` pages."""
+    names, polite = hosts()
+    others = [host for host in names if host not in polite]
+    delay = f"User-agent: *\nCrawl-delay: {CRAWL_DELAY:g}\n"
+    with (
+        Sites(
+            robots=lambda host: delay if host in polite else "User-agent: *\nAllow: /\n",
+            page_delay=0.02,
+        ) as sites,
+        loopback_names(),
+    ):
+        urls = broad_urls(sites, names if with_polite else others, polite)
+        watched = {
+            url
+            for url in urls
+            if isinstance(url, str) and url.split("/")[2].split(":")[0] in others
+        }
+        recorded: list[dict[str, list[float]]] = []
+
+        def record(crawler: Crawler) -> None:
+            recorded.append(sites.sent(crawler))
+
+        paced = {sites.url(host, f"/p{page}") for host in polite for page in range(PACED)}
+        _, answered, failed = await crawl(
+            urls,
+            {"REP_MAX_WAITING": MAX_WAITING, **settings},
+            close_after=watched | (paced if with_polite else set()),
+            before=record,
+        )
+        assert not failed, failed
+        assert watched <= answered.keys()
+        start = min(hit.time for hit in sites.hits)
+        return max(answered[url] for url in watched) - start, recorded[0]
+
+
+@pytest.mark.parametrize(
+    "settings", [pytest.param({}, id="default-queue-replaced"), pytest.param(FIFO, id="fifo")]
+)
+async def test_polite_sites_cost_the_others_nothing(settings: dict[str, Any]) -> None:
+    """9 of 60 sites ask for a Crawl-delay and have more queued pages than
+    REP_MAX_WAITING: the other sites' pages finish about as fast as without them."""
+    # The better of two runs each: a loaded machine adds its own delays.
+    alone = min([(await other_sites_time(settings, with_polite=False))[0] for _ in range(2)])
+    runs = [await other_sites_time(settings, with_polite=True) for _ in range(2)]
+    together, sent = min(runs, key=lambda run: run[0])
+    ratio = together / alone
+    print(f"other sites: {alone:.2f} s alone, {together:.2f} s with polite sites: {ratio:.2f}x")
+    assert ratio < 1.5, f"other sites {ratio:.2f}x slower ({alone:.2f} s -> {together:.2f} s)"
+    # (2) the polite sites still get their full gaps (as the crawler sent them)
+    _, polite = hosts()
+    for host in polite:
+        times = sorted(sent.get(host, []))
+        assert len(times) >= PACED, f"{host}: {times}"
+        gaps = [round(b - a, 3) for a, b in itertools.pairwise(times)]
+        assert all(gap >= CRAWL_DELAY - 0.1 for gap in gaps), f"{host}: gaps {gaps}"
+
+
+# -- the engine is woken at a slot's turn ----------------------------------------------
+
+
+async def test_the_engine_is_woken_at_the_next_turn() -> None:
+    """One site asks for Crawl-delay: 1 and nothing else is crawled: each page
+    goes when its turn comes, not at Scrapy's 5 s heartbeat."""
+    robots = "User-agent: *\nCrawl-delay: 1\n"
+    with Sites(robots=lambda host: robots) as sites, loopback_names():
+        urls: list[str | Request] = [sites.url("lone.test", f"/p{page}") for page in range(4)]
+        recorded: list[dict[str, list[float]]] = []
+        crawler, answered, failed = await crawl(
+            urls, before=lambda crawler: recorded.append(sites.sent(crawler))
+        )
+    assert not failed, failed
+    assert len(answered) == len(urls)
+    gaps = [round(b - a, 3) for a, b in itertools.pairwise(sorted(recorded[0]["lone.test"]))]
+    assert all(0.9 <= gap < 2.0 for gap in gaps), f"gaps {gaps}"
+    assert stats(crawler).get("rep/frontier/wakeups", 0) >= 2
+
+
+# -- (3) the per-site limit holds --------------------------------------------------
+
+
+async def test_concurrent_requests_per_domain_holds() -> None:
+    """CONCURRENT_REQUESTS_PER_DOMAIN = 2: at most 2 pages of one site in flight,
+    also when all its queued requests become ready at once (robots.txt arrives)."""
+    names = [f"c{number}.test" for number in range(3)]
+    with (
+        Sites(robots=lambda host: "User-agent: *\nAllow: /\n", page_delay=0.1) as sites,
+        loopback_names(),
+    ):
+        urls: list[str | Request] = [
+            sites.url(host, f"/p{page}") for page in range(15) for host in names
+        ]
+        crawler, answered, failed = await crawl(urls, {"CONCURRENT_REQUESTS_PER_DOMAIN": 2})
+    assert not failed, failed
+    assert len(answered) == len(urls)
+    assert max(sites.max_in_flight.values()) <= 2, sites.max_in_flight
+    assert stats(crawler)["rep/frontier/ready"] == len(urls)
+
+
+# -- (4) JOBDIR: stopped and resumed, nothing lost, nothing repeated -----------------------
+
+
+async def test_jobdir_stop_and_resume_loses_and_repeats_nothing(tmp_path: Path) -> None:
+    names = ["j0.test", "j1.test", "j2.test"]
+
+    def robots(host: str) -> str:
+        # the first site's requests wait for their turns: they are on disk when the crawl stops
+        return "User-agent: *\nCrawl-delay: 0.3\n" if host == "j0.test" else "User-agent: *\n"
+
+    with Sites(robots=robots, page_delay=0.02) as sites, loopback_names():
+        urls = [sites.url(host, f"/p{page}") for page in range(10) for host in names]
+        requests: list[str | Request] = [Request(url) for url in urls]  # filtered: seen once
+        job = {"JOBDIR": str(tmp_path / "job")}
+        first_stop = {urls[0], urls[3], urls[6], urls[9]}  # a few early pages, then stop
+        crawler, first, failed = await crawl(requests, job, close_after=first_stop)
+        assert not failed, failed
+        assert stats(crawler).get("finish_reason") == "finished"
+        left = len(urls) - len(first)
+        assert left > 5, "the first run should stop with requests left"
+        crawler, second, failed = await crawl(requests, job)
+        assert not failed, failed
+        pages = [hit.path for hit in sites.hits if hit.path != "/robots.txt"]
+        hits = {(hit.host, hit.path) for hit in sites.hits if hit.path != "/robots.txt"}
+    assert first.keys() | second.keys() == set(urls)
+    assert not first.keys() & second.keys(), "pages answered twice"
+    assert len(pages) == len(hits) == len(urls), "a page was requested twice"
+
+
+# -- (5) robots.txt fetched while the request waits in the queue ------------------------------
+
+
+async def test_robots_txt_fetched_while_its_request_waits_in_the_queue() -> None:
+    """A page yields a request for a new origin, then 1,000 requests of its own
+    site; the new origin's request waits behind them all (same download slot,
+    lower priority), and its robots.txt is fetched when it enters the queue,
+    long before its turn."""
+    with Sites(robots=lambda host: "User-agent: *\nAllow: /\n") as sites, loopback_names():
+        late = sites.url("new.test", "/late")
+        waiting = Request(late, priority=-1, dont_filter=True, meta={"download_slot": "busy.test"})
+        busy = [
+            Request(sites.url("busy.test", f"/p{page}"), dont_filter=True) for page in range(1_000)
+        ]
+        seed = sites.url("busy.test", "/seed")
+        crawler, answered, failed = await crawl(
+            [seed],
+            {"CONCURRENT_REQUESTS_PER_DOMAIN": 16},
+            close_after={late},
+            follow=lambda response: [waiting, *busy] if response.url == seed else [],
+        )
+        robots_at = sites.first("new.test", "/robots.txt")
+        busy_pages = sites.page_times("busy.test")
+    assert not failed, failed
+    assert late in answered
+    assert robots_at is not None
+    served_before = sum(1 for moment in busy_pages if moment < robots_at)
+    assert served_before < 100, f"new.test's robots.txt came after {served_before} pages"
+    # and the request did wait behind the others
+    assert sum(1 for moment in busy_pages if moment < answered[late]) >= 900
+    assert stats(crawler).get("rep/frontier/robotstxt_prefetched", 0) >= 2
+    assert not stats(crawler).get("rep/waited/robotstxt")
+
+
+# -- (6) forbidden requests leave at once -------------------------------------------------------
+
+
+async def test_forbidden_requests_leave_at_once() -> None:
+    """A site asks for Crawl-delay: 2 and forbids /private: its forbidden requests,
+    queued among allowed ones, end with ForbiddenByRobots at once instead of
+    waiting for turns; the server never sees them."""
+    robots = "User-agent: *\nCrawl-delay: 2\nDisallow: /private\n"
+    with Sites(robots=lambda host: robots) as sites, loopback_names():
+        urls: list[str | Request] = []
+        private: set[str] = set()
+        for page in range(6):
+            urls.append(sites.url("slow.test", f"/p{page}"))
+            url = sites.url("slow.test", f"/private/{page}")
+            urls.append(url)
+            private.add(url)
+        started = time.time()
+        crawler, _, failed = await crawl(urls, close_after=set(private))
+        seen = [hit.path for hit in sites.hits]
+    assert {url: failed.get(url) for url in private} == dict.fromkeys(private, "ForbiddenByRobots")
+    assert time.time() - started < 3.0, "forbidden requests waited for Crawl-delay turns"
+    assert not any(path.startswith("/private") for path in seen)
+    assert stats(crawler)["rep/forbidden"] == len(private)
+    assert stats(crawler).get("rep/frontier/forbidden_released", 0) == len(private)
+
+
+# -- (7) the add-on -----------------------------------------------------------------------------
+
+
+def test_addon_installs_the_queue_over_scrapys_default() -> None:
+    crawler = get_crawler(BroadSpider, SETTINGS)
+    assert crawler.settings["SCHEDULER_PRIORITY_QUEUE"] == QUEUE
+
+
+def test_addon_keeps_a_projects_own_queue_and_warns_once(caplog: pytest.LogCaptureFixture) -> None:
+    own = "scrapy.pqueues.DownloaderAwarePriorityQueue"
+    with caplog.at_level(logging.WARNING):
+        crawler = get_crawler(BroadSpider, {**SETTINGS, "SCHEDULER_PRIORITY_QUEUE": own})
+    assert crawler.settings["SCHEDULER_PRIORITY_QUEUE"] == own
+    warnings = [r for r in caplog.records if "SCHEDULER_PRIORITY_QUEUE" in r.getMessage()]
+    assert len(warnings) == 1
+    message = warnings[0].getMessage()
+    for part in (own, "CONCURRENT_REQUESTS", QUEUE, "REP_FRONTIER = False"):
+        assert part in message
+
+
+def test_rep_frontier_false_keeps_scrapys_queue(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        crawler = get_crawler(BroadSpider, {**SETTINGS, "REP_FRONTIER": False})
+    assert crawler.settings["SCHEDULER_PRIORITY_QUEUE"] != QUEUE
+    assert not [r for r in caplog.records if "SCHEDULER_PRIORITY_QUEUE" in r.getMessage()]
+
+
+def test_a_subclass_of_the_queue_is_kept_without_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        crawler = get_crawler(BroadSpider, {**SETTINGS, "SCHEDULER_PRIORITY_QUEUE": OwnQueue})
+    assert crawler.settings["SCHEDULER_PRIORITY_QUEUE"] is OwnQueue
+    assert not [r for r in caplog.records if "SCHEDULER_PRIORITY_QUEUE" in r.getMessage()]
+
+
+class OwnQueue(PolitePriorityQueue):
+    pass
+
+
+async def test_concurrent_requests_per_ip_is_refused() -> None:
+    with Sites() as sites, loopback_names():
+        crawler = get_crawler(BroadSpider, {**SETTINGS, "CONCURRENT_REQUESTS_PER_IP": 2})
+        with pytest.raises(ValueError, match="CONCURRENT_REQUESTS_PER_IP"):
+            await deferred_from_coro(
+                crawler.crawl_async(urls=[sites.url("a.test")], answered={}, failed={})
+            )
