@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from crawls import BASE_SETTINGS, loopback_names
+from crawls import BASE_SETTINGS, PATIENT, loopback_names
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import deferred_from_coro
@@ -104,6 +104,7 @@ async def crawl_in_rounds(
             "REP_CACHE_MAX_ORIGINS": CACHE,
             "CONCURRENT_REQUESTS": 64,
             "LOG_LEVEL": "INFO",
+            **PATIENT,
             **settings,
         },
     )
