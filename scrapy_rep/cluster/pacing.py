@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from typing import TYPE_CHECKING
 
 from scrapy_rep.cluster.link import RedisUnavailable
 
 if TYPE_CHECKING:
+    from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
     from scrapy_rep.cluster.link import RedisLink, Sleep
@@ -32,6 +34,24 @@ redis.call('SET', KEYS[1], string.format('%.0f', after), 'PX',
            math.ceil((after - now) / 1000) + 1000)
 return at - now
 """
+
+
+_TAKEN: weakref.WeakSet[Request] = weakref.WeakSet()
+
+
+def hand_over_turn(request: Request) -> None:
+    """``request`` took its slot's cluster-wide turn as it left the Redis queue
+    (:mod:`scrapy_rep.cluster.queue`): the robots middleware reserves none for it."""
+    _TAKEN.add(request)
+
+
+def turn_taken(request: Request) -> bool:
+    """Whether ``request`` took its turn in the Redis queue (asked once)."""
+    try:
+        _TAKEN.remove(request)
+    except KeyError:
+        return False
+    return True
 
 
 PACED = "paced"
