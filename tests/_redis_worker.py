@@ -22,6 +22,7 @@ from scrapy import Request, Spider
 from scrapy.crawler import CrawlerProcess
 from scrapy.http import Response
 from scrapy.resolver import CachingThreadedResolver
+from scrapy.settings import default_settings
 from twisted.internet.defer import Deferred, succeed
 from twisted.python.failure import Failure
 
@@ -44,6 +45,12 @@ SCRAPY_REDIS_SETTINGS: dict[str, Any] = {
     # The first worker to finish must not flush the queue the others still use.
     "SCHEDULER_PERSIST": True,
 }
+
+
+# Scrapy 2.15 renamed DNS_RESOLVER
+RESOLVER_SETTING = (
+    "TWISTED_DNS_RESOLVER" if hasattr(default_settings, "TWISTED_DNS_RESOLVER") else "DNS_RESOLVER"
+)
 
 
 class LoopbackResolver(CachingThreadedResolver):
@@ -84,7 +91,7 @@ def main() -> None:
     if config.get("scrapy_redis"):
         settings = {**SCRAPY_REDIS_SETTINGS, **settings}
     if config.get("loopback"):
-        settings["DNS_RESOLVER"] = "__main__.LoopbackResolver"
+        settings[RESOLVER_SETTING] = "__main__.LoopbackResolver"
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(WorkerSpider)
     process.crawl(crawler, urls=config["urls"])

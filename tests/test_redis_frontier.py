@@ -9,11 +9,14 @@ with the worker that sent it (header ``X-Worker``).
 
 from __future__ import annotations
 
+import itertools
+import stat
 import subprocess
 import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +25,7 @@ from test_redis_cluster import finish, start_workers
 
 pytestmark = pytest.mark.slow  # worker subprocesses
 
-DELAY = 1.0  # Crawl-delay of the d*.test sites
+DELAY = 1.0  # Crawl-delay of the d*.test sites (ManySites.delay)
 PAUSE = 2.0  # Retry-After of the first answer of the p*.test sites
 SLACK = 0.1  # seconds: arrival jitter between processes on a busy machine
 IN_FLIGHT = 0.3  # requests arriving this soon after a 503 were sent before it
@@ -70,7 +73,9 @@ class _Server(ThreadingHTTPServer):
 class ManySites:
     """``aN.test``: plain; ``dN.test``: Crawl-delay; ``pN.test``: 503 first."""
 
-    def __init__(self) -> None:
+    def __init__(self, page_delay: float = 0.0) -> None:
+        self.page_delay = page_delay
+        self.delay = DELAY
         self._lock = threading.Lock()
         self.hits: list[Hit] = []
         self._answered_503: set[str] = set()
@@ -89,8 +94,10 @@ class ManySites:
         if path == "/robots.txt":
             rules = "User-agent: *\nDisallow: /private\n"
             if host.startswith("d"):
-                rules += f"Crawl-delay: {DELAY:g}\n"
+                rules += f"Crawl-delay: {self.delay:g}\n"
             return 200, rules.encode(), text
+        if self.page_delay:
+            time.sleep(self.page_delay)
         if host.startswith("p"):
             with self._lock:
                 first = host not in self._answered_503
@@ -153,9 +160,14 @@ def host_plan(plain: int, delayed: int, paused: int) -> tuple[list[str], dict[st
 
 
 def crawl(
-    sites: ManySites, redis: RedisServer, prefix: str, urls: list[str], workers: int = 3
+    sites: ManySites,
+    redis: RedisServer,
+    prefix: str,
+    urls: list[str],
+    workers: int = 3,
+    **extra: Any,
 ) -> list[subprocess.Popen[str]]:
-    settings = frontier_settings(redis, prefix)
+    settings = frontier_settings(redis, prefix, REDIS_PARAMS={"socket_timeout": 2}, **extra)
     configs = [
         {
             "name": f"w{n}",
@@ -182,7 +194,7 @@ def assert_polite_and_complete(
         assert report["failures"] == {}, report["failures"]
     for host in (h for h in hosts if h.startswith("d")):
         times = [h.time for h in sites.of(host)]
-        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
         assert min(gaps) >= DELAY - SLACK, (host, gaps)
     for host in (h for h in hosts if h.startswith("p")):
         hits = sites.of(host)
@@ -190,7 +202,8 @@ def assert_polite_and_complete(
         inside = [
             h
             for h in hits
-            if h.path != "/robots.txt" and paused_at + IN_FLIGHT < h.time < paused_at + PAUSE - SLACK
+            if h.path != "/robots.txt"
+            and paused_at + IN_FLIGHT < h.time < paused_at + PAUSE - SLACK
         ]
         assert inside == [], (host, paused_at, inside)
 
@@ -207,3 +220,94 @@ def test_three_workers_on_the_queue_are_polite_cluster_wide_and_lose_nothing(
         assert report["stats"].get("rep/redis/outages", 0) == 0
     # the queue took the Crawl-delay turns: the middleware reserved none more
     assert sum(r["stats"].get("rep/redis/delay/queue_turn", 0) for r in reports) >= 6 * 5
+
+
+@pytest.fixture
+def durable_redis(own_redis: RedisServer) -> Any:
+    """``own_redis`` writing every change to its append-only file, so that a
+    restart after ``kill -9`` finds the queue as it was (as a Redis deployed
+    for scrapy-redis with ``appendfsync always`` would)."""
+    wrapper = Path(own_redis.dir) / "redis-durable"
+    wrapper.write_text(
+        f'#!/bin/sh\nexec {own_redis.executable} "$@" --appendonly yes --appendfsync always\n'
+    )
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    own_redis.stop()
+    own_redis.executable = str(wrapper)
+    own_redis.start()
+    return own_redis
+
+
+def test_redis_killed_and_restarted_mid_crawl_loses_nothing_and_every_worker_ends(
+    sites: ManySites, durable_redis: RedisServer, redis_prefix: str
+) -> None:
+    hosts, pages = host_plan(plain=60, delayed=3, paused=3)
+    urls = interleaved(hosts, pages, sites)
+    workers = crawl(sites, durable_redis, redis_prefix, urls)
+    client = durable_redis.client()
+    seen_key = redis_prefix + "rep-worker:dupefilter"
+    outage: list[int] = []
+
+    def kill_and_restart() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            pages_done = sum(1 for h in sites.hits if h.path != "/robots.txt")
+            with_starts = client.scard(seen_key) == len(urls)  # every start request scheduled
+            if with_starts and pages_done >= len(urls) // 4:
+                outage.append(pages_done)
+                durable_redis.stop()
+                time.sleep(3)
+                durable_redis.start()
+                return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_and_restart)
+    killer.start()
+    reports = finish(workers, timeout=240)
+    killer.join()
+
+    assert outage, "Redis was not killed"
+    assert outage[0] < len(urls), "Redis was not killed mid-crawl"
+    assert all(r["stats"].get("rep/redis/frontier/outages") == 1 for r in reports), [
+        r["stats"] for r in reports
+    ]
+    fetched = {sites.url(h.host, h.path) for h in sites.hits if h.status == 200}
+    assert set(urls) <= fetched, sorted(set(urls) - fetched)[:10]
+    for report in reports:  # finish() checked that each ended with "finished"
+        assert report["failures"] == {}, report["failures"]
+        assert report["log"].count("the Redis queue is unavailable") <= 1
+    responses = {url for report in reports for url in report["responses"]}
+    assert responses == set(urls)
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_sites_without_a_crawl_delay_are_not_held_up_by_those_with_one(
+    redis_server: RedisServer, redis_prefix: str, workers: int
+) -> None:
+    """More pages queued for Crawl-delay sites than REP_MAX_WAITING: the plain
+    sites finish in about the time they take alone."""
+    plain = [f"a{n}.test" for n in range(90)]
+    delayed = [f"d{n}.test" for n in range(6)]
+    pages = {**dict.fromkeys(plain, 4), **dict.fromkeys(delayed, 5)}
+    waiting = 20  # REP_MAX_WAITING, below the 30 pages of the Crawl-delay sites
+
+    def plain_time(hosts: list[str], prefix: str) -> float:
+        sites = ManySites(page_delay=0.25)
+        sites.delay = 1.5
+        try:
+            urls = interleaved(hosts, pages, sites)
+            finish(
+                crawl(sites, redis_server, prefix, urls, workers, REP_MAX_WAITING=waiting),
+                timeout=240,
+            )
+            with sites._lock:
+                hits = [h for h in sites.hits if h.path != "/robots.txt"]
+            first = min(h.time for h in hits)
+            return max(h.time for h in hits if h.host.startswith("a")) - first
+        finally:
+            sites.close()
+
+    alone = plain_time(plain, redis_prefix + "alone:")
+    mixed = plain_time(plain + delayed, redis_prefix + "mixed:")
+    print(f"plain sites: alone {alone:.2f} s, with Crawl-delay sites {mixed:.2f} s")
+    assert mixed < 1.5 * alone, (alone, mixed)

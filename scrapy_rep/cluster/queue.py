@@ -32,7 +32,8 @@ pause are scrapy-rep's own keys (``REP_REDIS_PREFIX``), shared with requests
 that reach the robots middleware by other ways.
 
 When no slot is ready, ``pop`` returns None and the engine is woken when the
-first slot will be (:mod:`scrapy_rep._slots.wakeup`). When Redis fails, this
+first slot will be (:mod:`scrapy_rep._slots.wakeup`), or after ``IDLE_POLL``
+seconds if that is sooner (another worker may have made a slot ready). When Redis fails, this
 worker keeps what it pushes meanwhile in memory and hands it out (paced
 locally by the robots middleware), waits for the rest, and pushes its own
 back once Redis answers.
@@ -67,6 +68,10 @@ SCAN = 64
 """Due slots one pop looks at, at most, before it answers None."""
 LEASE_MARGIN = 60.0
 """A place is held this long past DOWNLOAD_TIMEOUT, then it comes back."""
+IDLE_POLL = 0.2
+"""Seconds at most between two pops of a worker that found no slot ready while
+requests are queued: other workers make slots ready (a robots.txt they
+fetched, a place they gave back) without a word to this one."""
 SWEEP_AFTER = 2.0
 """Seconds after which a request handed out and no longer in the downloader
 (dropped before its slot: robots.txt forbids it) gives its place back."""
@@ -277,7 +282,7 @@ class RedisPoliteQueue:
             first = int(reply[2])
             if first >= 0:
                 wait = max(first - int(reply[1]), 0) / 1e6
-                self._wakeup.at(time.monotonic() + wait)
+                self._wakeup.at(time.monotonic() + min(wait, IDLE_POLL))
             self._inc("not_ready")
             return None
         request: Request = self._codec._decode_request(reply[1])
