@@ -28,6 +28,7 @@ pytestmark = pytest.mark.slow  # worker subprocesses
 DELAY = 1.0  # Crawl-delay of the d*.test sites (ManySites.delay)
 PAUSE = 2.0  # Retry-After of the first answer of the p*.test sites
 SLACK = 0.1  # seconds: arrival jitter between processes on a busy machine
+SENT_HEADER = "X-Test-Sent"  # servers.SENT_HEADER, set by sent_stamp.StampingHandler
 IN_FLIGHT = 0.3  # requests arriving this soon after a 503 were sent before it
 
 
@@ -47,8 +48,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         host = (self.headers.get("Host") or "").split(":")[0]
         status, body, headers = self.server.sites.answer(host, self.path)
+        # When the crawler let the request go, where the worker stamps it
+        # (sent_stamp.py), else when it arrived here.
+        sent = float(self.headers.get(SENT_HEADER) or time.time())
         self.server.sites.record(
-            Hit(host, self.path, time.time(), self.headers.get("X-Worker", ""), status)
+            Hit(host, self.path, sent, self.headers.get("X-Worker", ""), status)
         )
         try:
             self.send_response(status)
