@@ -161,8 +161,8 @@ end
 return 1
 """
 
-# KEYS: the slots, the slot queues' pattern is walked by the caller.
-# ARGV: slot, robots known (spacing us), concurrency.
+# KEYS: the slots, the slot's meta. ARGV: slot, spacing (us), concurrency.
+# The slot's robots.txt is known now: it is ready (its turn is checked by _POP).
 _KNOWN = """
 redis.call('HSET', KEYS[2], 'spacing', ARGV[2], 'limit', ARGV[3])
 local t = redis.call('TIME')
@@ -210,7 +210,8 @@ class RedisPoliteQueue:
         self._known_script = server.register_script(_KNOWN)
         self._tokens = (f"{uuid.uuid4().hex[:12]}:{n}" for n in itertools.count())
         self._out: dict[Request, tuple[str, str, float]] = {}  # request -> slot, token, when
-        self._awaiting: dict[Origin, set[str]] = {}  # origin -> slots parked for it
+        # origin -> one of its requests, and the slots parked for its robots.txt
+        self._awaiting: dict[Origin, tuple[Request, set[str]]] = {}
         self._forbidden: deque[Request] = deque()  # dropped by the middleware at once
         self._local: deque[Request] = deque()  # pushed while Redis was down
         self._known_count = 0
@@ -347,18 +348,16 @@ class RedisPoliteQueue:
             return False
         self._answered()
         if not known and origin is not None:
-            self._awaiting.setdefault(origin, set()).add(slot)
+            self._awaiting.setdefault(origin, (request, set()))[1].add(slot)
         self._inc("pushed")
         return True
 
     def _robots_known(self, origin: Origin) -> None:
         """``origin``'s robots.txt fetch ended here: its slots are ready."""
-        slots = self._awaiting.pop(origin, set())
-        robots = self._robots
-        if not slots or robots is None or self._down():
+        request, slots = self._awaiting.pop(origin, (None, set()))
+        if request is None or self._down():
             return
-        entry = robots._cache.get(origin)
-        delay = entry.delay if entry is not None and entry.robots is not None else 0.0
+        delay = self._readiness(request)[1]
         try:
             for slot in slots:
                 self._known_script(
