@@ -36,22 +36,22 @@ return at - now
 """
 
 
-_TAKEN: weakref.WeakSet[Request] = weakref.WeakSet()
+_TAKEN: weakref.WeakKeyDictionary[Request, float] = weakref.WeakKeyDictionary()
 
 
 def hand_over_turn(request: Request) -> None:
     """``request`` took its slot's cluster-wide turn as it left the Redis queue
-    (:mod:`scrapy_rep.cluster.queue`): the robots middleware reserves none for it."""
-    _TAKEN.add(request)
+    (:mod:`scrapy_rep.cluster.queue`), now."""
+    _TAKEN[request] = time.monotonic()
 
 
 def turn_taken(request: Request) -> bool:
-    """Whether ``request`` took its turn in the Redis queue (asked once)."""
-    try:
-        _TAKEN.remove(request)
-    except KeyError:
-        return False
-    return True
+    """Whether ``request`` took its turn in the Redis queue and reaches the
+    robots middleware in time to use it (asked once). One that comes more than
+    ``LATE`` after its turn (a busy event loop) reserves a turn again, as a
+    late sleeper does: sent late, it would be too close to the next turn."""
+    taken = _TAKEN.pop(request, None)
+    return taken is not None and time.monotonic() - taken <= LATE
 
 
 PACED = "paced"
