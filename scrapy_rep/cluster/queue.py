@@ -214,6 +214,7 @@ class RedisPoliteQueue:
         self._awaiting: dict[Origin, tuple[Request, set[str]]] = {}
         self._forbidden: deque[Request] = deque()  # dropped by the middleware at once
         self._local: deque[Request] = deque()  # pushed while Redis was down
+        self._unreleased: deque[tuple[str, str]] = deque()  # places to give back
         self._known_count = 0
         self._outage = False
         self._next_try = 0.0
@@ -270,6 +271,9 @@ class RedisPoliteQueue:
             return self._pop_local()
         try:
             self._flush_local()
+            if self._unreleased:  # places left while Redis was down
+                slot, token = self._unreleased.pop()
+                self._release(slot, token)
             reply = self._pop_script(
                 keys=[f"{self.key}:slots", f"{self.key}:count"],
                 args=[self.key, self._prefix, SCAN, self._lease, token := next(self._tokens)],
@@ -390,13 +394,21 @@ class RedisPoliteQueue:
             self._release(slot, token)
 
     def _release(self, slot: str, token: str) -> None:
+        self._unreleased.append((slot, token))
         if self._down():
-            return  # the lease ends on its own
+            return  # given back once Redis answers (or its lease ends)
         try:
-            self._release_script(
-                keys=[f"{self.key}:out:{slot}", f"{self.key}:q:{slot}", f"{self.key}:slots"],
-                args=[token, slot],
-            )
+            while self._unreleased:
+                held_slot, held_token = self._unreleased[0]
+                self._release_script(
+                    keys=[
+                        f"{self.key}:out:{held_slot}",
+                        f"{self.key}:q:{held_slot}",
+                        f"{self.key}:slots",
+                    ],
+                    args=[held_token, held_slot],
+                )
+                self._unreleased.popleft()
         except self._errors() as exc:
             self._failed(exc)
             return
