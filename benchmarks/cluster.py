@@ -16,6 +16,17 @@ Crawl-delay) and a redis-server on a free port, then crawls the whole site:
    scrapy-redis's queue and dupefilter included, and the commands our scripts
    run inside Redis), and how many robots.txt requests reached the site.
 
+3. the same site plus ``--polite`` sites asking for a Crawl-delay
+   (``POLITE_DELAY``, ``POLITE_PAGES`` pages each: more than REP_MAX_WAITING
+   in all), 1, 2 and 4 workers, on scrapy-redis's ``PriorityQueue`` and on
+   ``scrapy_rep.RedisPoliteQueue``: pages/s of the other sites, the shortest
+   gap between two requests to a polite site (any workers), Redis commands
+   and bytes (network, both ways) per page;
+4. Redis memory of the queues (``INFO memory``'s ``used_memory`` and
+   ``MEMORY USAGE``): scrapy-redis's ``PriorityQueue`` against
+   ``scrapy_rep.RedisPoliteQueue``, 500 origins x 20 queued requests: bytes for
+   an origin's first request (its slot's keys) and for each further one.
+
 Each worker is its own process. All processes share this machine's cores,
 so more workers than cores cannot scale; the core count is printed.
 """
@@ -61,6 +72,69 @@ CLUSTER_SIZES = (1, 2, 4)
 GO_KEY = "bench:go"
 
 
+POLITE_DELAY = 0.25
+POLITE_PAGES = 60
+QUEUES = {
+    "scrapy-redis": "scrapy_redis.queue.PriorityQueue",
+    "scrapy-rep": "scrapy_rep.RedisPoliteQueue",
+}
+
+
+class PoliteSites:
+    """Sites asking for a Crawl-delay, each on its own loopback address (its
+    own download slot), recording when each request arrived."""
+
+    def __init__(self, count: int) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.arrivals: dict[str, list[float]] = {}
+        lock = threading.Lock()
+        robots = f"User-agent: *\nCrawl-delay: {POLITE_DELAY:g}\n".encode()
+        links = "".join(f'<a href="/d/{n}">{n}</a>' for n in range(1, POLITE_PAGES))
+        home = f"<html><body>{links}</body></html>".encode()
+        arrivals = self.arrivals
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                with lock:
+                    arrivals.setdefault(self.server.server_address[0], []).append(time.time())
+                body = robots if self.path == "/robots.txt" else home if self.path == "/" else b"ok"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.servers = []
+        for n in range(count):
+            server = ThreadingHTTPServer((f"127.0.2.{n + 1}", 0), Handler)
+            server.daemon_threads = True
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            self.servers.append(server)
+        self.origins = [f"http://{h}:{p}" for h, p in (x.server_address[:2] for x in self.servers)]
+
+    def min_gap(self) -> float:
+        gaps = [
+            b - a
+            for times in self.arrivals.values()
+            for a, b in zip(sorted(times), sorted(times)[1:], strict=False)
+        ]
+        return min(gaps) if gaps else float("nan")
+
+    def reset(self) -> None:
+        self.arrivals.clear()
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.shutdown()
+            server.server_close()
+
+
 # ------------------------------------------------------------------ a worker
 
 
@@ -72,6 +146,7 @@ def crawl(job: dict[str, Any]) -> dict[str, Any]:
     from twisted.python.failure import Failure
 
     site, origins = job["site"], job["origins"]
+    polite = tuple(job.get("polite", ()))
 
     class BenchSpider(Spider):
         name = "bench"
@@ -82,6 +157,8 @@ def crawl(job: dict[str, Any]) -> dict[str, Any]:
             self.dropped: dict[str, int] = {}
             self.first_page = self.last_page = 0.0
             self.cpu_first = self.cpu_last = 0.0
+            self.other_pages = 0
+            self.other_first = self.other_last = 0.0
 
         def request(self, url: str) -> Request:
             meta = {"download_slot": url.split("/")[2]} if site["shared_host"] else {}
@@ -90,7 +167,7 @@ def crawl(job: dict[str, Any]) -> dict[str, Any]:
         async def start(self) -> Any:
             if job["go"]:  # workers of a cluster start together
                 await wait_for_go(job["redis_url"])
-            for origin in origins:
+            for origin in [*origins, *polite]:
                 yield self.request(origin + "/")
 
         def parse(self, response: Response) -> Any:
@@ -99,6 +176,11 @@ def crawl(job: dict[str, Any]) -> dict[str, Any]:
                 self.first_page, self.cpu_first = now, time.process_time()
             self.pages += 1
             self.last_page, self.cpu_last = now, time.process_time()
+            if not response.url.startswith(polite):
+                if not self.other_pages:
+                    self.other_first = now
+                self.other_pages += 1
+                self.other_last = now
             for href in response.css("a::attr(href)").getall():
                 yield self.request(response.urljoin(href))
 
@@ -117,6 +199,9 @@ def crawl(job: dict[str, Any]) -> dict[str, Any]:
         "first_page": spider.first_page,
         "last_page": spider.last_page,
         "cpu_seconds": spider.cpu_last - spider.cpu_first,
+        "other_pages": spider.other_pages,
+        "other_first": spider.other_first,
+        "other_last": spider.other_last,
         "dropped": spider.dropped,
         "finish_reason": stats.get("finish_reason"),
         "rep_stats": {k: v for k, v in stats.items() if k.startswith("rep/")},
@@ -133,6 +218,52 @@ async def wait_for_go(url: str) -> None:
     while not client.exists(GO_KEY):  # noqa: ASYNC110  (another process sets it)
         await asyncio.sleep(0.02)
     client.close()
+
+
+# ------------------------------------------------------------------ memory
+
+
+def queue_memory(url: str, queue_path: str, origins: int = 500, per_origin: int = 20) -> str:
+    """Bytes Redis holds for queued requests, in this process (no crawl: the
+    queue is filled directly, as scrapy-redis's scheduler would)."""
+    import redis
+    from scrapy import Request, Spider
+    from scrapy.utils.misc import load_object
+    from scrapy.utils.test import get_crawler
+    from scrapy_redis import picklecompat
+
+    crawler = get_crawler(
+        Spider, {"REP_REDIS_URL": url, "DOWNLOAD_HANDLERS": {"http": None, "https": None}}
+    )
+    spider = Spider.from_crawler(crawler, name="bench")
+    crawler.spider = spider
+    crawler.engine = crawler._create_engine()  # the slot keys are the downloader's
+    server = redis.Redis.from_url(url)
+    server.flushall()
+    queue = load_object(queue_path)(server, spider, "mem:%(spider)s:requests", picklecompat)
+
+    def used() -> int:
+        return int(server.info("memory")["used_memory"])
+
+    empty = used()
+    for n in range(origins):
+        queue.push(Request(f"http://www.site-{n}.example/"))
+    first = used()
+    for n in range(origins):
+        for page in range(1, per_origin):
+            queue.push(Request(f"http://www.site-{n}.example/section/page-{page}.html"))
+    full = used()
+    sample = Request("http://www.site-1.example/section/page-1.html")
+    encoded = len(queue._encode_request(sample) if hasattr(queue, "_encode_request") else b"")
+    if not encoded:
+        encoded = len(queue._codec._encode_request(sample))
+    server.flushall()
+    server.close()
+    return (
+        f"  {queue_path:<36} first request of an origin {(first - empty) / origins:>6.0f} B, "
+        f"each further one {(full - first) / (origins * (per_origin - 1)):>4.0f} B "
+        f"(the request itself, serialized: {encoded} B)"
+    )
 
 
 # ------------------------------------------------------------- orchestration
@@ -168,6 +299,10 @@ class Redis:
                 time.sleep(0.05)
         self.url = f"redis://127.0.0.1:{self.port}/0"
 
+    def net_bytes(self) -> int:
+        stats = self.client.info("stats")
+        return int(stats["total_net_input_bytes"]) + int(stats["total_net_output_bytes"])
+
     def commands(self) -> int:
         """Commands run so far (INFO commandstats), INFO itself excluded."""
         stats = self.client.info("commandstats")
@@ -193,13 +328,22 @@ def start_worker(job: dict[str, Any], tmp: Path, name: str) -> tuple[subprocess.
 
 
 def run(
-    site: Site, redis: Redis, workers: int, settings: dict[str, Any], go: bool
+    site: Site,
+    redis: Redis,
+    workers: int,
+    settings: dict[str, Any],
+    go: bool,
+    polite: PoliteSites | None = None,
 ) -> dict[str, Any]:
     """Crawl the site with ``workers`` processes; their combined measurements."""
     redis.client.flushall()
     redis.client.config_resetstat()
     site.control("/__reset")
+    if polite is not None:
+        polite.reset()
+    net_before = redis.net_bytes()
     job = {
+        "polite": polite.origins if polite is not None else [],
         "site": site.info,
         "origins": site.info["origins"],
         "settings": settings,
@@ -224,6 +368,7 @@ def run(
                 return {"error": f"exit code {proc.returncode}\n{tail}"}
             results.append(json.loads(out.read_text()))
     commands = redis.commands()
+    net = redis.net_bytes() - net_before
     served = site.control("/__stats")
     busy = [r for r in results if r["pages"]]
     if not busy:
@@ -235,8 +380,13 @@ def run(
     for result in results:
         for name, count in result["dropped"].items():
             dropped[name] = dropped.get(name, 0) + count
+    other = sum(r["other_pages"] for r in results)
+    other_seconds = max(r["other_last"] for r in busy) - min(r["other_first"] for r in busy)
     return {
         "workers": workers,
+        "other_rate": other / other_seconds if other_seconds > 0 else 0.0,
+        "min_gap": polite.min_gap() if polite is not None else float("nan"),
+        "bytes_per_page": net / max(pages, 1),
         "pages": pages,
         "seconds": seconds,
         "rate": pages / seconds if seconds > 0 else 0.0,
@@ -265,10 +415,26 @@ def show(label: str, result: dict[str, Any]) -> None:
     )
 
 
+def show_polite(label: str, result: dict[str, Any]) -> None:
+    if "error" in result:
+        print(f"{label:<26} failed: {result['error']}")
+        return
+    print(
+        f"{label:<26} {result['pages']:>6} {result['seconds']:>7.2f} {result['other_rate']:>8.0f} "
+        f"{result['min_gap']:>8.3f} {result['commands_per_page']:>7.2f} "
+        f"{result['bytes_per_page']:>8.0f} {result['robots_requests']:>7} "
+        f"{result['robots_max_per_origin']:>4} {result['redis_errors']:>4}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--origins", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of local vs shared")
+    parser.add_argument("--polite", type=int, default=6, help="sites with a Crawl-delay")
+    parser.add_argument(
+        "--parts", default="1,2,3,4", help="which parts to run (comma-separated, e.g. 3,4)"
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -299,9 +465,11 @@ def main() -> None:
         shared = {"REP_REDIS_URL": redis.url}
         best: dict[str, dict[str, Any]] = {}
         ratios = []
-        print(f"\n1. one worker, local vs shared state ({args.rounds} rounds)\n{header}")
+        parts = set(args.parts.split(","))
+        if "1" in parts:
+            print(f"\n1. one worker, local vs shared state ({args.rounds} rounds)\n{header}")
         pair = [("local state", {}), ("shared state (Redis)", shared)]
-        for round_ in range(args.rounds):
+        for round_ in range(args.rounds if "1" in parts else 0):
             rates: dict[str, float] = {}
             # Alternate which goes first: a machine's load drifts over a run.
             for label, settings in pair if round_ % 2 == 0 else pair[::-1]:
@@ -321,10 +489,41 @@ def main() -> None:
                 f"(median {statistics.median(ratios):.3f})"
             )
 
-        print(f"\n2. workers sharing state and one scrapy-redis queue\n{header}")
-        for workers in CLUSTER_SIZES:
+        if "2" in parts:
+            print(f"\n2. workers sharing state and one scrapy-redis queue\n{header}")
+        for workers in CLUSTER_SIZES if "2" in parts else ():
             settings = {**SCRAPY_REDIS_SETTINGS, **shared, "REDIS_URL": redis.url}
             show(f"  {workers} worker(s)", run(site, redis, workers, settings, go=True))
+        if "3" in parts:
+            polite = PoliteSites(args.polite)
+            print(
+                f"\n3. plus {args.polite} sites with Crawl-delay: {POLITE_DELAY:g} x "
+                f"{POLITE_PAGES} pages, by scrapy-redis queue\n"
+                f"{'':<26} {'pages':>6} {'seconds':>7} {'other/s':>8} {'min gap':>8} "
+                f"{'cmds/p':>7} {'bytes/p':>8} {'robots':>7} {'max':>4} {'errs':>4}"
+            )
+            try:
+                for workers in CLUSTER_SIZES:
+                    for name, queue in QUEUES.items():
+                        settings = {
+                            **SCRAPY_REDIS_SETTINGS,
+                            **shared,
+                            "REDIS_URL": redis.url,
+                            "SCHEDULER_QUEUE_CLASS": queue,
+                        }
+                        result = run(site, redis, workers, settings, go=True, polite=polite)
+                        show_polite(f"  {name}, {workers} worker(s)", result)
+            finally:
+                polite.stop()
+            print(
+                "(other/s: pages/s of the sites without a Crawl-delay; min gap: the shortest"
+                f"\n time between two requests to one polite site, any workers (asked:"
+                f" {POLITE_DELAY:g} s);\n bytes/p: Redis network bytes per page, both ways)"
+            )
+        if "4" in parts:
+            print("\n4. Redis memory of queued requests (500 origins x 20 requests)")
+            for queue in QUEUES.values():
+                print(queue_memory(redis.url, queue))
         print(
             "\n(pages/s: pages parsed, first page to last, all workers; CPU ms/p: the workers'"
             "\n CPU per page; rep RT/p: scrapy-rep's Redis round trips per page; cmds/p: all"

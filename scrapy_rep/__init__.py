@@ -22,6 +22,7 @@ _LAZY = {
     "RobotsTxtUnavailable": "scrapy_rep.exceptions",
     "MetaRobotsMiddleware": "scrapy_rep.meta",
     "PolitePriorityQueue": "scrapy_rep.frontier",
+    "RedisPoliteQueue": "scrapy_rep.cluster.queue",
     "RobotsSitemapMixin": "scrapy_rep.sitemaps",
     "RobotsSitemapSpider": "scrapy_rep.sitemaps",
     "RobotParser": "scrapy_rep.robotparser",
@@ -42,6 +43,7 @@ __all__ = [
     "ForbiddenByRobots",
     "MetaRobotsMiddleware",
     "PolitePriorityQueue",
+    "RedisPoliteQueue",
     "RobotParser",
     "RobotsSitemapMixin",
     "RobotsSitemapSpider",
@@ -56,6 +58,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers
     from scrapy_rep.addon import Addon
+    from scrapy_rep.cluster.queue import RedisPoliteQueue
     from scrapy_rep.decompression import BoundedDecompressionMiddleware
     from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtUnavailable, UsageDenied
     from scrapy_rep.frontier import PolitePriorityQueue

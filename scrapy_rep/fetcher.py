@@ -119,9 +119,11 @@ class RobotsFetcher:
         entry, response = await self.download.entry(origin, base)
         entry = self._store(origin, entry, base)
         body = response.body if response is not None and entry.outcome == PARSED else None
-        await shared.publish(origin, entry, body)
+        # The turn first: a worker learning the rules from Redis (or the Redis
+        # queue making the slot ready) must find the robots.txt request counted.
         if entry.delay and response is not None and self._cluster_delay is not None:
             await self._count_robots_turn(origin, entry.delay, self._cluster_delay)
+        await shared.publish(origin, entry, body)
         return entry, response
 
     async def _count_robots_turn(self, origin: Origin, delay: float, cluster: ClusterDelay) -> None:

@@ -45,6 +45,7 @@ from scrapy_rep._slots import SlotDelays, SlotLimits, SlotPauses
 from scrapy_rep._waiting import Waiting
 from scrapy_rep.cache import MemoryRulesCache
 from scrapy_rep.cluster import CLOSING, LOCAL, PACED, SharedState
+from scrapy_rep.cluster.pacing import turn_taken
 from scrapy_rep.config import Config
 from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtUnavailable
 from scrapy_rep.fetcher import RobotsFetcher
@@ -454,6 +455,10 @@ class RobotsTxtMiddleware:
         cluster = self._cluster_delay
         if cluster is None:
             self._slots.require(request, delay)
+            return None
+        if turn_taken(request):  # the Redis queue took its turn (scrapy_rep.cluster.queue)
+            self._stats.inc_value("rep/redis/delay/queue_turn")
+            self._slots.let_cluster_pace(request)
             return None
         if not cluster.up:  # Redis unavailable: each worker spaces its own requests
             self._stats.inc_value("rep/redis/delay/local")

@@ -6,7 +6,9 @@ Crawls ``urls`` with scrapy-rep (its add-on), every request carrying the
 header ``X-Worker: <name>``, and prints one JSON line when done: the URLs it
 got responses for, the ones that failed (exception class name), its
 ``rep/`` stats and finish reason. With ``"scrapy_redis": true`` it schedules
-through scrapy-redis's scheduler and dupefilter (settings must hold their keys).
+through scrapy-redis's scheduler and dupefilter (settings must hold their keys);
+with ``"loopback": true`` every ``*.test`` host name resolves to 127.0.0.1
+(one local server stands for many origins).
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ import sent_stamp
 from scrapy import Request, Spider
 from scrapy.crawler import CrawlerProcess
 from scrapy.http import Response
+from scrapy.resolver import CachingThreadedResolver
+from scrapy.settings import default_settings
+from twisted.internet.defer import Deferred, succeed
 from twisted.python.failure import Failure
 
 BASE_SETTINGS: dict[str, Any] = {
@@ -42,6 +47,21 @@ SCRAPY_REDIS_SETTINGS: dict[str, Any] = {
     # The first worker to finish must not flush the queue the others still use.
     "SCHEDULER_PERSIST": True,
 }
+
+
+# Scrapy 2.15 renamed DNS_RESOLVER
+RESOLVER_SETTING = (
+    "TWISTED_DNS_RESOLVER" if hasattr(default_settings, "TWISTED_DNS_RESOLVER") else "DNS_RESOLVER"
+)
+
+
+class LoopbackResolver(CachingThreadedResolver):
+    """``*.test`` names are 127.0.0.1; others resolve as usual."""
+
+    def getHostByName(self, name: str, timeout: Any = ()) -> Deferred[str]:
+        if name.endswith(".test"):
+            return succeed("127.0.0.1")
+        return super().getHostByName(name, timeout)
 
 
 class WorkerSpider(Spider):
@@ -72,6 +92,8 @@ def main() -> None:
     settings["DEFAULT_REQUEST_HEADERS"] = {"X-Worker": config["name"]}
     if config.get("scrapy_redis"):
         settings = {**SCRAPY_REDIS_SETTINGS, **settings}
+    if config.get("loopback"):
+        settings[RESOLVER_SETTING] = "__main__.LoopbackResolver"
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(WorkerSpider)
     process.crawl(crawler, urls=config["urls"])

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from typing import TYPE_CHECKING
 
 from scrapy_rep.cluster.link import RedisUnavailable
 
 if TYPE_CHECKING:
+    from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
     from scrapy_rep.cluster.link import RedisLink, Sleep
@@ -32,6 +34,24 @@ redis.call('SET', KEYS[1], string.format('%.0f', after), 'PX',
            math.ceil((after - now) / 1000) + 1000)
 return at - now
 """
+
+
+_TAKEN: weakref.WeakKeyDictionary[Request, float] = weakref.WeakKeyDictionary()
+
+
+def hand_over_turn(request: Request) -> None:
+    """``request`` took its slot's cluster-wide turn as it left the Redis queue
+    (:mod:`scrapy_rep.cluster.queue`), now."""
+    _TAKEN[request] = time.monotonic()
+
+
+def turn_taken(request: Request) -> bool:
+    """Whether ``request`` took its turn in the Redis queue and reaches the
+    robots middleware in time to use it (asked once). One that comes more than
+    ``LATE`` after its turn (a busy event loop) reserves a turn again, as a
+    late sleeper does: sent late, it would be too close to the next turn."""
+    taken = _TAKEN.pop(request, None)
+    return taken is not None and time.monotonic() - taken <= LATE
 
 
 PACED = "paced"

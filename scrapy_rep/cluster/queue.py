@@ -1,0 +1,475 @@
+"""``scrapy_rep.RedisPoliteQueue``: scrapy-redis's shared queue, kept per download slot.
+
+For scrapy-redis's ``SCHEDULER_QUEUE_CLASS``. scrapy-redis's own queues hand a
+worker whatever comes next, whatever its site; a request whose site must wait
+(its Crawl-delay, a 429/503 pause, its robots.txt) then waits inside the
+worker and takes one of its downloader's places. This queue keeps each
+download slot's requests in a sorted set of their own (priorities as
+scrapy-redis's ``PriorityQueue`` keeps them) and hands a worker, in one
+server-side script, only a request whose slot is ready for the whole
+cluster:
+
+- the slot's turn has come: its next free send time (the Crawl-delay key of
+  :mod:`scrapy_rep.cluster.pacing`, which a 429/503 pause pushes past its end)
+  and its pause (:mod:`scrapy_rep.cluster.pauses`) have passed. The script
+  takes the turn as it hands out the request (``next free = now + spacing``),
+  so two workers never take the same one;
+- the slot has fewer requests out, in all workers, than its concurrency: each
+  request handed out holds a place (a sorted set of leases) until it leaves
+  the downloader (``request_left_downloader``), or until its lease ends
+  (a dead worker's places come back);
+- the robots.txt of the slot's origin is known: a request of an origin this
+  worker does not know starts the fetch (through the cluster's fetch lock,
+  :mod:`scrapy_rep.cluster.rules`) and parks its slot until the fetch ends, at
+  most ``AWAIT_ROBOTS`` seconds (then any worker may take it: the robots
+  middleware fetches or waits as without this queue).
+
+Redis keys, under scrapy-redis's queue key ``K`` (``SCHEDULER_QUEUE_KEY``):
+``K:slots`` (sorted set: slot -> when it may be ready, microseconds of Redis's
+clock), ``K:q:<slot>`` (the slot's requests), ``K:meta:<slot>`` (its spacing
+and concurrency), ``K:out:<slot>`` (leases), ``K:count``. The turn and the
+pause are scrapy-rep's own keys (``REP_REDIS_PREFIX``), shared with requests
+that reach the robots middleware by other ways.
+
+When no slot is ready, ``pop`` returns None and the engine is woken when the
+first slot will be (:mod:`scrapy_rep._slots.wakeup`), or after ``IDLE_POLL``
+seconds if that is sooner (another worker may have made a slot ready). When Redis fails, this
+worker keeps what it pushes meanwhile in memory and hands it out (paced
+locally by the robots middleware), waits for the rest, and pushes its own
+back once Redis answers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+import uuid
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+
+from scrapy_rep.cluster.pacing import hand_over_turn
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+
+    from scrapy_rep.config import Config
+    from scrapy_rep.middleware import RobotsTxtMiddleware
+    from scrapy_rep.origin import Origin
+
+logger = logging.getLogger(__name__)
+
+AWAIT_ROBOTS = 30.0
+"""Seconds a slot waits at most for a robots.txt fetch another worker started."""
+SCAN = 64
+"""Due slots one pop looks at, at most, before it answers None."""
+LEASE_MARGIN = 60.0
+"""A place is held this long past DOWNLOAD_TIMEOUT, then it comes back."""
+IDLE_POLL = 0.2
+"""Seconds at most between two pops of a worker that found no slot ready while
+requests are queued: other workers make slots ready (a robots.txt they
+fetched, a place they gave back) without a word to this one."""
+SWEEP_AFTER = 2.0
+"""Seconds after which a request handed out and no longer in the downloader
+(dropped before its slot: robots.txt forbids it) gives its place back."""
+
+# KEYS: the slot's queue, the slots, the count, the slot's meta.
+# ARGV: score, request, slot, spacing (us; -1: unknown), concurrency, robots
+# known (1/0), how long to wait for them (us). -> 1 if added.
+_PUSH = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local added = redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
+if added == 1 then redis.call('INCR', KEYS[3]) end
+local spacing = tonumber(ARGV[4])
+if spacing >= 0 then
+  redis.call('HSET', KEYS[4], 'spacing', ARGV[4], 'limit', ARGV[5])
+else
+  redis.call('HSETNX', KEYS[4], 'limit', ARGV[5])
+end
+if ARGV[6] == '1' then
+  redis.call('ZADD', KEYS[2], 'LT', string.format('%.0f', now), ARGV[3])
+else
+  redis.call('ZADD', KEYS[2], 'NX', string.format('%.0f', now + tonumber(ARGV[7])), ARGV[3])
+end
+return added
+"""
+
+# KEYS: the slots, the count. ARGV: queue key K, scrapy-rep's prefix, slots to
+# look at, lease (us), token.
+# -> {slot, request, spacing (-1: unknown)} or {'', now, first due or -1}.
+_POP = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local K, P = ARGV[1], ARGV[2]
+local function fmt(x) return string.format('%.0f', x) end
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', fmt(now), 'LIMIT', 0, tonumber(ARGV[3]))
+for _, slot in ipairs(due) do
+  local q = K .. ':q:' .. slot
+  if redis.call('ZCARD', q) == 0 then
+    redis.call('ZREM', KEYS[1], slot)
+    redis.call('DEL', K .. ':meta:' .. slot)
+  else
+    local meta = redis.call('HMGET', K .. ':meta:' .. slot, 'spacing', 'limit')
+    local spacing = tonumber(meta[1] or '-1')
+    local limit = tonumber(meta[2] or '1')
+    local turn = P .. 'delay:' .. slot
+    local ready = math.max(tonumber(redis.call('GET', turn) or '0'),
+      tonumber(redis.call('HGET', P .. 'slowdown:' .. slot, 'until') or '0'))
+    if ready > now then
+      redis.call('ZADD', KEYS[1], fmt(ready), slot)
+    else
+      local out = K .. ':out:' .. slot
+      redis.call('ZREMRANGEBYSCORE', out, '-inf', fmt(now))
+      if redis.call('ZCARD', out) >= limit then
+        local first = redis.call('ZRANGE', out, 0, 0, 'WITHSCORES')
+        redis.call('ZADD', KEYS[1], first[2], slot)
+      else
+        local item = redis.call('ZPOPMIN', q)
+        redis.call('DECR', KEYS[2])
+        local lease = tonumber(ARGV[4])
+        redis.call('ZADD', out, fmt(now + lease), ARGV[5])
+        redis.call('PEXPIRE', out, math.ceil(lease / 1000))
+        if spacing > 0 then
+          redis.call('SET', turn, fmt(now + spacing), 'PX', math.ceil(spacing / 1000) + 1000)
+          redis.call('ZADD', KEYS[1], fmt(now + spacing), slot)
+        end
+        if redis.call('ZCARD', q) == 0 then
+          redis.call('ZREM', KEYS[1], slot)
+          redis.call('DEL', K .. ':meta:' .. slot)
+        end
+        return {slot, item[1], fmt(spacing)}
+      end
+    end
+  end
+end
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {'', fmt(now), first[2] or '-1'}
+"""
+
+# KEYS: the slot's leases, the slot's queue, the slots. ARGV: token, slot.
+_RELEASE = """
+redis.call('ZREM', KEYS[1], ARGV[1])
+if redis.call('ZCARD', KEYS[2]) > 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  redis.call('ZADD', KEYS[3], 'LT', string.format('%.0f', now), ARGV[2])
+end
+return 1
+"""
+
+# KEYS: the slots, the slot's meta. ARGV: slot, spacing (us), concurrency.
+# The slot's robots.txt is known now: it is ready (its turn is checked by _POP).
+_KNOWN = """
+redis.call('HSET', KEYS[2], 'spacing', ARGV[2], 'limit', ARGV[3])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+redis.call('ZADD', KEYS[1], 'XX', 'LT', string.format('%.0f', now), ARGV[1])
+return 1
+"""
+
+
+class RedisPoliteQueue:
+    """A scrapy-redis ``SCHEDULER_QUEUE_CLASS`` that hands a worker only requests
+    whose download slot is ready cluster-wide (see the module docstring)."""
+
+    def __init__(self, server: Any, spider: Spider, key: str, serializer: Any = None) -> None:
+        from scrapy_redis.queue import Base
+
+        # scrapy-redis's own encoding (request_to_dict + the scheduler's serializer)
+        self._codec = Base(server, spider, key, serializer)
+        self.server = server
+        self.spider = spider
+        self.key = self._codec.key
+        crawler: Crawler = spider.crawler
+        self._crawler = crawler
+        self._stats = crawler.stats
+        from scrapy_rep._slots.readiness import SlotReadiness
+        from scrapy_rep._slots.wakeup import EngineWakeup
+        from scrapy_rep.frontier.robots import Prefetch, robots_of
+
+        self._slots = SlotReadiness(crawler)
+        self._wakeup = EngineWakeup(crawler)
+        self._robots: RobotsTxtMiddleware | None = robots_of(crawler)
+        config = self._config()
+        self._prefix = config.redis_prefix
+        self._retry = config.redis_retry
+        self._prefetch = (
+            # The queue's requests live in Redis, not here: no count of them
+            # to hold fetches back with (``queued``/``taken``), the window only.
+            Prefetch(
+                self._robots,
+                self._count_stats(),
+                self._robots_known,
+                ahead=config.cache_max_origins // 2,
+            )
+            if self._robots is not None
+            else None
+        )
+        timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT")
+        self._lease = int((timeout + LEASE_MARGIN) * 1e6)
+        self._push_script = server.register_script(_PUSH)
+        self._pop_script = server.register_script(_POP)
+        self._release_script = server.register_script(_RELEASE)
+        self._known_script = server.register_script(_KNOWN)
+        self._tokens = (f"{uuid.uuid4().hex[:12]}:{n}" for n in itertools.count())
+        self._out: dict[Request, tuple[str, str, float]] = {}  # request -> slot, token, when
+        # origin -> one of its requests, and the slots parked for its robots.txt
+        self._awaiting: dict[Origin, tuple[Request, set[str]]] = {}
+        self._forbidden: deque[Request] = deque()  # dropped by the middleware at once
+        self._local: deque[Request] = deque()  # pushed while Redis was down
+        self._unreleased: deque[tuple[str, str]] = deque()  # places to give back
+        self._known_count = 0
+        self._outage = False
+        self._next_try = 0.0
+        crawler.signals.connect(self._left_downloader, signal=signals.request_left_downloader)
+
+    def _config(self) -> Config:
+        if self._robots is not None:
+            return self._robots.config
+        from scrapy_rep.config import Config
+
+        return Config.from_settings(self._crawler.settings)
+
+    def _count_stats(self) -> Any:
+        assert self._stats is not None
+        return self._stats
+
+    def _inc(self, name: str, count: int = 1) -> None:
+        if self._stats is not None:
+            self._stats.inc_value(f"rep/redis/frontier/{name}", count)
+
+    # -- scrapy-redis's queue interface ------------------------------------------------
+
+    def __len__(self) -> int:
+        local = len(self._forbidden) + len(self._local)
+        if self._down():
+            return local + self._known_count  # wait for Redis rather than close
+        try:
+            self._known_count = max(int(self.server.get(f"{self.key}:count") or 0), 0)
+        except self._errors() as exc:
+            self._failed(exc)
+        return local + self._known_count
+
+    def push(self, request: Request) -> None:
+        verdict, delay, origin = self._readiness(request)
+        from scrapy_rep.middleware import REFUSED, UNKNOWN
+
+        if verdict == REFUSED:  # the robots middleware drops it at once
+            self._forbidden.append(request)
+            return
+        if self._down() or not self._push_redis(request, verdict, delay, origin):
+            self._local.append(request)
+            self._inc("local")
+            return
+        if verdict == UNKNOWN and origin is not None and self._prefetch is not None:
+            self._prefetch.want(origin, request)
+
+    def pop(self, timeout: int = 0) -> Request | None:
+        if self._forbidden:
+            return self._forbidden.popleft()
+        self._sweep()
+        if self._prefetch is not None:
+            self._prefetch.retry()
+        if self._down():
+            return self._pop_local()
+        try:
+            self._flush_local()
+            if self._unreleased:  # places left while Redis was down
+                slot, token = self._unreleased.pop()
+                self._release(slot, token)
+            reply = self._pop_script(
+                keys=[f"{self.key}:slots", f"{self.key}:count"],
+                args=[self.key, self._prefix, SCAN, self._lease, token := next(self._tokens)],
+            )
+        except self._errors() as exc:
+            self._failed(exc)
+            return self._pop_local()
+        self._answered()
+        slot = _text(reply[0])
+        if not slot:
+            first = int(reply[2])
+            if first >= 0:
+                wait = max(first - int(reply[1]), 0) / 1e6
+                self._wakeup.at(time.monotonic() + min(wait, IDLE_POLL))
+            self._inc("not_ready")
+            return None
+        request: Request = self._codec._decode_request(reply[1])
+        if int(reply[2]) >= 0:  # the script took the slot's Crawl-delay turn
+            hand_over_turn(request)
+        self._out[request] = (slot, token, time.monotonic())
+        self._inc("handed")
+        return request
+
+    def clear(self) -> None:
+        try:
+            names = [self.key, f"{self.key}:slots", f"{self.key}:count"]
+            for pattern in (":q:*", ":meta:*", ":out:*"):
+                names += list(self.server.scan_iter(match=f"{self.key}{pattern}", count=1000))
+            self.server.delete(*names)
+        except self._errors() as exc:
+            self._failed(exc)
+
+    def close(self) -> None:
+        self._wakeup.cancel()
+
+    # -- Redis ----------------------------------------------------------------------
+
+    def _readiness(self, request: Request) -> tuple[int, float, Origin | None]:
+        from scrapy_rep.middleware import ALLOWED
+
+        if self._robots is None:
+            return ALLOWED, 0.0, None
+        return self._robots.readiness(request)
+
+    def _spacing(self, slot: str, delay: float) -> int:
+        return int(max(delay, self._slots.delay(slot)) * 1e6)
+
+    def _push_redis(
+        self, request: Request, verdict: int, delay: float, origin: Origin | None
+    ) -> bool:
+        from scrapy_rep.middleware import UNKNOWN
+
+        slot = self._slots.key(request)
+        known = verdict != UNKNOWN
+        try:
+            data = self._codec._encode_request(request)
+            self._push_script(
+                keys=[
+                    f"{self.key}:q:{slot}",
+                    f"{self.key}:slots",
+                    f"{self.key}:count",
+                    f"{self.key}:meta:{slot}",
+                ],
+                args=[
+                    -request.priority,
+                    data,
+                    slot,
+                    self._spacing(slot, delay) if known else -1,
+                    self._slots.concurrency(slot),
+                    1 if known else 0,
+                    int(AWAIT_ROBOTS * 1e6),
+                ],
+            )
+        except self._errors() as exc:
+            self._failed(exc)
+            return False
+        self._answered()
+        if not known and origin is not None:
+            self._awaiting.setdefault(origin, (request, set()))[1].add(slot)
+        self._inc("pushed")
+        return True
+
+    def _robots_known(self, origin: Origin) -> None:
+        """``origin``'s robots.txt fetch ended here: its slots are ready."""
+        request, slots = self._awaiting.pop(origin, (None, set()))
+        if request is None or self._down():
+            return
+        delay = self._readiness(request)[1]
+        try:
+            for slot in slots:
+                self._known_script(
+                    keys=[f"{self.key}:slots", f"{self.key}:meta:{slot}"],
+                    args=[slot, self._spacing(slot, delay), self._slots.concurrency(slot)],
+                )
+        except self._errors() as exc:
+            self._failed(exc)
+            return
+        self._wakeup.now()
+
+    def _left_downloader(self, request: Request) -> None:
+        held = self._out.pop(request, None)
+        if held is not None:
+            self._release(held[0], held[1])
+
+    def _sweep(self) -> None:
+        """Give back the places of requests that left without reaching their
+        slot (the robots middleware dropped them)."""
+        if not self._out:
+            return
+        now = time.monotonic()
+        gone = [
+            request
+            for request, (_, _, when) in self._out.items()
+            if now - when > SWEEP_AFTER and not self._slots.in_downloader(request)
+        ]
+        for request in gone:
+            slot, token, _ = self._out.pop(request)
+            self._release(slot, token)
+
+    def _release(self, slot: str, token: str) -> None:
+        self._unreleased.append((slot, token))
+        if self._down():
+            return  # given back once Redis answers (or its lease ends)
+        try:
+            while self._unreleased:
+                held_slot, held_token = self._unreleased[0]
+                self._release_script(
+                    keys=[
+                        f"{self.key}:out:{held_slot}",
+                        f"{self.key}:q:{held_slot}",
+                        f"{self.key}:slots",
+                    ],
+                    args=[held_token, held_slot],
+                )
+                self._unreleased.popleft()
+        except self._errors() as exc:
+            self._failed(exc)
+            return
+        self._wakeup.now()
+
+    def _pop_local(self) -> Request | None:
+        if self._local:
+            self._inc("local_handed")
+            return self._local.popleft()
+        return None
+
+    def _flush_local(self) -> None:
+        """Requests pushed while Redis was down go to Redis once it answers."""
+        while self._local:
+            request = self._local[0]
+            verdict, delay, origin = self._readiness(request)
+            if not self._push_redis(request, verdict, delay, origin):
+                raise _Down
+            self._local.popleft()
+
+    # -- outages ----------------------------------------------------------------------
+
+    @staticmethod
+    def _errors() -> tuple[type[BaseException], ...]:
+        from redis.exceptions import RedisError
+
+        return (RedisError, OSError, _Down)
+
+    def _down(self) -> bool:
+        return self._outage and time.monotonic() < self._next_try
+
+    def _failed(self, exc: BaseException) -> None:
+        self._next_try = time.monotonic() + min(self._retry, 5.0)
+        if self._outage or isinstance(exc, _Down):
+            return
+        self._outage = True
+        self._inc("outages")
+        logger.warning(
+            "scrapy-rep: the Redis queue is unavailable (%s: %s): this worker hands out "
+            "only the requests it schedules meanwhile, paced on its own, and waits for Redis "
+            "for the others",
+            type(exc).__name__,
+            exc,
+        )
+
+    def _answered(self) -> None:
+        if self._outage:
+            self._outage = False
+            logger.info("scrapy-rep: the Redis queue answers again")
+
+
+class _Down(Exception):
+    """A push failed while flushing (already counted)."""
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

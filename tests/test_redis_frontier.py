@@ -1,0 +1,317 @@
+"""Many worker processes on scrapy-redis's scheduler with scrapy-rep's queue
+(``SCHEDULER_QUEUE_CLASS = "scrapy_rep.RedisPoliteQueue"``) and one real Redis.
+
+One local server answers for a few hundred host names (``*.test``, resolved to
+127.0.0.1 in each worker): plain sites, sites asking for a Crawl-delay, and
+sites answering their first page with 503 + Retry-After. Every hit is recorded
+with the worker that sent it (header ``X-Worker``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import stat
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis_server import RedisServer
+from test_redis_cluster import finish, start_workers
+
+pytestmark = pytest.mark.slow  # worker subprocesses
+
+DELAY = 1.0  # Crawl-delay of the d*.test sites (ManySites.delay)
+PAUSE = 2.0  # Retry-After of the first answer of the p*.test sites
+SLACK = 0.1  # seconds: arrival jitter between processes on a busy machine
+SENT_HEADER = "X-Test-Sent"  # servers.SENT_HEADER, set by sent_stamp.StampingHandler
+IN_FLIGHT = 0.3  # requests arriving this soon after a 503 were sent before it
+
+
+@dataclass(frozen=True)
+class Hit:
+    host: str
+    path: str
+    time: float
+    worker: str
+    status: int
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        host = (self.headers.get("Host") or "").split(":")[0]
+        status, body, headers = self.server.sites.answer(host, self.path)
+        # When the crawler let the request go, where the worker stamps it
+        # (sent_stamp.py), else when it arrived here.
+        sent = float(self.headers.get(SENT_HEADER) or time.time())
+        self.server.sites.record(
+            Hit(host, self.path, sent, self.headers.get("X-Worker", ""), status)
+        )
+        try:
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512
+    sites: ManySites
+
+
+class ManySites:
+    """``aN.test``: plain; ``dN.test``: Crawl-delay; ``pN.test``: 503 first."""
+
+    def __init__(self, page_delay: float = 0.0) -> None:
+        self.page_delay = page_delay
+        self.delay = DELAY
+        self._lock = threading.Lock()
+        self.hits: list[Hit] = []
+        self._answered_503: set[str] = set()
+        self._httpd = _Server(("127.0.0.1", 0), _Handler)
+        self._httpd.sites = self
+        self.port = self._httpd.server_address[1]
+        threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+
+    def url(self, host: str, path: str) -> str:
+        return f"http://{host}:{self.port}{path}"
+
+    def answer(self, host: str, path: str) -> tuple[int, bytes, dict[str, str]]:
+        text = {"Content-Type": "text/plain"}
+        if path == "/robots.txt":
+            rules = "User-agent: *\nDisallow: /private\n"
+            if host.startswith("d"):
+                rules += f"Crawl-delay: {self.delay:g}\n"
+            return 200, rules.encode(), text
+        if self.page_delay:
+            time.sleep(self.page_delay)
+        if host.startswith("p"):
+            with self._lock:
+                first = host not in self._answered_503
+                self._answered_503.add(host)
+            if first:
+                return 503, b"busy", {**text, "Retry-After": f"{PAUSE:g}"}
+        return 200, b"<html><body>ok</body></html>", {"Content-Type": "text/html"}
+
+    def record(self, hit: Hit) -> None:
+        with self._lock:
+            self.hits.append(hit)
+
+    def of(self, host: str) -> list[Hit]:
+        with self._lock:
+            return sorted((h for h in self.hits if h.host == host), key=lambda h: h.time)
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+@pytest.fixture
+def sites() -> Any:
+    served = ManySites()
+    yield served
+    served.close()
+
+
+def frontier_settings(redis: RedisServer, prefix: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "REP_REDIS_URL": redis.url,
+        "REP_REDIS_PREFIX": prefix,
+        "REP_REDIS_RETRY": 1.0,
+        "REDIS_URL": redis.url,
+        "SCHEDULER_QUEUE_CLASS": "scrapy_rep.RedisPoliteQueue",
+        "SCHEDULER_QUEUE_KEY": prefix + "%(spider)s:requests",
+        "SCHEDULER_DUPEFILTER_KEY": prefix + "%(spider)s:dupefilter",
+        "RETRY_ENABLED": True,
+        "RETRY_HTTP_CODES": [503],
+        "RETRY_TIMES": 3,
+        "LOG_LEVEL": "INFO",
+        **extra,
+    }
+
+
+def interleaved(hosts: list[str], pages: dict[str, int], sites: ManySites) -> list[str]:
+    """Page 0 of every host, then page 1 of every host, ...: every worker
+    meets every origin."""
+    urls = []
+    for n in range(max(pages.values())):
+        urls += [sites.url(h, f"/page{n}") for h in hosts if n < pages[h]]
+    return urls
+
+
+def host_plan(plain: int, delayed: int, paused: int) -> tuple[list[str], dict[str, int]]:
+    hosts = [f"a{n}.test" for n in range(plain)]
+    hosts += [f"d{n}.test" for n in range(delayed)] + [f"p{n}.test" for n in range(paused)]
+    pages = {h: 5 if h.startswith("d") else 2 for h in hosts}
+    return hosts, pages
+
+
+def crawl(
+    sites: ManySites,
+    redis: RedisServer,
+    prefix: str,
+    urls: list[str],
+    workers: int = 3,
+    **extra: Any,
+) -> list[subprocess.Popen[str]]:
+    settings = frontier_settings(redis, prefix, REDIS_PARAMS={"socket_timeout": 2}, **extra)
+    configs = [
+        {
+            "name": f"w{n}",
+            "urls": urls[n::workers],
+            "settings": settings,
+            "scrapy_redis": True,
+            "loopback": True,
+        }
+        for n in range(workers)
+    ]
+    return start_workers(configs)
+
+
+def assert_polite_and_complete(
+    sites: ManySites, hosts: list[str], urls: list[str], reports: list[dict[str, Any]]
+) -> None:
+    for host in hosts:
+        assert [h.path for h in sites.of(host)].count("/robots.txt") == 1, host
+    fetched = {sites.url(h.host, h.path) for h in sites.hits if h.status == 200}
+    assert set(urls) <= fetched, sorted(set(urls) - fetched)[:10]
+    responses = [url for report in reports for url in report["responses"]]
+    assert sorted(set(responses)) == sorted(urls)
+    for report in reports:
+        assert report["failures"] == {}, report["failures"]
+    for host in (h for h in hosts if h.startswith("d")):
+        times = [h.time for h in sites.of(host)]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        assert min(gaps) >= DELAY - SLACK, (host, gaps)
+    for host in (h for h in hosts if h.startswith("p")):
+        hits = sites.of(host)
+        paused_at = next(h.time for h in hits if h.status == 503)
+        inside = [
+            h
+            for h in hits
+            if h.path != "/robots.txt"
+            and paused_at + IN_FLIGHT < h.time < paused_at + PAUSE - SLACK
+        ]
+        assert inside == [], (host, paused_at, inside)
+
+
+def test_three_workers_on_the_queue_are_polite_cluster_wide_and_lose_nothing(
+    sites: ManySites, redis_server: RedisServer, redis_prefix: str
+) -> None:
+    hosts, pages = host_plan(plain=200, delayed=6, paused=10)
+    urls = interleaved(hosts, pages, sites)
+    reports = finish(crawl(sites, redis_server, redis_prefix, urls), timeout=240)
+    assert_polite_and_complete(sites, hosts, urls, reports)
+    for report in reports:
+        assert report["stats"].get("rep/redis/frontier/handed", 0) > 0
+        assert report["stats"].get("rep/redis/outages", 0) == 0
+    # the queue took Crawl-delay turns (a request late to its turn reserves again)
+    assert sum(r["stats"].get("rep/redis/delay/queue_turn", 0) for r in reports) > 0
+
+
+@pytest.fixture
+def durable_redis(own_redis: RedisServer) -> Any:
+    """``own_redis`` writing every change to its append-only file, so that a
+    restart after ``kill -9`` finds the queue as it was (as a Redis deployed
+    for scrapy-redis with ``appendfsync always`` would)."""
+    wrapper = Path(own_redis.dir) / "redis-durable"
+    wrapper.write_text(
+        f'#!/bin/sh\nexec {own_redis.executable} "$@" --appendonly yes --appendfsync always\n'
+    )
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    own_redis.stop()
+    own_redis.executable = str(wrapper)
+    own_redis.start()
+    return own_redis
+
+
+def test_redis_killed_and_restarted_mid_crawl_loses_nothing_and_every_worker_ends(
+    sites: ManySites, durable_redis: RedisServer, redis_prefix: str
+) -> None:
+    hosts, pages = host_plan(plain=60, delayed=3, paused=3)
+    urls = interleaved(hosts, pages, sites)
+    workers = crawl(sites, durable_redis, redis_prefix, urls)
+    client = durable_redis.client()
+    seen_key = redis_prefix + "rep-worker:dupefilter"
+    outage: list[int] = []
+
+    def kill_and_restart() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            pages_done = sum(1 for h in sites.hits if h.path != "/robots.txt")
+            with_starts = client.scard(seen_key) == len(urls)  # every start request scheduled
+            if with_starts and pages_done >= len(urls) // 4:
+                outage.append(pages_done)
+                durable_redis.stop()
+                time.sleep(3)
+                durable_redis.start()
+                return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_and_restart)
+    killer.start()
+    reports = finish(workers, timeout=240)
+    killer.join()
+
+    assert outage, "Redis was not killed"
+    assert outage[0] < len(urls), "Redis was not killed mid-crawl"
+    assert all(r["stats"].get("rep/redis/frontier/outages") == 1 for r in reports), [
+        r["stats"] for r in reports
+    ]
+    fetched = {sites.url(h.host, h.path) for h in sites.hits if h.status == 200}
+    assert set(urls) <= fetched, sorted(set(urls) - fetched)[:10]
+    for report in reports:  # finish() checked that each ended with "finished"
+        assert report["failures"] == {}, report["failures"]
+        assert report["log"].count("the Redis queue is unavailable") <= 1
+    responses = {url for report in reports for url in report["responses"]}
+    assert responses == set(urls)
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_sites_without_a_crawl_delay_are_not_held_up_by_those_with_one(
+    redis_server: RedisServer, redis_prefix: str, workers: int
+) -> None:
+    """More pages queued for Crawl-delay sites than REP_MAX_WAITING: the plain
+    sites finish in about the time they take alone."""
+    plain = [f"a{n}.test" for n in range(90)]
+    delayed = [f"d{n}.test" for n in range(6)]
+    pages = {**dict.fromkeys(plain, 4), **dict.fromkeys(delayed, 5)}
+    waiting = 20  # REP_MAX_WAITING, below the 30 pages of the Crawl-delay sites
+
+    def plain_time(hosts: list[str], prefix: str) -> float:
+        sites = ManySites(page_delay=0.25)
+        sites.delay = 1.5
+        try:
+            urls = interleaved(hosts, pages, sites)
+            finish(
+                crawl(sites, redis_server, prefix, urls, workers, REP_MAX_WAITING=waiting),
+                timeout=240,
+            )
+            with sites._lock:
+                hits = [h for h in sites.hits if h.path != "/robots.txt"]
+            first = min(h.time for h in hits)
+            return max(h.time for h in hits if h.host.startswith("a")) - first
+        finally:
+            sites.close()
+
+    alone = plain_time(plain, redis_prefix + "alone:")
+    mixed = plain_time(plain + delayed, redis_prefix + "mixed:")
+    print(f"plain sites: alone {alone:.2f} s, with Crawl-delay sites {mixed:.2f} s")
+    assert mixed < 1.5 * alone, (alone, mixed)
