@@ -4,9 +4,10 @@
 
 Crawls ``urls`` with scrapy-rep (its add-on), every request carrying the
 header ``X-Worker: <name>``, and prints one JSON line when done: the URLs it
-got responses for, the ones that failed (exception class name), its
-``rep/`` stats and finish reason. With ``"scrapy_redis": true`` it schedules
-through scrapy-redis's scheduler and dupefilter (settings must hold their keys);
+got responses for, the ones that failed (exception class name), when it
+received each host's first 429/503 answer, its ``rep/`` stats and finish
+reason. With ``"scrapy_redis": true`` it schedules through scrapy-redis's
+scheduler and dupefilter (settings must hold their keys);
 with ``"loopback": true`` every ``*.test`` host name resolves to 127.0.0.1
 (one local server stands for many origins).
 """
@@ -15,11 +16,13 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlparse
 
 import sent_stamp
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 from scrapy.crawler import CrawlerProcess
 from scrapy.http import Response
 from scrapy.resolver import CachingThreadedResolver
@@ -96,6 +99,13 @@ def main() -> None:
         settings[RESOLVER_SETTING] = "__main__.LoopbackResolver"
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(WorkerSpider)
+    slowed: dict[str, float] = {}  # host -> when its first 429/503 answer came
+
+    def downloaded(response: Response, request: Request) -> None:
+        if response.status in (429, 503):
+            slowed.setdefault(urlparse(request.url).hostname or "", time.time())
+
+    crawler.signals.connect(downloaded, signal=signals.response_downloaded)
     process.crawl(crawler, urls=config["urls"])
     process.start()
     spider = crawler.spider
@@ -106,6 +116,7 @@ def main() -> None:
                 "name": config["name"],
                 "responses": spider.responses,
                 "failures": spider.failures,
+                "slowed": slowed,
                 "stats": {k: v for k, v in stats.items() if k.startswith("rep/")},
                 "finish_reason": stats.get("finish_reason"),
             }
