@@ -61,7 +61,7 @@ from scrapy import signals
 from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_rep._download import WELL_KNOWN_META
-from scrapy_rep._gates import Gates
+from scrapy_rep.slowdown.gates import Gates
 from scrapy_rep.cache import lru_put
 from scrapy_rep.origin import origin_of, origin_text
 from scrapy_rep.policy import header_text, pause_for, retry_after
