@@ -14,7 +14,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy_rep import _compat, decompression
 from scrapy_rep._download import handlers_count_bytes
 from scrapy_rep._slots import headers
-from scrapy_rep.config import Config
+from scrapy_rep.config import Config, crawl_config
 from scrapy_rep.exceptions import InvalidSetting
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def checked_config(crawler: Crawler) -> Config:
     middleware off (NotConfigured), odd settings are warned about."""
     _compat.check()
     try:
-        config = Config.from_settings(crawler.settings)
+        config = crawl_config(crawler)
     except InvalidSetting as exc:  # one clean line before Scrapy's traceback
         logger.error("scrapy-rep cannot start: %s", exc)
         raise

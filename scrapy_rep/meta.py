@@ -29,7 +29,7 @@ from scrapy_rep._page_directives import (
     parse_rules,
     robots_meta_tags,
 )
-from scrapy_rep.config import Config
+from scrapy_rep.config import Config, crawl_config
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -69,7 +69,7 @@ class MetaRobotsMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> MetaRobotsMiddleware:
-        config = Config.from_settings(crawler.settings)
+        config = crawl_config(crawler)
         if not config.obey:
             raise NotConfigured("ROBOTSTXT_OBEY is off: page directives are not obeyed either")
         if not config.meta_robots:

@@ -1,9 +1,9 @@
 """Sitemaps from robots.txt for spiders: ``RobotsSitemapSpider`` and its mixin.
 
 A spider names sites (``sitemap_sites``), or lets every origin it reaches
-count as one (``sitemap_discover``). The ``Sitemap:`` lines come from
-:class:`~scrapy_rep.middleware.RobotsTxtMiddleware`'s robots.txt of each
-site (``entry_for``: one fetch per origin for the whole crawl, shared with the
+count as one (``sitemap_discover``). The ``Sitemap:`` lines come from the
+crawl's robots service's robots.txt of each site (:mod:`scrapy_rep._robots`,
+``entry_for``: one fetch per origin for the whole crawl, shared with the
 rules), and each sitemap is parsed by Scrapy's own ``SitemapSpider`` helpers,
 so ``sitemap_rules``, ``sitemap_follow``, ``sitemap_alternate_links`` and
 ``sitemap_filter`` keep their meaning and also apply to robots.txt sitemaps.
@@ -33,8 +33,8 @@ from twisted.python.failure import Failure
 
 from scrapy_rep import _compat
 from scrapy_rep import signals as rep_signals
+from scrapy_rep._robots import RobotsService, robots_service
 from scrapy_rep.exceptions import ForbiddenByRobots
-from scrapy_rep.middleware import RobotsTxtMiddleware
 from scrapy_rep.origin import origin_of, origin_text, robots_url
 from scrapy_rep.robotstxt import RobotsTxt
 
@@ -112,8 +112,8 @@ class RobotsSitemapMixin(_Base):
             else:
                 for request in self._rep_sitemap_requests([url], 0):
                     yield request
-        middleware = RobotsTxtMiddleware.of(self.crawler)
-        if middleware is None:
+        robots = robots_service(self.crawler)
+        if robots is None:
             if sites or self.sitemap_discover:
                 logger.info(
                     "scrapy-rep: scrapy_rep.RobotsTxtMiddleware is not enabled "
@@ -126,11 +126,11 @@ class RobotsSitemapMixin(_Base):
                     self._rep_response_received, signal=signals.response_received
                 )
             for site in sites:
-                robots = self._rep_robots_request(site)
-                if robots is not None:
-                    yield robots
+                robots_request = self._rep_robots_request(site)
+                if robots_request is not None:
+                    yield robots_request
             return
-        async for origin, entry in self._rep_entries(middleware, sites):
+        async for origin, entry in self._rep_entries(robots, sites):
             sitemaps = entry.robots.sitemaps if entry is not None and entry.robots else ()
             if entry is not None and entry.robots is None:
                 logger.info(
@@ -143,7 +143,7 @@ class RobotsSitemapMixin(_Base):
                 yield request
 
     async def _rep_entries(
-        self, middleware: RobotsTxtMiddleware, sites: Iterable[str]
+        self, robots: RobotsService, sites: Iterable[str]
     ) -> AsyncIterator[tuple[str, Entry | None]]:
         """(origin, robots.txt entry) of each site, a bounded number fetched at once."""
         window = max(self.crawler.settings.getint("CONCURRENT_REQUESTS", 16), 1)
@@ -154,7 +154,7 @@ class RobotsSitemapMixin(_Base):
                 origin = next(origins, None)
                 if origin is None:
                     break
-                pending.append((origin, deferred_from_coro(middleware.entry_for(origin + "/"))))
+                pending.append((origin, deferred_from_coro(robots.entry_for(origin + "/"))))
             if not pending:
                 return
             origin, waiting = pending.popleft()

@@ -40,13 +40,13 @@ from scrapy_rep import _compat
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._download import ROBOTS_META
 from scrapy_rep._page_directives import header_directives, parse_rules, robots_meta_tags
+from scrapy_rep._robots import RobotsService, robots_service
 from scrapy_rep._tdmrep_files import TdmEntry, TdmRepFiles
 from scrapy_rep._waiting import Waiting
 from scrapy_rep.cache import lru_put
-from scrapy_rep.config import Config
+from scrapy_rep.config import Config, crawl_config
 from scrapy_rep.exceptions import UsageDenied
 from scrapy_rep.meta import is_html
-from scrapy_rep.middleware import RobotsTxtMiddleware
 from scrapy_rep.origin import Origin, OriginKeys, origin_text
 from scrapy_rep.usage import ROBOTSTXT, Statement, Verdict, combine, response_statements
 from scrapy_rep.usage._labels import TDMREP as TDMREP_LABEL
@@ -90,7 +90,7 @@ class UsageMiddleware:
         self._stats = crawler.stats
         self._ua = config.user_agent
         self._keys = OriginKeys(config.cache_max_origins)
-        self._robots: RobotsTxtMiddleware | None = None
+        self._robots: RobotsService | None = None
         self._robots_looked_up = False
         # Each request's agent and robots.txt statements, from process_request to
         # process_response; and whether it was already found denied (a dry run's).
@@ -104,7 +104,7 @@ class UsageMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> UsageMiddleware:
         _compat.check()
-        config = Config.from_settings(crawler.settings)
+        config = crawl_config(crawler)
         if not config.purposes:
             raise NotConfigured("REP_PURPOSES is empty: usage preferences are not read")
         if not config.obey:
@@ -313,15 +313,15 @@ class UsageMiddleware:
 
     # -- helpers ------------------------------------------------------------------
 
-    def _robots_middleware(self) -> RobotsTxtMiddleware | None:
-        if not self._robots_looked_up and self.crawler.engine is not None:
-            self._robots = RobotsTxtMiddleware.of(self.crawler)
+    def _robots_service(self) -> RobotsService | None:
+        if not self._robots_looked_up:  # started by the robots middleware, maybe after this one
+            self._robots = robots_service(self.crawler)
             self._robots_looked_up = True
         return self._robots
 
     def _checked_as(self, request: Request) -> tuple[str, RobotsTxt | None]:
         """The token and the rules the robots middleware checked ``request`` with."""
-        robots = self._robots_middleware()
+        robots = self._robots_service()
         if robots is None:
             return self._ua, None
         return robots.agent_of(request), robots.known_rules(request)

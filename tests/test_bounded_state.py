@@ -17,7 +17,7 @@ from scrapy import signals
 from scrapy.crawler import Crawler
 from servers import Reply, ScriptedServer
 
-from scrapy_rep import RobotsTxtMiddleware
+from scrapy_rep._robots import robots_service
 
 pytestmark = pytest.mark.slow  # thousands of origins
 
@@ -40,21 +40,21 @@ async def test_a_broad_crawl_keeps_per_origin_state_within_rep_cache_max_origins
 
     def measure(crawler: Crawler) -> None:
         def closed(spider: Any) -> None:
-            middleware = RobotsTxtMiddleware.of(crawler)
-            assert middleware is not None
-            assert middleware._slots is not None
-            cache, fetcher, slots = middleware._cache, middleware.fetcher, middleware._slots
+            robots = robots_service(crawler)
+            assert robots is not None
+            assert robots.pacing.delays is not None
+            cache, fetcher, slots = robots.cache, robots.fetcher, robots.pacing.delays
             downloader = crawler.engine.downloader  # type: ignore[union-attr]
             held.update(
                 rules=len(cache),
                 backoffs=len(cache._backoffs),  # type: ignore[attr-defined]
-                origin_keys=middleware._keys._size,
+                origin_keys=robots.keys._size,
                 slot_minimums=len(slots._own_settings),
                 per_slot_settings=len(downloader.per_slot_settings),
                 fetches=len(fetcher._fetches),
                 sizes=len(fetcher.download._sizes),
                 out_of_active=len(fetcher.download._out),
-                waiting=middleware._waiting.count,
+                waiting=robots.waiting.count,
             )
 
         crawler.signals.connect(closed, signal=signals.spider_closed, weak=False)

@@ -22,7 +22,7 @@ from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from servers import Reply, ScriptedServer, gaps
 
-from scrapy_rep import RobotsTxtMiddleware
+from scrapy_rep._robots import robots_service
 from scrapy_rep.config import Config
 from scrapy_rep.exceptions import InvalidSetting
 
@@ -322,9 +322,9 @@ async def test_records_stay_bounded_and_the_file_holds_every_origin(
 
     def watch(crawler: Crawler) -> None:
         def measure() -> None:
-            middleware = RobotsTxtMiddleware.of(crawler)
-            assert middleware is not None
-            held.append(len(middleware.report))
+            robots = robots_service(crawler)
+            assert robots is not None
+            held.append(len(robots.report))
 
         crawler.signals.connect(measure, signal=signals.response_received, weak=False)
 

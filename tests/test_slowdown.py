@@ -29,7 +29,7 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.test import get_crawler
 from servers import PAGE, Hit, Reply, ScriptedServer, gaps
 
-from scrapy_rep import RobotsTxtMiddleware
+from scrapy_rep._robots import robots_service
 from scrapy_rep._slots import pause_problems
 from scrapy_rep.config import Config, default_of
 from scrapy_rep.exceptions import InvalidSetting
@@ -137,17 +137,18 @@ def state_at_close(into: dict[str, Any]) -> Callable[[Any], None]:
 
     def before(crawler: Any) -> None:
         def closed() -> None:
-            middleware = RobotsTxtMiddleware.of(crawler)
-            assert middleware is not None
-            assert middleware._slowdown is not None
-            slowdown = middleware._slowdown
-            into["gates"] = len(slowdown.gates)
-            into["levels"] = len(slowdown.levels)
+            robots = robots_service(crawler)
+            assert robots is not None
+            slowdown = robots.pacing.slowdown
+            assert slowdown is not None
+            gates = slowdown.gates
+            into["gates"] = gates.holding
+            into["levels"] = sum(1 for gate in gates.by_slot.values() if gate.answers)
             into["per_request"] = [
                 receiver
                 for signal in (signals.request_reached_downloader, signals.request_left_downloader)
                 for receiver in liveReceivers(getAllReceivers(crawler.signals.sender, signal))
-                if getattr(receiver, "__self__", None) in (slowdown, slowdown._gates)
+                if getattr(receiver, "__self__", None) in (slowdown, gates)
             ]
 
         crawler.signals.connect(closed, signal=signals.spider_closed, weak=False)

@@ -38,7 +38,6 @@ from scrapy_rep._slots.active import (
     engine_closing,
     leave_active,
     rejoin_active,
-    running_middlewares,
     slot_key,
     waiting_problems,
 )
@@ -61,7 +60,6 @@ __all__ = [
     "log_problems",
     "pause_problems",
     "rejoin_active",
-    "running_middlewares",
     "slot_key",
     "waiting_problems",
 ]

@@ -5,8 +5,8 @@ Crawl-delay turn, a paused slot's gate) is in ``Downloader.active``, so it
 counts against ``CONCURRENT_REQUESTS``: :func:`leave_active` takes it out and
 wakes the engine (``ExecutionEngine._slot.nextcall``) to fill its place,
 :func:`rejoin_active` puts it back; :func:`engine_closing` reads
-``ExecutionEngine._slot.closing``; :func:`slot_key` and
-:func:`running_middlewares` read the downloader's slot keys and middlewares.
+``ExecutionEngine._slot.closing``; :func:`slot_key` reads the downloader's
+slot keys.
 :func:`waiting_problems` lists what of these is missing (logged at start by
 :func:`scrapy_rep._slots.log_problems`).
 """
@@ -71,14 +71,6 @@ def slot_key(engine: Any, request: Request) -> str:
         return str(slot) if slot is not None else urlparse_cached(request).hostname or ""
     key: str = downloader.get_slot_key(request)
     return key
-
-
-def running_middlewares(engine: Any) -> list[Any]:
-    """The downloader middlewares the engine built (none before it exists)."""
-    if engine is None:
-        return []
-    middlewares: list[Any] = engine.downloader.middleware.middlewares
-    return middlewares
 
 
 def engine_closing(engine: Any) -> bool:

@@ -39,8 +39,6 @@ if TYPE_CHECKING:
     from scrapy.core.downloader import Downloader
     from scrapy.crawler import Crawler
 
-    from scrapy_rep._slots.pauses import SlotPauses
-
 # The room's one logger name, as before it became a package.
 logger = logging.getLogger("scrapy_rep._slots")
 
@@ -95,8 +93,12 @@ class SlotDelays(OnDownloader):
 
     problems = staticmethod(internals_problems)
 
-    def __init__(self, crawler: Crawler, max_slots: int) -> None:
+    def __init__(
+        self, crawler: Crawler, max_slots: int, paused: Callable[[str], bool] | None = None
+    ) -> None:
         super().__init__(crawler)
+        self._paused = paused
+        """Whether a slot is paused for a 429/503: its pending delay is then not ended early."""
         self._max_slots = max_slots
         self._minimum: dict[str, float] = {}
         # The slot's own DOWNLOAD_SLOTS entry and jitter, before we touched them.
@@ -107,8 +109,6 @@ class SlotDelays(OnDownloader):
         # to its start delay, which it would lower later, and here cannot.
         self._download_delay = crawler.settings.getfloat("DOWNLOAD_DELAY")
         self._listening = False
-        self.pauses: SlotPauses | None = None
-        """Slots paused for a 429/503: their pending delay is not ended early."""
 
     def require(self, request: Request, delay: float) -> None:
         """Make the delay of ``request``'s download slot at least ``delay`` s.
@@ -153,7 +153,7 @@ class SlotDelays(OnDownloader):
         if slot is not None:
             slot.delay = 0.0
             _set_jitter(slot, 0.0)
-            if self.pauses is None or not self.pauses.holds(key, slot):
+            if self._paused is None or not self._paused(key):
                 _end_pending_delay(downloader, slot)
         logger.debug("Download slot %r: paced cluster-wide, no local delay", key)
         return own_delay

@@ -25,7 +25,6 @@ from scrapy_rep._slots.active import OnDownloader, missing_slot_attributes, slot
 
 if TYPE_CHECKING:
     from scrapy import Request
-    from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.utils.asyncio import CallLaterResult
     from twisted.internet.defer import Deferred
@@ -51,9 +50,11 @@ def pause_problems(downloader: object) -> list[str]:
 class SlotPauses(OnDownloader):
     """Download slots held still until a time: nothing queued in them leaves.
 
-    ``hold(key, until)`` replaces the slot's ``latercall`` with a timer that
-    fires at ``until`` (``time.monotonic()``) and then lets the downloader go on
-    as its own timer would (``Downloader._latercall``). ``lastseen``, whose
+    ``hold(key, until)`` replaces the slot's ``latercall`` with a timer
+    that fires at ``until`` (``time.monotonic()``) and then lets the downloader
+    go on as its own timer would (``Downloader._latercall``); the caller keeps
+    the timer (the slot's record in :mod:`scrapy_rep.slowdown.gates`), which
+    holds the slot while it is the slot's ``latercall``. ``lastseen``, whose
     clock differs between Scrapy releases, and the delay settings are left
     alone. A slot created during a pause (the old one was garbage-collected)
     has no timer: :mod:`scrapy_rep.slowdown` holds it again when a request
@@ -62,10 +63,6 @@ class SlotPauses(OnDownloader):
     """
 
     problems = staticmethod(pause_problems)
-
-    def __init__(self, crawler: Crawler) -> None:
-        super().__init__(crawler)
-        self._calls: dict[str, tuple[CallLaterResult, float]] = {}
 
     def key(self, request: Request) -> str:
         """The request's download slot key (Scrapy's ``get_slot_key``)."""
@@ -81,24 +78,22 @@ class SlotPauses(OnDownloader):
         slot = self._slot(key)
         return default if slot is None else max(int(slot.concurrency), 1)
 
-    def hold(self, key: str, until: float) -> None:
-        """Nothing queued in slot ``key`` leaves before ``until`` (monotonic)."""
+    def hold(self, key: str, until: float) -> CallLaterResult | None:
+        """Nothing queued in slot ``key`` leaves before ``until`` (monotonic):
+        the timer that holds it now, None if the downloader has no such slot."""
         slot = self._slot(key)
         if slot is None:
-            return
-        held = self._calls.get(key)
-        if held is not None and slot.latercall is held[0] and held[1] == until:
-            return
+            return None
         if slot.latercall is not None:
-            slot.latercall.cancel()  # the delay's timer: the pause ends later
-        call = call_later(max(until - time.monotonic(), 0.0), self._release, key, slot)
+            slot.latercall.cancel()  # the delay's timer, or an earlier end: the pause ends later
+        call = call_later(max(until - time.monotonic(), 0.0), self._release, slot)
         slot.latercall = call
-        self._calls[key] = (call, until)
+        return call
 
-    def holds(self, key: str, slot: Slot) -> bool:
-        """True while ``slot``'s latercall is a pause's."""
-        held = self._calls.get(key)
-        return held is not None and slot.latercall is held[0]
+    def holds(self, key: str, timer: CallLaterResult | None) -> bool:
+        """True while slot ``key`` is held by ``timer`` (its latercall)."""
+        slot = self._slot(key) if timer is not None else None
+        return slot is not None and slot.latercall is timer
 
     def take_queued(self, key: str) -> list[Queued]:
         """Take the requests queued in slot ``key`` out of its queue, for
@@ -130,12 +125,12 @@ class SlotPauses(OnDownloader):
         downloader._process_queue(slot)
         return False
 
-    def drop_queued(self, key: str, reason: str) -> int:
+    def drop_queued(self, key: str, reason: str, timer: CallLaterResult | None) -> int:
         """End the requests queued in slot ``key`` with IgnoreRequest (their
-        errbacks get it); their number. For the spider closing during a pause,
-        which would otherwise wait for the pause to end."""
+        errbacks get it), if ``timer`` holds it; their number. For the spider
+        closing during a pause, which would otherwise wait for the pause to end."""
         slot = self._slot(key)
-        if slot is None or not self.holds(key, slot):
+        if slot is None or timer is None or slot.latercall is not timer:
             return 0
         # Only requests the downloader counts as active: it removes them from
         # there when they fail. One taken out (a robots.txt download) goes back
@@ -150,13 +145,6 @@ class SlotPauses(OnDownloader):
             waiter.errback(IgnoreRequest(f"{reason}: {request}"))
         return len(dropped)
 
-    def forget(self, key: str) -> None:
-        """The pause of ``key`` is over (its timer fired or its slot was closed)."""
-        self._calls.pop(key, None)
-
-    def _release(self, key: str, slot: Slot) -> None:
-        held = self._calls.get(key)
-        if held is not None and held[0] is slot.latercall:
-            del self._calls[key]
+    def _release(self, slot: Slot) -> None:
         assert self._downloader is not None
         self._downloader._latercall(slot)  # clears latercall, sends what the delay allows

@@ -56,8 +56,7 @@ if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
 
-    from scrapy_rep.config import Config
-    from scrapy_rep.middleware import RobotsTxtMiddleware
+    from scrapy_rep._robots import RobotsService
     from scrapy_rep.origin import Origin
 
 logger = logging.getLogger(__name__)
@@ -187,14 +186,16 @@ class RedisPoliteQueue:
         crawler: Crawler = spider.crawler
         self._crawler = crawler
         self._stats = crawler.stats
+        from scrapy_rep._robots import robots_service
         from scrapy_rep._slots.readiness import SlotReadiness
         from scrapy_rep._slots.wakeup import EngineWakeup
-        from scrapy_rep.frontier.robots import Prefetch, robots_of
+        from scrapy_rep.config import crawl_config
+        from scrapy_rep.frontier.robots import Prefetch
 
         self._slots = SlotReadiness(crawler)
         self._wakeup = EngineWakeup(crawler)
-        self._robots: RobotsTxtMiddleware | None = robots_of(crawler)
-        config = self._config()
+        self._robots: RobotsService | None = robots_service(crawler)
+        config = self._robots.config if self._robots is not None else crawl_config(crawler)
         self._prefix = config.redis_prefix
         self._retry = config.redis_retry
         self._prefetch = (
@@ -227,13 +228,6 @@ class RedisPoliteQueue:
         self._next_try = 0.0
         crawler.signals.connect(self._left_downloader, signal=signals.request_left_downloader)
 
-    def _config(self) -> Config:
-        if self._robots is not None:
-            return self._robots.config
-        from scrapy_rep.config import Config
-
-        return Config.from_settings(self._crawler.settings)
-
     def _count_stats(self) -> Any:
         assert self._stats is not None
         return self._stats
@@ -256,7 +250,7 @@ class RedisPoliteQueue:
 
     def push(self, request: Request) -> None:
         verdict, delay, origin = self._readiness(request)
-        from scrapy_rep.middleware import REFUSED, UNKNOWN
+        from scrapy_rep._robots import REFUSED, UNKNOWN
 
         if verdict == REFUSED:  # the robots middleware drops it at once
             self._forbidden.append(request)
@@ -319,7 +313,7 @@ class RedisPoliteQueue:
     # -- Redis ----------------------------------------------------------------------
 
     def _readiness(self, request: Request) -> tuple[int, float, Origin | None]:
-        from scrapy_rep.middleware import ALLOWED
+        from scrapy_rep._robots import ALLOWED
 
         if self._robots is None:
             return ALLOWED, 0.0, None
@@ -331,7 +325,7 @@ class RedisPoliteQueue:
     def _push_redis(
         self, request: Request, verdict: int, delay: float, origin: Origin | None
     ) -> bool:
-        from scrapy_rep.middleware import UNKNOWN
+        from scrapy_rep._robots import UNKNOWN
 
         slot = self._slots.key(request)
         known = verdict != UNKNOWN

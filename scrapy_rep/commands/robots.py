@@ -2,9 +2,10 @@
 
 Each URL's robots.txt is fetched the way a crawl fetches it: a real crawl with
 the project's settings (proxies, headers, user agent, retries, caches), in which
-an internal spider asks ``scrapy_rep.RobotsTxtMiddleware`` for each origin's
-entry, so the command and a crawl cannot disagree. ``--file`` checks against a
-local robots.txt instead, with no crawl. Exit status: 0 when every URL would be
+an internal spider asks the crawl's robots service (started by
+``scrapy_rep.RobotsTxtMiddleware``) for each origin's entry, so the command
+and a crawl cannot disagree. ``--file`` checks against a local robots.txt
+instead, with no crawl. Exit status: 0 when every URL would be
 fetched, 1 when one would not (forbidden, or held back because robots.txt is
 unreachable), 2 on usage errors or when the check could not run.
 """
@@ -29,6 +30,7 @@ from twisted.internet.defer import DeferredList
 from twisted.python.failure import Failure
 
 from scrapy_rep import _compat, decompression
+from scrapy_rep._robots import robots_service
 from scrapy_rep.commands._explain import Report, explain, render_json, render_text
 from scrapy_rep.config import Config
 from scrapy_rep.decompression import ORDER as DECOMPRESSION_ORDER
@@ -220,7 +222,7 @@ class Command(ScrapyCommand):
 
 
 class _RobotsSpider(Spider):
-    """Asks the running middleware for each origin's robots.txt; yields nothing."""
+    """Asks the crawl's robots service for each origin's robots.txt; yields nothing."""
 
     name = "scrapy_rep_robots"
 
@@ -242,13 +244,13 @@ class _RobotsSpider(Spider):
         yield  # an async generator that yields no request
 
     async def _ask_all(self) -> None:
-        middleware = RobotsTxtMiddleware.of(self.crawler)
-        if middleware is None:
+        robots = robots_service(self.crawler)
+        if robots is None:
             self.problems.append("scrapy_rep.RobotsTxtMiddleware did not start (see the log)")
             return
 
         async def ask(url: str) -> None:
-            self.entries[url] = await middleware.entry_for(url)
+            self.entries[url] = await robots.entry_for(url)
 
         # all origins at once, on any reactor
         outcomes = await maybe_deferred_to_future(

@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING
 from scrapy.pqueues import DownloaderAwarePriorityQueue
 
 from scrapy_rep._compat import peek_priority_queue, remove_slot_dir
+from scrapy_rep._robots import REFUSED, UNKNOWN
 from scrapy_rep.frontier.shared import frontier_of
-from scrapy_rep.middleware import REFUSED, UNKNOWN
 from scrapy_rep.origin import origin_text
 
 if TYPE_CHECKING:

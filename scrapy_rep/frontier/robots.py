@@ -1,10 +1,9 @@
-"""The frontier's one way to the crawl's robots.txt state, and its prefetch window.
+"""The frontier's robots.txt prefetch window.
 
-The rules, the fetcher and the slow-down gates live in the robots middleware
-today; :func:`robots_of` is the only place the frontier finds it (a
-crawler-scoped robots service will take its place). Without it (``ROBOTSTXT_OBEY``
-off, or the middleware not installed), the queue still paces slots by their
-delay and concurrency.
+The rules, the fetcher and the slow-down gates are the crawl's robots service
+(:func:`scrapy_rep._robots.robots_service`). Without it (``ROBOTSTXT_OBEY``
+off, or the robots middleware not installed), the queue still paces slots by
+their delay and concurrency.
 
 :class:`Prefetch` starts the robots.txt fetch of an origin when a request
 for it enters the queue, so that its verdict is known by its turn. The window
@@ -24,18 +23,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from scrapy import Request
-    from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
-    from scrapy_rep.middleware import RobotsTxtMiddleware
+    from scrapy_rep._robots import RobotsService
     from scrapy_rep.origin import Origin
-
-
-def robots_of(crawler: Crawler) -> RobotsTxtMiddleware | None:
-    """The crawl's robots.txt state (the running robots middleware), or None."""
-    from scrapy_rep.middleware import RobotsTxtMiddleware
-
-    return RobotsTxtMiddleware.of(crawler)
 
 
 class Prefetch:
@@ -51,7 +42,7 @@ class Prefetch:
 
     def __init__(
         self,
-        robots: RobotsTxtMiddleware,
+        robots: RobotsService,
         stats: StatsCollector,
         on_known: Callable[[Origin], None],
         ahead: int,

@@ -12,21 +12,22 @@ import logging
 import weakref
 from typing import TYPE_CHECKING, Protocol
 
+from scrapy_rep._robots import robots_service
 from scrapy_rep._slots.readiness import SlotReadiness, readiness_problems
 from scrapy_rep._slots.wakeup import EngineWakeup, wakeup_problems
-from scrapy_rep.frontier.robots import Prefetch, robots_of
+from scrapy_rep.frontier.robots import Prefetch
 from scrapy_rep.frontier.turns import SlotTurns
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-    from scrapy_rep.middleware import RobotsTxtMiddleware
+    from scrapy_rep._robots import RobotsService
     from scrapy_rep.origin import Origin
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_BOUND = 10_000
-"""Slots whose last turn is remembered without the robots middleware's
+"""Slots whose last turn is remembered without the robots service's
 REP_CACHE_MAX_ORIGINS (past it, turns older than any delay are forgotten)."""
 
 
@@ -42,7 +43,7 @@ class CrawlFrontier:
         assert stats is not None
         self.stats = stats
         self.slots = SlotReadiness(crawler)
-        self.robots: RobotsTxtMiddleware | None = robots_of(crawler)
+        self.robots: RobotsService | None = robots_service(crawler)
         bound = self.robots.config.cache_max_origins if self.robots else DEFAULT_BOUND
         self.turns = SlotTurns(self.slots, bound)
         self.wakeup = EngineWakeup(crawler, self._woke)

@@ -47,7 +47,8 @@ middleware), and a response two membership tests and two dict truthiness tests.
 
 This module observes the answers and decides the pauses (how long, at which
 level, shared with other workers through Redis); the held requests and the
-slow start are the slots' gates, :mod:`scrapy_rep._gates`.
+slow start are the slots' gates, :mod:`scrapy_rep.slowdown.gates`, which keep
+one record per slot: its pause, its level, what it holds.
 """
 
 from __future__ import annotations
@@ -55,20 +56,18 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scrapy import signals
 from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_rep._download import WELL_KNOWN_META
-from scrapy_rep.slowdown.gates import Gates
 from scrapy_rep.cache import lru_put
 from scrapy_rep.origin import origin_of, origin_text
 from scrapy_rep.policy import header_text, pause_for, retry_after
+from scrapy_rep.slowdown.gates import Gates
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine
-
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
@@ -81,21 +80,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class _Level:
-    """Slow-down answers in a row from one slot, and since when."""
-
-    __slots__ = ("count", "since")
-
-    def __init__(self, since: float) -> None:
-        self.count = 0
-        self.since = since
-
-
 class SlowDown:
     """Pauses of download slots that answered 429/503 (see the module docstring).
 
-    ``gates`` (the slots held now, :class:`~scrapy_rep._gates.Gates`'s table) is
-    what the robots middleware tests on every request.
+    ``gates`` (:class:`~scrapy_rep.slowdown.gates.Gates`) holds each slot's
+    record; where requests leave the robots middleware, they pass its gate.
     """
 
     def __init__(
@@ -115,32 +104,11 @@ class SlowDown:
         self._min = config.slowdown_min_delay
         self._max = config.slowdown_max_delay
         self._bound = config.cache_max_origins
-        self._gates = Gates(crawler, stats, waiting, pauses, self._bound)
-        self.gates = self._gates.by_slot
-        """Slots holding requests: paused, or resuming slowly."""
-        self.levels: OrderedDict[str, _Level] = OrderedDict()
-        """Slots that answered slow-down and no good answer since."""
+        self.gates = Gates(crawler, stats, waiting, pauses, self._bound)
         self._warned: OrderedDict[str, None] = OrderedDict()  # warned of a capped Retry-After
         crawler.signals.connect(self._downloaded, signal=signals.response_downloaded)
         if cluster is not None:
             crawler.signals.connect(self._opened, signal=signals.spider_opened)
-
-    # -- where a request leaves the robots middleware ----------------------------------
-
-    def gate(self, request: Request) -> Coroutine[Any, Any, None] | None:
-        """None if ``request`` may go on now, else a coroutine that holds it
-        until its slot's gate lets it go (IgnoreRequest if the spider closes)."""
-        return self._gates.gate(request)
-
-    def paused(self, key: str, slack: float = 0.0) -> bool:
-        """True while slot ``key`` is paused for longer than ``slack`` seconds."""
-        return self._gates.paused(key, slack)
-
-    async def sit_out(self, key: str) -> bool:
-        """Wait, without slow start, until slot ``key`` is not paused; False if
-        the spider closes meanwhile. For requests paced cluster-wide, already
-        out of the active set."""
-        return await self._gates.sit_out(key)
 
     # -- answers -------------------------------------------------------------------
 
@@ -151,29 +119,30 @@ class SlowDown:
             return
         if response.status in self._codes:
             self._slow(response, request)
-        elif self.gates or self.levels:
+        elif self.gates.by_slot:
             key: str | None = request.meta.get("download_slot")
-            if key is not None and (key in self.gates or key in self.levels):
+            if key is not None and key in self.gates.by_slot:
                 self._answered(key, request, response.status)
 
     def _answered(self, key: str, request: Request, status: int) -> None:
         """A good (not slow-down) answer from slot ``key``."""
         now = time.monotonic()
-        if self._gates.answered(key, request, now):  # sent before this pause began
+        gates = self.gates
+        if gates.answered(key, request, now):  # sent before this pause began
             return
-        level = self.levels.pop(key, None)
-        if level is not None:
+        since = gates.good_answer(key)
+        if since is not None:
             self._stats.inc_value("rep/slowdown/resumed")
             logger.info(
                 "%s (slot %r) answers again (%d) after %.1f s: back to its normal pace",
                 _origin(request),
                 key,
                 status,
-                now - level.since,
+                now - since,
             )
             if self._cluster is not None:
                 self._cluster.resume(key)
-        self._gates.widen(key)
+        gates.widen(key)
 
     def _slow(self, response: Response, request: Request) -> None:
         """A slow-down answer: pause the slot, unless a pause already runs."""
@@ -190,21 +159,19 @@ class SlowDown:
             self._count_retry_after(asked, origin, raw)
         if self._cluster is not None:
             self._cluster.publish(key, origin, None if asked is None else min(asked, self._max))
-        if self._gates.answered(key, request, now):  # sent before this pause began
+        if self.gates.answered(key, request, now):  # sent before this pause began
             if asked is not None:
-                self._gates.pause(key, now + pause_for(asked, self._min, self._max), now)
+                self.gates.pause(key, now + pause_for(asked, self._min, self._max), now)
             return
-        level = self.levels.pop(key, None) or _Level(now)
-        level.count += 1
-        lru_put(self.levels, key, level, self._bound)
-        pause = pause_for(asked, self._min, self._max, answers=level.count)
+        answers = self.gates.count_answer(key, now)
+        pause = pause_for(asked, self._min, self._max, answers=answers)
         if asked is None:
             self._stats.inc_value("rep/slowdown/backoff")
             said = ""
         else:
             said = f" (Retry-After: {_shown(raw)})"
         self._stats.inc_value("rep/slowdown/pauses")
-        self._gates.pause(key, now + pause, now)
+        self.gates.pause(key, now + pause, now)
         logger.info(
             "%s (slot %r) answered %d%s: no request to it for %.1f s",
             origin,
@@ -244,14 +211,12 @@ class SlowDown:
         (``own``: the cluster's answer to this worker's own slow-down answer)."""
         now = time.monotonic()
         until = now + left
-        ends = self._gates.ends(key)
+        ends = self.gates.ends(key)
         if ends is not None and ends >= until - 0.01:
             return  # known already (clocks differ by a few ms)
         if level:
-            known = self.levels.pop(key, None) or _Level(now)
-            known.count = max(known.count, level)
-            lru_put(self.levels, key, known, self._bound)
-        self._gates.pause(key, until, now)
+            self.gates.count_answer(key, now, cluster=level)
+        self.gates.pause(key, until, now)
         if own:
             return
         self._stats.inc_value("rep/slowdown/pauses/cluster")

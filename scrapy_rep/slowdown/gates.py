@@ -1,8 +1,10 @@
 """Paused download slots' gates: held requests in arrival order, then a slow start.
 
 :class:`~scrapy_rep.slowdown.SlowDown` decides when a slot is paused and for
-how long; :class:`Gates` holds the requests meanwhile. A slot paused or
-resuming has a :class:`Gate`:
+how long; :class:`Gates` holds the requests meanwhile. Each slot that answered
+slow-down has one record, its :class:`Gate`: the pause (its end, the timer
+holding the slot's queue, the slow-down answers in a row) and, while the slot
+is paused or resuming, what the gate holds:
 
 - requests leaving the robots middleware wait at it in arrival order, out of
   ``CONCURRENT_REQUESTS`` (``REP_MAX_WAITING``, as robots.txt waiters); those
@@ -14,8 +16,9 @@ resuming has a :class:`Gate`:
 - a released request is followed into the downloader: it no longer counts as
   out once answered, left without an answer, answered from HttpCacheMiddleware's
   cache, or not reached within :data:`REACH_TIMEOUT`;
-- the gate goes once its backlog is gone; past ``REP_CACHE_MAX_ORIGINS`` gates,
-  the oldest holding nothing are forgotten.
+- the gate stops holding once its backlog is gone (``holding``); the record
+  stays until a good answer ends the slot's run of slow-down answers; past
+  ``REP_CACHE_MAX_ORIGINS`` records, the oldest holding nothing are forgotten.
 
 The spider closing ends every held request with IgnoreRequest.
 """
@@ -53,12 +56,27 @@ DEFAULT_CONCURRENCY = 8
 
 
 class Gate:
-    """One slot's pause and slow start, and the requests it holds."""
+    """One slot's record: its pause, its slow start, the requests it holds."""
 
-    __slots__ = ("allowed", "keeping", "out", "parked", "until", "waiters")
+    __slots__ = (
+        "allowed",
+        "answers",
+        "holding",
+        "keeping",
+        "out",
+        "parked",
+        "since",
+        "timer",
+        "until",
+        "waiters",
+    )
 
     def __init__(self) -> None:
         self.until = 0.0  # time.monotonic() at which the pause ends
+        self.timer: CallLaterResult | None = None  # holds the slot's queue until then
+        self.answers = 0  # slow-down answers in a row (0: a good one came since)
+        self.since = 0.0  # when the first of them came (time.monotonic())
+        self.holding = False  # paused or resuming: requests leave through the gate
         self.allowed = 1  # released requests that may be unanswered at once
         # released, not answered yet -> timer until it reaches the downloader
         self.out: dict[Request, CallLaterResult | None] = {}
@@ -69,10 +87,10 @@ class Gate:
 
 
 class Gates:
-    """The gates of the slots paused or resuming (see the module docstring).
+    """The records of the slots that answered slow-down (see the module docstring).
 
-    ``by_slot`` is read by the robots middleware on every request: empty, the
-    request goes on without any other cost.
+    ``holding`` (how many gates hold requests now) is read where every request
+    leaves the robots middleware: 0, the request goes on without any other cost.
     """
 
     def __init__(
@@ -89,7 +107,9 @@ class Gates:
         self._pauses = pauses
         self._bound = bound
         self.by_slot: dict[str, Gate] = {}
-        """Slots holding requests: paused, or resuming slowly."""
+        """Every slot's record."""
+        self.holding = 0
+        """Gates holding requests now: their slots are paused, or resuming slowly."""
         self._listening = False  # request_reached/left_downloader connected
         self._quieting: CallLaterResult | None = None
         crawler.signals.connect(self._stopped, signal=signals.engine_stopped)
@@ -99,11 +119,11 @@ class Gates:
     def gate(self, request: Request) -> Coroutine[Any, Any, None] | None:
         """None if ``request`` may go on now, else a coroutine that holds it
         until its slot's gate lets it go (IgnoreRequest if the spider closes)."""
-        if not self.by_slot:
+        if not self.holding:
             return None
         key = self._pauses.key(request)
         gate = self.by_slot.get(key)
-        if gate is None:
+        if gate is None or not gate.holding:
             return None
         if not gate.waiters and not gate.parked and self._has_room(gate, time.monotonic()):
             self._release(key, gate, request)
@@ -116,9 +136,34 @@ class Gates:
         return gate is not None and gate.until - slack > time.monotonic()
 
     def ends(self, key: str) -> float | None:
-        """When slot ``key``'s pause ends (``time.monotonic()``); None if it has no gate."""
+        """When slot ``key``'s pause ends (``time.monotonic()``); None if it has no record."""
         gate = self.by_slot.get(key)
         return None if gate is None else gate.until
+
+    def holding_gate(self, key: str) -> Gate | None:
+        """Slot ``key``'s gate if it holds requests now (paused or resuming)."""
+        gate = self.by_slot.get(key) if self.holding else None
+        return gate if gate is not None and gate.holding else None
+
+    def count_answer(self, key: str, now: float, *, cluster: int | None = None) -> int:
+        """One more slow-down answer in a row from slot ``key``, or, with
+        ``cluster``, the cluster's count of them if higher; how many now."""
+        gate = self.by_slot.get(key)
+        if gate is None:
+            gate = self._new_gate(key)
+        if not gate.answers:
+            gate.since = now
+        gate.answers = gate.answers + 1 if cluster is None else max(gate.answers, cluster)
+        return gate.answers
+
+    def good_answer(self, key: str) -> float | None:
+        """A good answer from slot ``key`` ends its run of slow-down answers:
+        since when it ran (``time.monotonic()``), None if none ran."""
+        gate = self.by_slot.get(key)
+        if gate is None or not gate.answers:
+            return None
+        gate.answers = 0
+        return gate.since
 
     async def sit_out(self, key: str) -> bool:
         """Wait, without slow start, until slot ``key`` is not paused; False if
@@ -138,7 +183,7 @@ class Gates:
         return gate.until <= now and len(gate.out) < gate.allowed
 
     async def _hold(self, request: Request, key: str, gate: Gate) -> None:
-        if self.by_slot.get(key) is not gate:  # gone since gate() looked
+        if not gate.holding:  # done since gate() looked
             return
         self._stats.inc_value("rep/slowdown/held")
         wake: Deferred[bool] = Deferred()
@@ -202,7 +247,7 @@ class Gates:
         """A good answer after the pause: twice as many requests may be out, up
         to the slot's concurrency."""
         gate = self.by_slot.get(key)
-        if gate is not None:
+        if gate is not None and gate.holding:
             gate.allowed = min(gate.allowed * 2, self._pauses.concurrency(key, DEFAULT_CONCURRENCY))
             self._grant(key, gate)
             self._close_if_done(key, gate)
@@ -222,8 +267,9 @@ class Gates:
         if timer is not None:
             timer.cancel()
             gate.out[request] = None
-        if gate.until > time.monotonic():  # a slot made anew during the pause
-            self._pauses.hold(key, gate.until)
+        # a slot made anew during the pause has no timer of it
+        if gate.until > time.monotonic() and not self._pauses.holds(key, gate.timer):
+            gate.timer = self._pauses.hold(key, gate.until)
 
     def _received(self, request: Request) -> None:
         # A response that never reached the downloader (an HttpCacheMiddleware
@@ -263,26 +309,33 @@ class Gates:
             gate = self._new_gate(key)
         if gate.until <= now:
             gate.allowed = 1
+        if not gate.holding:
+            gate.holding = True
+            self.holding += 1
+            self._listen()
         self._pause(key, gate, until, now)
 
     def _new_gate(self, key: str) -> Gate:
         if len(self.by_slot) >= self._bound:
             self._evict_idle_gates()
         gate = self.by_slot[key] = Gate()
-        self._listen()
         return gate
 
     def _evict_idle_gates(self) -> None:
-        # A broad crawl meets many slots: forget the oldest gates holding nothing
-        # (their slot's own timer still holds what is queued in it).
+        # A broad crawl meets many slots: forget the oldest records holding
+        # nothing, those not paused first (a paused slot's own timer still
+        # holds what is queued in it).
         idle = [
             key
             for key, gate in self.by_slot.items()
             if not gate.waiters and not gate.parked and not gate.out
         ]
+        idle.sort(key=lambda key: self.by_slot[key].holding)  # stable: oldest first
         for key in idle[: max(len(self.by_slot) - self._bound + 1, 0)]:
-            del self.by_slot[key]
-            self._pauses.forget(key)
+            gate = self.by_slot.pop(key)
+            if gate.holding:  # its keeper, asleep, finds it no longer holding
+                gate.holding = False
+                self.holding -= 1
 
     def _pause(self, key: str, gate: Gate, until: float, now: float) -> None:
         """Make slot ``key``'s pause last until ``until``, never shorter."""
@@ -292,7 +345,7 @@ class Gates:
         seconds = self._stats.get_value("rep/slowdown/seconds", 0.0)
         self._stats.set_value("rep/slowdown/seconds", round(seconds + added, 3))
         gate.until = until
-        self._pauses.hold(key, until)
+        gate.timer = self._pauses.hold(key, until)
         taken = self._pauses.take_queued(key)
         for request, _ in taken:  # let go before, held again: no longer out
             self._forget_out(gate, request)
@@ -308,22 +361,26 @@ class Gates:
                 if not await self._waiting.sleep(left):  # the spider closes
                     self._drop_waiters(key, gate)
                     reason = f"the spider closed while download slot {key!r} was paused"
-                    dropped = self._pauses.drop_queued(key, reason)
+                    dropped = self._pauses.drop_queued(key, reason, gate.timer)
                     self._stats.inc_value("rep/slowdown/dropped_closing", dropped)
                     return
         finally:
             gate.keeping = False
-        if self.by_slot.get(key) is gate:
+        if gate.holding:
             self._grant(key, gate)
             self._close_if_done(key, gate)
 
     def _close_if_done(self, key: str, gate: Gate) -> None:
+        """The gate stops holding once its backlog is gone and its pause is
+        over; the record goes too unless a run of slow-down answers is on."""
         if gate.waiters or gate.parked or gate.out or gate.until > time.monotonic():
             return
-        if self.by_slot.get(key) is gate:
+        if gate.holding:
+            gate.holding = False
+            self.holding -= 1
+        if not gate.answers and self.by_slot.get(key) is gate:
             del self.by_slot[key]
-            self._pauses.forget(key)
-        if not self.by_slot and self._quieting is None:
+        if not self.holding and self._quieting is None:
             # not now: this may run inside the dispatch of a signal it disconnects
             self._quieting = call_later(0, self._quiet)
 
@@ -335,7 +392,7 @@ class Gates:
 
     def _quiet(self) -> None:
         self._quieting = None
-        if self._listening and not self.by_slot:
+        if self._listening and not self.holding:
             self._listening = False
             self._connect(self._crawler.signals.disconnect)
 

@@ -1,0 +1,189 @@
+"""Where a request that may go waits for its turn: Crawl-delay, a paused slot, a place in its slot.
+
+The robots middleware hands a request here once its verdict is known. What
+it meets, in this order:
+
+- **Crawl-delay** (and Request-rate), for its agent: the download slot's
+  minimum delay (:class:`~scrapy_rep._slots.SlotDelays`), or, with shared
+  state, a turn reserved cluster-wide (:class:`~scrapy_rep.cluster.ClusterDelay`),
+  waited for out of the downloader's active set; a request the Redis queue
+  handed out has taken its turn there already;
+- **a paused slot** (429/503, :mod:`scrapy_rep.slowdown`): its gate holds the
+  request until the pause ends and the slow start has room; a request
+  waiting for a cluster turn sits the pause out first;
+- **a place in its slot** (``REP_SLOT_LIMIT``, :class:`~scrapy_rep._slots.SlotLimits`):
+  at most the slot's concurrency in flight, which Scrapy does not hold on
+  the asyncio reactor.
+
+With nothing paused, leaving costs one attribute test and the slot limit's
+few dict lookups.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import IgnoreRequest
+
+from scrapy_rep import _slots
+from scrapy_rep._slots import SlotDelays, SlotLimits, SlotPauses
+from scrapy_rep.cluster import CLOSING, LOCAL, PACED
+from scrapy_rep.cluster.pacing import turn_taken
+from scrapy_rep.slowdown import SlowDown
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine
+    from urllib.parse import ParseResult
+
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+    from scrapy_rep._waiting import Waiting
+    from scrapy_rep.cluster import ClusterDelay, SharedState
+    from scrapy_rep.config import Config
+    from scrapy_rep.origin import Origin
+    from scrapy_rep.report import CrawlReport
+    from scrapy_rep.slowdown.gates import Gates
+
+
+class Pacing:
+    """The crawl's pacing of requests whose verdict is known (see the module docstring).
+
+    ``gates`` (None without ``REP_SLOWDOWN``) and ``limits`` (None without
+    ``REP_SLOT_LIMIT``) are read by the robots middleware on every request.
+    """
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        config: Config,
+        waiting: Waiting,
+        shared: SharedState,
+        report: CrawlReport,
+    ) -> None:
+        self._crawler = crawler
+        stats = crawler.stats
+        assert stats is not None
+        self._stats = stats
+        self._waiting = waiting
+        self._report = report
+        self.slowdown = (
+            SlowDown(crawler, config, waiting, SlotPauses(crawler), shared.pauses)
+            if config.slowdown
+            else None
+        )
+        self.gates: Gates | None = self.slowdown.gates if self.slowdown is not None else None
+        self.delays = (
+            SlotDelays(
+                crawler,
+                config.cache_max_origins,
+                paused=self.gates.paused if self.gates is not None else None,
+            )
+            if config.obey_crawl_delay
+            else None
+        )
+        self._cluster: ClusterDelay | None = shared.delay
+        self.limits = SlotLimits(crawler, stats, waiting) if config.slot_limit else None
+        crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
+
+    def _spider_opened(self) -> None:
+        _slots.log_problems(
+            self._crawler,
+            delays=self.delays is not None,
+            pauses=self.slowdown is not None,
+            limits=self.limits is not None,
+        )
+
+    # -- Crawl-delay ----------------------------------------------------------------
+
+    def pace(
+        self, request: Request, origin: Origin, delay: float
+    ) -> Coroutine[Any, Any, None] | None:
+        """Apply the origin's delay (> 0) to ``request``: the slot's local
+        minimum, or a turn reserved cluster-wide when Redis paces it. None: it
+        leaves now (:meth:`leave`); else a coroutine that waits for its turn,
+        then leaves."""
+        delays = self.delays
+        assert delays is not None  # no delay is asked for without REP_OBEY_CRAWL_DELAY
+        self._report.paced(origin, delay)
+        cluster = self._cluster
+        if cluster is None:
+            delays.require(request, delay)
+        elif turn_taken(request):  # the Redis queue took its turn (scrapy_rep.cluster.queue)
+            self._stats.inc_value("rep/redis/delay/queue_turn")
+            delays.let_cluster_pace(request)
+        elif not cluster.up:  # Redis unavailable: each worker spaces its own requests
+            self._stats.inc_value("rep/redis/delay/local")
+            delays.require(request, delay)
+        else:
+            return self._turn(request, delay, cluster, delays)
+        return None
+
+    async def _turn(
+        self, request: Request, delay: float, cluster: ClusterDelay, delays: SlotDelays
+    ) -> None:
+        """Wait for ``request``'s cluster-wide turn, out of the active set."""
+        self._stats.inc_value("rep/waited/turn")
+        key = _slots.slot_key(self._crawler.engine, request)
+        spacing = max(delay, delays.let_cluster_pace(request))
+        gates = self.gates
+        with self._waiting.detached(request):
+            while True:
+                # No turn is reserved during a pause (Redis pushed the slot's
+                # schedule past it), and a turn that falls in a pause learnt
+                # meanwhile is not used: wait it out, reserve again.
+                if gates is not None and not await gates.sit_out(key):
+                    outcome = CLOSING
+                    break
+                outcome = await cluster.pace(key, spacing, self._waiting.sleep)
+                if outcome != PACED or gates is None or not gates.paused(key, 0.05):
+                    break
+                self._stats.inc_value("rep/slowdown/redis/turn_in_pause")
+        if outcome == CLOSING:
+            raise IgnoreRequest(
+                f"the spider closed while the request waited for its Crawl-delay turn: {request}"
+            )
+        if outcome == LOCAL:  # Redis unavailable: paced here, through the slot's gate
+            delays.require(request, delay)
+            leaving = self.leave(request)
+        else:  # its turn waited for any pause: only its slot's limit is left
+            leaving = self.limits.admit(request) if self.limits is not None else None
+        if leaving is not None:
+            await leaving
+
+    # -- leaving ----------------------------------------------------------------------
+
+    def leave(
+        self, request: Request, url: ParseResult | None = None
+    ) -> Coroutine[Any, Any, None] | None:
+        """Where a request that may go now waits for its slot's gate (a paused
+        slot), then for a place in its slot; None: it goes now. (``url``: its
+        URL, parsed already.)"""
+        gates = self.gates
+        if gates is not None and gates.holding:  # no call on the hot path when none holds
+            held = gates.gate(request)
+            if held is not None:
+                self._stats.inc_value("rep/waited/gate")
+                return self._gated(request, held)
+        limits = self.limits
+        return limits.admit(request, url) if limits is not None else None
+
+    async def _gated(self, request: Request, held: Coroutine[Any, Any, None]) -> None:
+        await held
+        if self.limits is not None:
+            placed = self.limits.admit(request)
+            if placed is not None:
+                await placed
+
+    def gate_state(self, key: str) -> tuple[float, int, int, int] | None:
+        """Download slot ``key``'s 429/503 gate: None when it holds nothing (not
+        paused, not resuming); else (seconds its pause still lasts, <= 0 once
+        over; requests it lets be out at once; requests it holds; requests it
+        released that are not answered yet)."""
+        gate = self.gates.holding_gate(key) if self.gates is not None else None
+        if gate is None:
+            return None
+        held = len(gate.waiters) + len(gate.parked)
+        return gate.until - time.monotonic(), gate.allowed, held, len(gate.out)

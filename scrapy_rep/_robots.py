@@ -1,0 +1,218 @@
+"""The crawl's robots service: robots.txt state and politeness, built once per crawl.
+
+The robots middleware starts it (:meth:`RobotsService.start`, from its
+``from_crawler``): the settings are checked and read once, and every
+collaborator is built here and wired by constructor: origin keys, the rules
+cache (in memory, or Redis's), the fetcher, the report, pacing (Crawl-delay,
+slow-down pauses, slot limits) and the shared state. Everyone else reaches the
+same instance through :func:`robots_service`: the frontier queues, the sitemap
+spider, ``scrapy robots``, the usage middleware. It answers what they ask
+without fetching, waiting or counting (:meth:`RobotsService.readiness`,
+:meth:`~RobotsService.known_rules`, :meth:`~RobotsService.agent_of`), or
+fetching when they need rules (:meth:`~RobotsService.entry_for`,
+:meth:`~RobotsService.prefetch`).
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet.defer import Deferred, succeed
+
+from scrapy_rep import _compat, _startup
+from scrapy_rep._pacing import Pacing
+from scrapy_rep._waiting import Waiting
+from scrapy_rep.cache import MemoryRulesCache
+from scrapy_rep.cluster import SharedState
+from scrapy_rep.fetcher import RobotsFetcher
+from scrapy_rep.origin import Origin, OriginKeys
+from scrapy_rep.policy import delay_for
+from scrapy_rep.report import CrawlReport
+from scrapy_rep.robotstxt._agent import product_token
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+    from scrapy_rep.cache import RulesCache
+    from scrapy_rep.config import Config
+    from scrapy_rep.policy import Entry
+    from scrapy_rep.robotstxt import RobotsTxt
+
+_MAX_HEADER_AGENTS = 1_000
+"""User-Agent header values whose product token is remembered."""
+
+# What the scheduler queues (scrapy_rep.frontier, scrapy_rep.cluster.queue)
+# learn of a request before it leaves the scheduler (RobotsService.readiness).
+UNKNOWN = 0
+"""Its origin's robots.txt is not known: the middleware would wait for it."""
+ALLOWED = 1
+"""Its verdict is known: it would pass (after its delay and its slot's pause)."""
+REFUSED = 2
+"""It would be dropped at once (forbidden, or robots.txt unreachable)."""
+
+_SERVICES: weakref.WeakKeyDictionary[Crawler, RobotsService] = weakref.WeakKeyDictionary()
+
+
+def robots_service(crawler: Crawler) -> RobotsService | None:
+    """The crawl's robots service, None if the robots middleware did not start
+    (``ROBOTSTXT_OBEY`` off, or the middleware not enabled)."""
+    return _SERVICES.get(crawler)
+
+
+class RobotsService:
+    """One crawl's robots.txt state and politeness (see the module docstring)."""
+
+    @classmethod
+    def start(cls, crawler: Crawler) -> RobotsService:
+        """The crawl's service, made on the first call, once Scrapy and the
+        settings were checked (an invalid setting raises InvalidSetting,
+        ROBOTSTXT_OBEY = False raises NotConfigured)."""
+        service = _SERVICES.get(crawler)
+        if service is None:
+            service = _SERVICES[crawler] = cls(crawler, _startup.checked_config(crawler))
+        return service
+
+    def __init__(self, crawler: Crawler, config: Config) -> None:
+        self.crawler = crawler
+        self.config = config
+        stats = crawler.stats
+        assert stats is not None
+        self.stats = stats
+        self.user_agent = config.user_agent
+        # A User-Agent header set on the request by the spider names its agent,
+        # unless ROBOTSTXT_USER_AGENT says who we are (as in Scrapy's middleware).
+        self.header_agents: dict[bytes, str] | None = None if config.explicit_agent else {}
+        self.keys = OriginKeys(config.cache_max_origins)
+        self.waiting = Waiting.of(crawler, config.max_waiting)
+        shared = SharedState.connect(crawler, config, pacing=config.obey_crawl_delay)
+        self.cache: RulesCache = (
+            shared.rules
+            if shared.rules is not None
+            else MemoryRulesCache(config.cache_max_origins, config.backoff_max_origins)
+        )
+        self.report = CrawlReport(crawler, config)
+        self.fetcher = RobotsFetcher(
+            crawler,
+            config,
+            self.cache,
+            shared_rules=shared.rules,
+            cluster_delay=shared.delay,
+            sleep=self.waiting.sleep,
+            report=self.report,
+            uncapped=_startup.uncapped(crawler.settings),
+        )
+        self.pacing = Pacing(crawler, config, self.waiting, shared, self.report)
+
+    # -- agents ----------------------------------------------------------------------
+
+    def agent_of(self, request: Request, meta_agent: Any = None) -> str:
+        """The product token ``request``'s robots.txt is read for: meta
+        ``rep_user_agent`` (``meta_agent``: read already, else read here),
+        else the request's own User-Agent header (set by the spider; only
+        without ROBOTSTXT_USER_AGENT), else the crawl's."""
+        if meta_agent is None:
+            meta_agent = request.meta.get("rep_user_agent")
+        if meta_agent:
+            return product_token(str(meta_agent)) or str(meta_agent)
+        header_agents = self.header_agents
+        headers = _compat.headers_if_any(request)
+        if header_agents is None or not headers:  # Scrapy fills them in after us
+            return self.user_agent
+        value = headers.get(b"User-Agent")
+        if not value:
+            return self.user_agent
+        token = header_agents.get(value)
+        if token is None:
+            if len(header_agents) >= _MAX_HEADER_AGENTS:
+                header_agents.clear()
+            token = header_agents[value] = product_token(value) or self.user_agent
+        return token
+
+    def delay_of(self, entry: Entry, robots: RobotsTxt, agent: str) -> float:
+        """The origin's delay for ``agent`` (the crawl's own: kept in its entry)."""
+        if agent == self.user_agent:
+            return entry.delay
+        return delay_for(robots, agent, self.config.max_crawl_delay)[0]
+
+    # -- what is known, without waiting --------------------------------------------
+
+    def origin_of(self, request: Request) -> Origin | None:
+        """``request``'s origin, None if robots.txt does not cover it."""
+        return self.keys.get(urlparse_cached(request))
+
+    def known_rules(self, request: Request) -> RobotsTxt | None:
+        """The rules already known for ``request``'s origin (no fetch, no wait):
+        what the request was just checked against, for components placed after
+        the robots middleware. None when there are none (unknown, unreachable,
+        not http)."""
+        origin = self.origin_of(request)
+        entry = self.cache.get(origin) if origin is not None else None
+        return entry.robots if entry is not None else None
+
+    def readiness(self, request: Request) -> tuple[int, float, Origin | None]:
+        """What the robots middleware would do with ``request`` now, without
+        fetching, waiting or counting: (UNKNOWN, ALLOWED or REFUSED; its
+        origin's delay for its agent, 0 if none; its origin, None if robots.txt
+        does not cover it). Under REP_UNREACHABLE = 'defer', an unreachable
+        origin's requests read ALLOWED: they wait in the middleware, for its
+        next attempts, at most REP_DEFER_MAX seconds."""
+        if request.meta.get("dont_obey_robotstxt"):
+            return ALLOWED, 0.0, None
+        origin = self.origin_of(request)
+        if origin is None:
+            return ALLOWED, 0.0, None
+        entry = self.cache.get(origin)
+        if entry is None:
+            return UNKNOWN, 0.0, origin
+        robots = entry.robots
+        dry_run = self.config.dry_run
+        if robots is None:
+            mode = self.config.unreachable
+            if mode == "defer":  # kept there, within REP_DEFER_MAX, refetched meanwhile
+                return ALLOWED, 0.0, origin
+            if entry.expires <= time.time():
+                return UNKNOWN, 0.0, origin
+            refused = mode == "disallow" and not dry_run
+            return (REFUSED if refused else ALLOWED), 0.0, origin
+        agent = self.agent_of(request)
+        if not dry_run and not robots.allowed(request.url, user_agent=agent):
+            return REFUSED, 0.0, origin
+        if self.pacing.delays is None:
+            return ALLOWED, 0.0, origin
+        return ALLOWED, self.delay_of(entry, robots, agent), origin
+
+    def slot_gate(self, key: str) -> tuple[float, int, int, int] | None:
+        """Download slot ``key``'s 429/503 gate, if it holds anything
+        (:meth:`scrapy_rep._pacing.Pacing.gate_state`)."""
+        return self.pacing.gate_state(key)
+
+    # -- fetching ----------------------------------------------------------------------
+
+    async def entry_for(self, url: str) -> Entry | None:
+        """What is known of ``url``'s origin robots.txt, fetching it if unknown
+        (joining any fetch in flight). None for URLs robots.txt does not cover."""
+        origin = self.keys.get(urlparse(url))
+        if origin is None:
+            return None
+        entry = self.cache.get(origin)
+        if entry is None or (entry.robots is None and entry.expires <= time.time()):
+            entry = await maybe_deferred_to_future(self.fetcher.join(origin))
+        return entry
+
+    def prefetch(self, origin: Origin, request: Request) -> Deferred[Any] | None:
+        """Start fetching ``origin``'s robots.txt for ``request`` (or join the
+        fetch in flight): a Deferred fired once its verdict is known (at once if
+        it is). None, and nothing started, while REP_MAX_FETCHES robots.txt
+        downloads run: the caller asks again later."""
+        entry = self.cache.get(origin)
+        if entry is not None and (entry.robots is not None or entry.expires > time.time()):
+            return succeed(entry)
+        if self.fetcher.download.busy:
+            return None
+        return self.fetcher.join(origin, request)
