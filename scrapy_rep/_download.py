@@ -1,57 +1,46 @@
-"""One origin's robots.txt, downloaded through Scrapy with what a hostile server sends bounded.
+"""scrapy-rep's own downloads (robots.txt, a policy file) through Scrapy, what servers send bounded.
 
 ``crawler.engine.download_async`` runs the user's downloader middlewares
-(proxies, auth, headers, cookies, caches), so robots.txt is asked for the way
-pages are. On top, what any server on the web can make a robots.txt download
-cost is bounded here:
+(proxies, auth, headers, cookies, caches), so scrapy-rep asks for its files
+the way pages are asked for. On top, what any server on the web can make one
+of them cost is bounded here, by one core with two users: robots.txt
+(:class:`scrapy_rep.fetcher.RobotsDownload`, which retries on the server's
+terms and reads the answer as RFC 9309 says) and the other files of an origin
+(``/.well-known/tdmrep.json``, :mod:`scrapy_rep._tdmrep_files`, one attempt
+per hop: :meth:`OwnDownloads.file`):
 
 - **bytes**: the body is cut at ``REP_MAX_SIZE`` with ``StopDownload(fail=False)``
-  from a ``bytes_received`` handler (connected only while robots.txt downloads
-  run); compressed answers are decoded with the same bound
+  from a ``bytes_received`` handler (connected only while such downloads run);
+  compressed answers are decoded with the same bound
   (:mod:`scrapy_rep.decompression`), so Scrapy's ``DOWNLOAD_MAXSIZE`` is lifted
   for them (a 10 GiB ``Content-Length`` is read up to the cap, as RFC 9309 §2.5
   allows) only when that middleware is in place; status line and headers are
-  bounded too (:mod:`scrapy_rep._slots.headers`: every request of ours, each
-  hop, each policy file, as it reaches the downloader);
+  bounded too (:mod:`scrapy_rep._slots.headers`: each request, each hop, as it
+  reaches the downloader);
 - **time**: ``REP_FETCH_TIMEOUT`` for the whole fetch: every hop and attempt
-  gets the time left (:class:`_Budget`); only the waits before a retry (each
-  at most ``REP_FETCH_TIMEOUT``, ``REP_FETCH_RETRIES`` for the whole fetch too)
-  come on top, so a fetch ends within ``REP_FETCH_TIMEOUT x (REP_FETCH_RETRIES
-  + 1)``, inside the cluster's fetch lock;
-- **places**: a robots.txt download in flight is taken out of the downloader's
-  active set (at most ``REP_MAX_FETCHES`` at once), so slow robots.txt files
-  never hold the places of pages of origins whose rules are known;
-- **retries**: Scrapy's RetryMiddleware is off for these requests (it asks
-  again at once and logs every give-up as an ERROR); a 429, a 5xx or a network
-  error is tried again, up to ``REP_FETCH_RETRIES`` times in a fetch (all its
-  hops together), after the server's ``Retry-After`` or a backoff (1 s, 2 s,
-  ...), and not within this fetch when
-  the server asks for longer than ``REP_FETCH_TIMEOUT`` (the origin is then
-  unreachable until the time it asked for) or did not answer in time (a
-  server that hangs would hold its waiting requests twice as long).
+  gets the time left (:class:`Budget`);
+- **places**: a download in flight is taken out of the downloader's active set
+  (at most ``REP_MAX_FETCHES`` at once per file), so slow servers never hold
+  the places of pages of origins whose rules are known;
+- **redirects**: followed here, hop by hop, up to ``REP_MAX_REDIRECTS``
+  (:meth:`OwnDownloads.follow`); Scrapy's RedirectMiddleware and
+  RetryMiddleware are off for these requests.
 
-Redirects are followed here, hop by hop (up to ``REP_MAX_REDIRECTS``); what
-the final answer means is :mod:`scrapy_rep.policy`'s job.
-
-Another file of the origin (``/.well-known/tdmrep.json``, :mod:`scrapy_rep.usage_middleware`)
-is downloaded with the same bounds by an instance of its own
-(``well_known=True``, :meth:`RobotsDownload.well_known_file`): one attempt per
-hop, no retry. Its requests carry ``rep_robotstxt`` too (so they are decoded
-with a bound) and ``rep_well_known``; each instance handles only its own.
+Every request carries ``rep_robotstxt`` (so it is decoded with a bound); one
+for another file carries ``rep_well_known`` too (its path). Each
+:class:`OwnDownloads` handles only the requests for its own file.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import itertools
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urljoin, urlparse
 
 from scrapy import Request, signals
-from scrapy.exceptions import DontCloseSpider, IgnoreRequest, StopDownload
+from scrapy.exceptions import DontCloseSpider, StopDownload
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.misc import load_object
 from w3lib.url import safe_url_string
@@ -59,8 +48,7 @@ from w3lib.url import safe_url_string
 from scrapy_rep import _compat, _slots
 from scrapy_rep._inflate import accept_encoding
 from scrapy_rep._slots import headers
-from scrapy_rep.origin import origin_text, robots_url
-from scrapy_rep.policy import header_text, retry_after
+from scrapy_rep.origin import origin_text
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -68,45 +56,43 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.settings import BaseSettings
 
-    from scrapy_rep.cluster.link import Sleep
     from scrapy_rep.config import Config
     from scrapy_rep.origin import Origin
-    from scrapy_rep.policy import Entry
 
+ROBOTS_PATH = "/robots.txt"
 ROBOTS_META = "rep_robotstxt"
-"""Meta key marking scrapy-rep's own robots.txt requests (value: the origin text)."""
+"""Meta key marking scrapy-rep's own requests (value: the origin text)."""
 WELL_KNOWN_META = "rep_well_known"
 """Meta key marking scrapy-rep's requests for another file of the origin
 (/.well-known/tdmrep.json), which carry ROBOTS_META too (value: the file's path)."""
 _SCRAPY_HANDLERS = "scrapy.core.downloader.handlers."
-FIRST_RETRY = 1.0
-"""Seconds before the first retry without Retry-After (then doubling), and at least."""
 
 
-class RobotsDownload:
-    """Downloads origins' robots.txt (see the module docstring)."""
+class Hops(NamedTuple):
+    """Where following redirects ended."""
 
-    def __init__(
-        self,
-        crawler: Crawler,
-        config: Config,
-        *,
-        sleep: Sleep | None = None,
-        uncapped: bool,
-        well_known: bool = False,
-    ) -> None:
-        """``uncapped``: robots.txt answers are decoded with a bound
+    response: Response | None
+    """The last answer (None: the last hop failed)."""
+    redirects: int
+    """Redirects followed (one more than taken when there were too many)."""
+    stopped: str | None
+    """Why a redirect was not followed: "no_location" (none usable), "too_many"
+    (past REP_MAX_REDIRECTS); None when the last answer is no redirect."""
+
+
+class OwnDownloads:
+    """Downloads of one file of origins, bounded (see the module docstring)."""
+
+    def __init__(self, crawler: Crawler, config: Config, path: str, *, uncapped: bool) -> None:
+        """``path``: the file ("/robots.txt", "/.well-known/tdmrep.json").
+        ``uncapped``: answers are decoded with a bound
         (:func:`scrapy_rep.decompression.problem` found nothing) and Scrapy's own
-        handlers report received bytes, so DOWNLOAD_MAXSIZE can be lifted.
-        ``well_known``: this instance downloads other files of origins
-        (:meth:`well_known_file`), not robots.txt. ``sleep`` waits between
-        robots.txt attempts (other files are not retried)."""
-        self.well_known = well_known
+        handlers report received bytes, so DOWNLOAD_MAXSIZE can be lifted."""
         self.crawler = crawler
         self.config = config
-        self._policy = config.policy
+        self.path = path
+        self._well_known = None if path == ROBOTS_PATH else path
         self._stats = crawler.stats
-        self._sleep = sleep
         self._size_meta = {"download_maxsize": 0, "download_warnsize": 0} if uncapped else {}
         self._headers = {b"Accept-Encoding": accept_encoding()}
         self._running = 0  # downloads in flight: the signal handlers are connected
@@ -115,181 +101,82 @@ class RobotsDownload:
         self._out: set[Request] = set()  # taken out of the downloader's active set
         self._can_leave: bool | None = None  # engine internals there (checked once)
         crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
-        headers.install()  # once per process; what is missing was logged at start
+        headers.install(config.headers_max)  # once per process; a problem was logged at start
 
     @property
     def busy(self) -> bool:
-        """As many robots.txt downloads as may leave the active set are running
-        (never with REP_MAX_FETCHES = 0: then they all count, as in Scrapy)."""
+        """As many downloads as may leave the active set are running (never
+        with REP_MAX_FETCHES = 0: then they all count, as in Scrapy)."""
         return 0 < self.config.max_fetches <= self._running
 
-    async def entry(self, origin: Origin, previous: Entry | None) -> tuple[Entry, Response | None]:
-        """The origin's robots.txt as an entry (``previous``: what was known), and
-        the last response (None when there was none)."""
-        policy = self._policy
-        url = robots_url(origin)
-        budget = _Budget(self.config.fetch_timeout, self.config.fetch_retries)
-        for hop in range(self.config.max_redirects + 1):
-            response, failed = await self._get(url, origin, previous, budget)
-            if response is None:
-                assert failed is not None
-                return failed, None
-            status = response.status
-            if _is_redirect(status):
-                location = response.headers.get(b"Location")
-                target = _redirect_target(response.url, location) if location else None
-                if target is None or hop == self.config.max_redirects:
-                    # nowhere to go, or too far: as if there were no robots.txt (§2.3.1.2)
-                    if target is None:
-                        reason = f"HTTP {status} without a usable Location"
-                    else:
-                        self._stats.inc_value("rep/robotstxt/redirects_exceeded")
-                        reason = f"more than {self.config.max_redirects} redirects"
-                    entry = policy.unavailable(reason, now=time.time())
-                    hops = hop if target is None else hop + 1
-                    entry = dataclasses.replace(
-                        entry, status=status, url=response.url, redirects=hops
-                    )
-                    return entry, response
-                url = target
-                continue
-            headers = response.headers
-            entry = policy.on_response(
-                status,
-                response.body,
-                url=response.url,
-                now=time.time(),
-                previous=previous,
-                cache_control=header_text(headers.get(b"Cache-Control")),
-                retry_after_header=header_text(headers.get(b"Retry-After")),
-                date_header=header_text(headers.get(b"Date")),
-            )
-            entry = dataclasses.replace(
-                entry,
-                truncated=entry.truncated or "download_stopped" in response.flags,
-                status=status,
-                url=response.url,
-                redirects=hop,
-                size=len(response.body),
-            )
-            return entry, response
-        raise AssertionError("unreachable")  # the loop always returns
+    def budget(self, retries: int = 0) -> Budget:
+        """What one fetch may spend: REP_FETCH_TIMEOUT, and ``retries``."""
+        return Budget(self.config.fetch_timeout, retries)
 
-    async def _get(
-        self, url: str, origin: Origin, previous: Entry | None, budget: _Budget
-    ) -> tuple[Response | None, Entry | None]:
-        """One hop, tried again on the server's terms within the fetch's
-        ``budget``: its last response, or the entry of the last failure."""
-        failed: Entry | None = None
-        for attempt in itertools.count():
-            response: Response | None = None
-            try:
-                response = await self._download(self._request(url, origin, budget))
-            except IgnoreRequest as exc:
-                # Refused by a downloader middleware of this crawl, not by the site.
-                self._stats.inc_value("rep/robotstxt/refused_locally")
-                return None, self._policy.refused_locally(_reason(exc), now=time.time())
-            except Exception as exc:
-                name = f"{type(exc).__module__}.{type(exc).__qualname__}"
-                self._stats.inc_value(f"rep/robotstxt/exception_count/{name}")
-                failed = self._policy.on_error(_reason(exc), now=time.time(), previous=previous)
-                if isinstance(exc, _compat.TIMEOUT_ERRORS):
-                    break  # it had REP_FETCH_TIMEOUT already: asked again after REP_RETRY_MIN
-            else:
-                if response.status != 429 and response.status < 500:
-                    return response, None
-            wait = self._retry_wait(response, attempt)
-            if wait is None or not budget.retries:
-                break
-            budget.retries -= 1
-            self._stats.inc_value("rep/robotstxt/retry_count")
-            assert self._sleep is not None  # robots.txt downloads are given one
-            with budget.paused():  # the server asked for the wait: not download time
-                if not await self._sleep(wait):  # the spider closes
-                    break
-        if response is not None:
-            return response, None  # its status says unreachable, with its Retry-After
-        return None, failed
-
-    def _retry_wait(self, response: Response | None, attempt: int) -> float | None:
-        """Seconds before the next try: the server's Retry-After, else a doubling
-        backoff; None when the server asks for longer than a fetch may take."""
-        asked = None
-        if response is not None:
-            headers = response.headers
-            asked = retry_after(
-                header_text(headers.get(b"Retry-After")),
-                time.time(),
-                date=header_text(headers.get(b"Date")),
-            )
-        if asked is None:
-            return min(FIRST_RETRY * 2.0**attempt, self.config.fetch_timeout)
-        if asked > self.config.fetch_timeout:
-            return None  # the entry's retry time honours it
-        return max(asked, FIRST_RETRY)
-
-    def _request(self, url: str, origin: Origin, budget: _Budget) -> Request:
+    def request(self, url: str, origin: Origin, budget: Budget) -> Request:
         """The request for ``url`` with the time left; raises the timeout Scrapy
         would when none is left (the fetch took REP_FETCH_TIMEOUT already)."""
         left = budget.left()
         if left <= 0:
-            raise _TIMEOUT(
+            raise TIMEOUT(
                 f"Getting {url} took longer than {self.config.fetch_timeout:g} seconds "
                 "(REP_FETCH_TIMEOUT, for the whole fetch, redirects included)."
             )
+        meta = {
+            "dont_obey_robotstxt": True,
+            ROBOTS_META: origin_text(origin),
+            "download_timeout": left,
+            "dont_retry": True,  # retried by the caller, on the server's terms
+            "dont_redirect": True,  # followed by follow(), hop by hop
+            "handle_httpstatus_all": True,
+            "allow_offsite": True,
+            **self._size_meta,
+        }
+        if self._well_known is not None:
+            meta[WELL_KNOWN_META] = self._well_known
         return Request(
             url,
             callback=NO_CALLBACK,
             dont_filter=True,
             headers=self._headers,  # only codings decoded with a bound
-            meta={
-                "dont_obey_robotstxt": True,
-                ROBOTS_META: origin_text(origin),
-                "download_timeout": left,
-                "dont_retry": True,  # retried above, on the server's terms
-                "dont_redirect": True,  # followed above, hop by hop
-                "handle_httpstatus_all": True,
-                "allow_offsite": True,
-                **self._size_meta,
-            },
+            meta=meta,
         )
 
-    async def well_known_file(self, path: str, origin: Origin) -> Response:
-        """Another file of the origin (``path``: "/.well-known/tdmrep.json") with
-        the bounds of robots.txt downloads: the final answer, redirects followed
-        up to REP_MAX_REDIRECTS (a 3xx when they lead nowhere or too far); one
-        attempt per hop, all within REP_FETCH_TIMEOUT. Network errors, timeouts
-        and refusals raise, as Scrapy's do."""
-        url = origin_text(origin) + path
-        budget = _Budget(self.config.fetch_timeout, retries=0)
-        for _ in range(self.config.max_redirects + 1):
-            request = self._request(url, origin, budget)
-            request.meta[WELL_KNOWN_META] = path
-            response = await self._send(request)
+    async def follow(self, url: str, get: Callable[[str], Awaitable[Response | None]]) -> Hops:
+        """The answers ``get`` gives for ``url``, then for each redirect's
+        target, up to REP_MAX_REDIRECTS hops."""
+        most = self.config.max_redirects
+        for hop in range(most + 1):
+            response = await get(url)
+            if response is None or not is_redirect(response.status):
+                return Hops(response, hop, None)
             location = response.headers.get(b"Location")
-            status = response.status
-            if not (_is_redirect(status) and location):
-                return response
-            target = _redirect_target(response.url, location)
+            target = _redirect_target(response.url, location) if location else None
             if target is None:
-                return response
+                return Hops(response, hop, "no_location")
+            if hop == most:
+                return Hops(response, hop + 1, "too_many")
             url = target
-        return response
+        raise AssertionError("unreachable")  # the loop always returns
 
-    async def _download(self, request: Request) -> Response:
-        response = await self._send(request, "rep/robotstxt/request_count")
-        status = response.status
-        self._stats.inc_value("rep/robotstxt/response_count")
-        self._stats.inc_value(f"rep/robotstxt/response_status_count/{status}")
-        self._stats.inc_value(f"rep/robotstxt/response_status_class/{status // 100}xx")
-        return response
+    async def file(self, origin: Origin) -> Response:
+        """The origin's file with one attempt per hop, all within
+        REP_FETCH_TIMEOUT: the final answer (a 3xx when redirects lead nowhere
+        or too far). Network errors, timeouts and refusals raise, as Scrapy's do."""
+        budget = self.budget()
 
-    async def _send(self, request: Request, count: str | None = None) -> Response:
+        async def get(url: str) -> Response:
+            return await self.send(self.request(url, origin, budget))
+
+        hops = await self.follow(origin_text(origin) + self.path, get)
+        assert hops.response is not None  # get() raises rather than answer None
+        return hops.response
+
+    async def send(self, request: Request) -> Response:
+        """Download ``request`` through the crawl's engine, bounded."""
         engine = self.crawler.engine
         if engine is None:
             raise RuntimeError("the crawler has no engine")
-        if count is not None:
-            self._stats.inc_value(count)
         self._running += 1
         if self._running == 1:
             self._connect(True)
@@ -304,15 +191,14 @@ class RobotsDownload:
                 self._connect(False)
 
     def _ours(self, request: Request) -> bool:
-        """A request of this instance: robots.txt, or another file when ``well_known``."""
         meta = request.meta
-        return ROBOTS_META in meta and (WELL_KNOWN_META in meta) == self.well_known
+        return ROBOTS_META in meta and meta.get(WELL_KNOWN_META) == self._well_known
 
     # -- while downloads run ------------------------------------------------------
 
     def _connect(self, on: bool) -> None:
-        """The handlers run only while robots.txt downloads do: every response's
-        every chunk would pay for them otherwise."""
+        """The handlers run only while downloads do: every response's every
+        chunk would pay for them otherwise."""
         change = self.crawler.signals.connect if on else self.crawler.signals.disconnect
         change(self._bytes_received, signal=signals.bytes_received)
         change(self._reached, signal=signals.request_reached_downloader)
@@ -375,11 +261,11 @@ def handlers_count_bytes(settings: BaseSettings) -> bool:
     return True
 
 
-_TIMEOUT = _compat.TIMEOUT_ERRORS[-1]
+TIMEOUT = _compat.TIMEOUT_ERRORS[-1]
 """What Scrapy raises for a download past its timeout (Scrapy's class from 2.15)."""
 
 
-class _Budget:
+class Budget:
     """What a whole fetch, all its hops, may still spend: download time
     (REP_FETCH_TIMEOUT) and retries (REP_FETCH_RETRIES)."""
 
@@ -400,11 +286,7 @@ class _Budget:
             self._end += time.monotonic() - start
 
 
-def _reason(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
-def _is_redirect(status: int) -> bool:
+def is_redirect(status: int) -> bool:
     """A 3xx that sends elsewhere (304 Not Modified does not)."""
     return 300 <= status < 400 and status != 304
 

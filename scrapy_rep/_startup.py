@@ -44,11 +44,12 @@ def checked_config(crawler: Crawler) -> Config:
     for warning in config.warnings:
         logger.warning("scrapy-rep: %s", warning)
     _error_if_scrapy_middleware_enabled(crawler)
-    missing = headers.install()
+    missing = headers.install(config.headers_max)
     if missing is not None:
         logger.error(
             "scrapy-rep cannot bound the headers of its robots.txt and tdmrep.json "
-            "answers with this Twisted (%s): a server streaming headers can take much memory",
+            "answers with this Twisted (%s): a server streaming headers can take much "
+            "memory (REP_HEADERS_MAX = 0 silences this)",
             missing,
         )
     logger.info(

@@ -25,7 +25,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import maybe_deferred_to_future
 
 from scrapy_rep import _startup
-from scrapy_rep._download import RobotsDownload
+from scrapy_rep._download import OwnDownloads
 from scrapy_rep._in_flight import InFlight
 from scrapy_rep.cache import lru_put
 from scrapy_rep.origin import Origin, origin_text
@@ -63,7 +63,7 @@ class TdmRepFiles:
         self._fetches: InFlight[Origin, TdmEntry] = InFlight()
         self._began: dict[Origin, float] = {}  # when each fetch in flight began (monotonic)
         uncapped = _startup.uncapped(crawler.settings, warn=False)
-        self._download = RobotsDownload(crawler, config, uncapped=uncapped, well_known=True)
+        self._download = OwnDownloads(crawler, config, TDMREP_PATH, uncapped=uncapped)
 
     async def fetched(self, origin: Origin) -> TdmEntry | None:
         """The origin's entry once the fetch under way ends; None: none known, or
@@ -118,7 +118,7 @@ class TdmRepFiles:
         text = origin_text(origin)
         self._stats.inc_value("rep/usage/tdmrep/request_count")
         try:
-            response = await self._download.well_known_file(TDMREP_PATH, origin)
+            response = await self._download.file(origin)
         except IgnoreRequest:  # refused by a downloader middleware of this crawl
             return TdmEntry(None, "refused_locally", keep)
         except Exception as exc:

@@ -52,6 +52,10 @@ class Config:
     warnings: tuple[str, ...] = ()
     """Usable but odd settings, logged once at start."""
     max_size: int = DEFAULT_MAX_SIZE
+    headers_max: int = 64 * 1024
+    """REP_HEADERS_MAX: bytes of status line and headers an answer to
+    scrapy-rep's own requests may send; 0: unbounded, Twisted left unpatched
+    (scrapy_rep._slots.headers, process-wide)."""
     fetch_timeout: float = 10.0
     fetch_retries: int = 1
     max_redirects: int = 5
@@ -136,6 +140,7 @@ class Config:
             explicit_agent=explicit,
             user_agent_problem=problem,
             max_size=read.integer("REP_MAX_SIZE", minimum=1),
+            headers_max=read.integer("REP_HEADERS_MAX", minimum=0),
             fetch_timeout=read.number("REP_FETCH_TIMEOUT", minimum=0.0, exclusive=True),
             fetch_retries=read.integer("REP_FETCH_RETRIES", minimum=0),
             max_redirects=read.integer("REP_MAX_REDIRECTS", minimum=0),

@@ -3,10 +3,11 @@
 One fetch in flight per origin, shared by every request waiting for it
 (:mod:`scrapy_rep._in_flight`).
 
-The download, bounded in bytes, time, places and retries, is
-:mod:`scrapy_rep._download`'s; what its result means (RFC 9309 §2.3.1) is
-:mod:`scrapy_rep.policy`'s. The fetcher stores the entry, logs what a user
-should know (once per origin and outage), and sends the signals.
+The download is bounded in bytes, time, places and redirects by
+:mod:`scrapy_rep._download`; :class:`RobotsDownload` adds the retries and
+reads the answer, with :mod:`scrapy_rep.policy`, as RFC 9309 §2.3.1 says. The
+fetcher stores the entry, logs what a user should know (once per origin and
+outage), and sends the signals.
 
 With shared state (:mod:`scrapy_rep.cluster`), a fetch first asks Redis for
 another worker's result or for the origin's fetch lock, and publishes its own.
@@ -16,26 +17,37 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import logging
 import time
 from typing import TYPE_CHECKING
 
 from scrapy import Request
+from scrapy.exceptions import IgnoreRequest
 from twisted.internet.defer import Deferred
 
 from scrapy_rep import _compat, _slots
 from scrapy_rep import signals as rep_signals
-from scrapy_rep._download import RobotsDownload
+from scrapy_rep._download import ROBOTS_PATH, OwnDownloads
 from scrapy_rep._in_flight import InFlight
 from scrapy_rep.cluster import RedisUnavailable
 from scrapy_rep.origin import origin_text, robots_url
-from scrapy_rep.policy import PARSED, REFUSED_LOCALLY, UNAVAILABLE, UNREACHABLE, delay_for
+from scrapy_rep.policy import (
+    PARSED,
+    REFUSED_LOCALLY,
+    UNAVAILABLE,
+    UNREACHABLE,
+    delay_for,
+    header_text,
+    retry_after,
+)
 from scrapy_rep.robotparser import RobotParser
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
+    from scrapy_rep._download import Budget
     from scrapy_rep.cache import RulesCache
     from scrapy_rep.cluster import ClusterDelay, RedisRulesCache
     from scrapy_rep.cluster.link import Sleep
@@ -44,9 +56,12 @@ if TYPE_CHECKING:
     from scrapy_rep.policy import Entry
     from scrapy_rep.report import CrawlReport
 
-__all__ = ["RobotsFetcher"]
+__all__ = ["RobotsDownload", "RobotsFetcher"]
 
 logger = logging.getLogger(__name__)
+
+FIRST_RETRY = 1.0
+"""Seconds before the first retry without Retry-After (then doubling), and at least."""
 
 
 class RobotsFetcher:
@@ -224,3 +239,141 @@ class RobotsFetcher:
             await sig.send_catch_log_async(
                 signal=rep_signals.sitemaps_found, urls=sitemaps, origin=text
             )
+
+
+class RobotsDownload:
+    """One origin's robots.txt as an entry: downloaded bounded
+    (:class:`~scrapy_rep._download.OwnDownloads`), retried on the server's terms.
+
+    Scrapy's RetryMiddleware is off for these requests (it asks again at once
+    and logs every give-up as an ERROR); a 429, a 5xx or a network error is
+    tried again, up to ``REP_FETCH_RETRIES`` times in a fetch (all its hops
+    together), after the server's ``Retry-After`` or a backoff (1 s, 2 s, ...),
+    and not within this fetch when the server asks for longer than
+    ``REP_FETCH_TIMEOUT`` (the origin is then unreachable until the time it
+    asked for) or did not answer in time (a server that hangs would hold its
+    waiting requests twice as long). Only the waits before a retry come on top
+    of ``REP_FETCH_TIMEOUT``, so a fetch ends within ``REP_FETCH_TIMEOUT x
+    (REP_FETCH_RETRIES + 1)``, inside the cluster's fetch lock.
+    """
+
+    def __init__(self, crawler: Crawler, config: Config, *, sleep: Sleep, uncapped: bool) -> None:
+        self.files = OwnDownloads(crawler, config, ROBOTS_PATH, uncapped=uncapped)
+        self.config = config
+        self._policy = config.policy
+        self._stats = crawler.stats
+        self._sleep = sleep
+
+    @property
+    def busy(self) -> bool:
+        """REP_MAX_FETCHES robots.txt downloads are running."""
+        return self.files.busy
+
+    async def entry(self, origin: Origin, previous: Entry | None) -> tuple[Entry, Response | None]:
+        """The origin's robots.txt as an entry (``previous``: what was known), and
+        the last response (None when there was none)."""
+        budget = self.files.budget(self.config.fetch_retries)
+        failures: list[Entry] = []
+
+        async def get(url: str) -> Response | None:
+            response, failed = await self._get(url, origin, previous, budget)
+            if failed is not None:
+                failures.append(failed)
+            return response
+
+        response, redirects, stopped = await self.files.follow(robots_url(origin), get)
+        if response is None:
+            return failures[-1], None
+        status = response.status
+        if stopped is not None:  # nowhere to go, or too far: as if there were none (§2.3.1.2)
+            if stopped == "too_many":
+                self._stats.inc_value("rep/robotstxt/redirects_exceeded")
+                reason = f"more than {self.config.max_redirects} redirects"
+            else:
+                reason = f"HTTP {status} without a usable Location"
+            entry = self._policy.unavailable(reason, now=time.time())
+        else:
+            headers = response.headers
+            entry = self._policy.on_response(
+                status,
+                response.body,
+                url=response.url,
+                now=time.time(),
+                previous=previous,
+                cache_control=header_text(headers.get(b"Cache-Control")),
+                retry_after_header=header_text(headers.get(b"Retry-After")),
+                date_header=header_text(headers.get(b"Date")),
+            )
+            entry = dataclasses.replace(
+                entry,
+                truncated=entry.truncated or "download_stopped" in response.flags,
+                size=len(response.body),
+            )
+        entry = dataclasses.replace(entry, status=status, url=response.url, redirects=redirects)
+        return entry, response
+
+    async def _get(
+        self, url: str, origin: Origin, previous: Entry | None, budget: Budget
+    ) -> tuple[Response | None, Entry | None]:
+        """One hop, tried again on the server's terms within the fetch's
+        ``budget``: its last response, or the entry of the last failure."""
+        failed: Entry | None = None
+        for attempt in itertools.count():
+            response: Response | None = None
+            try:
+                response = await self._download(self.files.request(url, origin, budget))
+            except IgnoreRequest as exc:
+                # Refused by a downloader middleware of this crawl, not by the site.
+                self._stats.inc_value("rep/robotstxt/refused_locally")
+                return None, self._policy.refused_locally(_reason(exc), now=time.time())
+            except Exception as exc:
+                name = f"{type(exc).__module__}.{type(exc).__qualname__}"
+                self._stats.inc_value(f"rep/robotstxt/exception_count/{name}")
+                failed = self._policy.on_error(_reason(exc), now=time.time(), previous=previous)
+                if isinstance(exc, _compat.TIMEOUT_ERRORS):
+                    break  # it had REP_FETCH_TIMEOUT already: asked again after REP_RETRY_MIN
+            else:
+                if response.status != 429 and response.status < 500:
+                    return response, None
+            wait = self._retry_wait(response, attempt)
+            if wait is None or not budget.retries:
+                break
+            budget.retries -= 1
+            self._stats.inc_value("rep/robotstxt/retry_count")
+            with budget.paused():  # the server asked for the wait: not download time
+                if not await self._sleep(wait):  # the spider closes
+                    break
+        if response is not None:
+            return response, None  # its status says unreachable, with its Retry-After
+        return None, failed
+
+    def _retry_wait(self, response: Response | None, attempt: int) -> float | None:
+        """Seconds before the next try: the server's Retry-After, else a doubling
+        backoff; None when the server asks for longer than a fetch may take."""
+        asked = None
+        if response is not None:
+            headers = response.headers
+            asked = retry_after(
+                header_text(headers.get(b"Retry-After")),
+                time.time(),
+                date=header_text(headers.get(b"Date")),
+            )
+        if asked is None:
+            return min(FIRST_RETRY * 2.0**attempt, self.config.fetch_timeout)
+        if asked > self.config.fetch_timeout:
+            return None  # the entry's retry time honours it
+        return max(asked, FIRST_RETRY)
+
+    async def _download(self, request: Request) -> Response:
+        stats = self._stats
+        stats.inc_value("rep/robotstxt/request_count")
+        response = await self.files.send(request)
+        status = response.status
+        stats.inc_value("rep/robotstxt/response_count")
+        stats.inc_value(f"rep/robotstxt/response_status_count/{status}")
+        stats.inc_value(f"rep/robotstxt/response_status_class/{status // 100}xx")
+        return response
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

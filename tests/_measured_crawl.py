@@ -1,6 +1,6 @@
 """Run one crawl in a process of its own and print what happened and its peak memory, as JSON.
 
-Used by tests/test_hostile_servers.py: a crawl that could inflate a
+Used by tests/test_hostile_servers.py and test_hostile_downloads.py: a crawl that could inflate a
 compression bomb or keep a header flood must be measured alone (one pytest
 process holds one reactor and all the other tests' memory).
 Usage: python _measured_crawl.py '{"urls": [...], "settings": {...}}'
@@ -18,6 +18,7 @@ from crawls import peak_mb
 from scrapy import Request, Spider
 from scrapy.crawler import CrawlerProcess
 from twisted.python.failure import Failure
+from twisted.web._newclient import HTTPClientParser
 
 
 class Recorder(Spider):
@@ -70,6 +71,7 @@ def main() -> None:
         "seen": crawler.spider.seen if crawler.spider else {},
         "stats": {k: v for k, v in stats.items() if k.startswith(("rep/", "httpcompression"))},
         "errors": errors.messages,
+        "patched": getattr(HTTPClientParser.dataReceived, "_rep_limited", False),
     }
     print(json.dumps(report, default=str))
 

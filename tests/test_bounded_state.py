@@ -52,8 +52,8 @@ async def test_a_broad_crawl_keeps_per_origin_state_within_rep_cache_max_origins
                 slot_minimums=len(slots._own_settings),
                 per_slot_settings=len(downloader.per_slot_settings),
                 fetches=len(fetcher._fetches),
-                sizes=len(fetcher.download._sizes),
-                out_of_active=len(fetcher.download._out),
+                sizes=len(fetcher.download.files._sizes),
+                out_of_active=len(fetcher.download.files._out),
                 waiting=robots.waiting.count,
             )
 

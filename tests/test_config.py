@@ -48,6 +48,7 @@ def test_values_are_read_from_strings_too() -> None:
         ("REP_MAX_SIZE", 0),
         ("REP_MAX_SIZE", "big"),
         ("REP_MAX_SIZE", 1.5),
+        ("REP_HEADERS_MAX", -1),
         ("REP_FETCH_TIMEOUT", 0),
         ("REP_FETCH_TIMEOUT", "nan"),
         ("REP_FETCH_RETRIES", -1),

@@ -116,6 +116,23 @@ async def test_the_header_bound_holds_for_our_downloads_and_leaves_pages_alone(
     assert result.responses[site2.url("/big")].status == 200
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("limit", "outcome"), [(4096, "unreachable"), (0, "parsed")])
+def test_rep_headers_max_is_the_bound_and_0_leaves_twisted_unpatched(
+    site: ScriptedServer, limit: int, outcome: str, pytestconfig: pytest.Config
+) -> None:
+    """8 KB of headers on robots.txt: past REP_HEADERS_MAX = 4096 the answer is
+    given up (the origin is unreachable); with 0 nothing is bounded, and
+    Twisted's parser, which the bound patches for the whole process, is left
+    as it is (each crawl in a process of its own)."""
+    site.script("/robots.txt", Reply(body=RULES, headers=[("X-Big", "a" * 4000)] * 2))
+    report = _measured_crawl(
+        [site.url("/a")], pytestconfig.getoption("reactor"), REP_HEADERS_MAX=limit
+    )
+    assert report["patched"] is (limit > 0)
+    assert report["stats"][f"rep/robotstxt/outcome/{outcome}"] == 1
+
+
 # -- content codings that transform nothing ------------------------------------------------------
 
 

@@ -4,15 +4,18 @@ Twisted's HTTP/1.1 client bounds each header line but not their number: a
 server streaming header lines for the whole timeout took a crawler to almost
 500 MB. :func:`install` patches ``twisted.web._newclient.HTTPClientParser.dataReceived``
 once per process, for every crawler and every response in it: header bytes
-are counted on every response, and an answer passing :data:`HEADERS_MAX` is
-given up only when its URL is one scrapy-rep downloads itself (robots.txt,
-each redirect hop, tdmrep.json). The download core registers those when they
-reach the downloader (:func:`bound_headers`, under their meta key, whatever
-URL a middleware gave them) and releases them when they end; every other
-response is parsed as before. Twisted has no public hook for this (as of
-26.10): ``HTTPClientParser.dataReceived``, ``.state``, ``.request.absoluteURI``
-and ``twisted.web.client.URI`` are checked by :func:`install`, and what is
-missing is reported at start.
+are counted on every response, and an answer passing the bound
+(``REP_HEADERS_MAX``; with several crawls in one process, the smallest of
+theirs) is given up only when its URL is one scrapy-rep downloads itself
+(robots.txt, each redirect hop, tdmrep.json). The download core registers
+those when they reach the downloader (:func:`bound_headers`, under their meta
+key, whatever URL a middleware gave them) and releases them when they end;
+every other response is parsed as before. ``REP_HEADERS_MAX = 0`` leaves
+Twisted unpatched (unless another crawl of the process installed the patch).
+Twisted has no public hook for this (as of 26.10):
+``HTTPClientParser.dataReceived``, ``.state``, ``.request.absoluteURI`` and
+``twisted.web.client.URI`` are checked by :func:`install`, and what is missing
+is reported at start.
 """
 
 from __future__ import annotations
@@ -21,14 +24,13 @@ from collections import Counter
 from typing import Any
 from urllib.parse import urldefrag
 
-HEADERS_MAX = 64 * 1024
-"""Bytes of status line and headers an answer to scrapy-rep's own requests may send."""
+_limit: list[int] = []  # the bound, once installed: the smallest any crawl asked for
 
 _bounded: Counter[bytes] = Counter()  # absolute URIs as Twisted's parser sees them
 
 
 class ResponseHeadersTooLarge(Exception):
-    """An answer to scrapy-rep's own request sent more header bytes than :data:`HEADERS_MAX`."""
+    """An answer to scrapy-rep's own request sent more header bytes than its bound."""
 
 
 def _key(url: str) -> bytes | None:
@@ -45,8 +47,8 @@ def _key(url: str) -> bytes | None:
 
 def bound_headers(url: str) -> bytes | None:
     """Bound the headers of the answer to ``url`` until :func:`release` (the
-    returned key; None when the URL cannot be sent)."""
-    key = _key(url)
+    returned key; None when the URL cannot be sent, or no bound is installed)."""
+    key = _key(url) if _limit else None
     if key is not None:
         _bounded[key] += 1
     return key
@@ -60,8 +62,12 @@ def release(key: bytes | None) -> None:
             del _bounded[key]
 
 
-def install() -> str | None:
-    """Patch Twisted's parser (once per process); None when done, else what is missing."""
+def install(limit: int) -> str | None:
+    """Patch Twisted's parser (once per process) to bound the headers of
+    registered answers to ``limit`` bytes (the smallest limit of all calls;
+    0: this crawl bounds nothing); None when done, else what is missing."""
+    if limit <= 0:
+        return None
     try:
         from twisted.web import _newclient
         from twisted.web.client import URI
@@ -82,6 +88,10 @@ def install() -> str | None:
             "twisted.web._newclient.HTTPClientParser (dataReceived, STATUS, HEADER) "
             "or Request.absoluteURI changed"
         )
+    if _limit:
+        _limit[0] = min(_limit[0], limit)
+    else:
+        _limit.append(limit)
     if getattr(original, "_rep_limited", False):
         return None
 
@@ -89,9 +99,9 @@ def install() -> str | None:
         if self.state in states:
             seen = self.__dict__.get("_rep_header_bytes", 0) + len(data)
             self._rep_header_bytes = seen
-            if seen > HEADERS_MAX and _bounded and _is_bounded(self):
+            if seen > _limit[0] and _bounded and _is_bounded(self):
                 # the protocol gives up on the response and closes the connection
-                raise ResponseHeadersTooLarge(f"answer headers over {HEADERS_MAX} bytes")
+                raise ResponseHeadersTooLarge(f"answer headers over {_limit[0]} bytes")
         original(self, data)
 
     dataReceived._rep_limited = True  # type: ignore[attr-defined]
