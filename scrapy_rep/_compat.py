@@ -199,14 +199,15 @@ async def send_robots_parsed(crawler: Crawler, robotparser: RobotParser, request
 def sitemapindex_urls(spider: SitemapSpider, entries: Iterable[dict[str, Any]]) -> Iterator[str]:
     """Sitemap URLs of an index that ``sitemap_follow`` lets through.
     SitemapSpider._get_urls_from_sitemapindex from 2.15."""
-    method = getattr(spider, "_get_urls_from_sitemapindex", None)
-    if method is not None:
-        yield from method(entries)
-        return
+    own = getattr(spider, "_get_urls_from_sitemapindex", None)
+    if own is not None:
+        return iter(own(entries))
     follow = spider._follow
-    for url in iterloc(entries, spider.sitemap_alternate_links):
-        if url and any(pattern.search(url) for pattern in follow):
-            yield url
+    return (
+        url
+        for url in iterloc(entries, spider.sitemap_alternate_links)
+        if url and any(pattern.search(url) for pattern in follow)
+    )
 
 
 def urlset_urls_and_callbacks(
@@ -214,17 +215,16 @@ def urlset_urls_and_callbacks(
 ) -> Iterator[tuple[str, Callable[..., Any]]]:
     """(page URL, callback of its first ``sitemap_rules`` match) of a urlset.
     SitemapSpider._get_urls_and_callbacks_from_urlset from 2.15."""
-    method = getattr(spider, "_get_urls_and_callbacks_from_urlset", None)
-    if method is not None:
-        yield from method(entries)
-        return
+    own = getattr(spider, "_get_urls_and_callbacks_from_urlset", None)
+    if own is not None:
+        return iter(own(entries))
     rules = spider._cbs
-    for url in iterloc(entries, spider.sitemap_alternate_links):
-        if not url:  # Scrapy 2.15 skips empty <loc> too
-            continue
-        callback = next((cb for pattern, cb in rules if pattern.search(url)), None)
-        if callback is not None:
-            yield url, callback
+    found = (
+        (url, next((cb for pattern, cb in rules if pattern.search(url)), None))
+        for url in iterloc(entries, spider.sitemap_alternate_links)
+        if url  # Scrapy 2.15 skips empty <loc> too
+    )
+    return ((url, callback) for url, callback in found if callback is not None)
 
 
 # -- download errors -------------------------------------------------------------

@@ -93,6 +93,12 @@ class Waiting:
             _slots.rejoin_active(self._crawler.engine, request)
             self.count -= 1
 
+    async def woken(self, request: Request, wake: Deferred[bool]) -> bool:
+        """What ``wake`` fires with (True: go; False: the spider closes),
+        waited for with ``request`` detached."""
+        with self.detached(request):
+            return await maybe_deferred_to_future(wake)
+
     def _can_detach(self) -> bool:
         if self._supported is None:  # what is missing was logged at start (_slots)
             self._supported = not _slots.waiting_problems(self._crawler.engine)

@@ -92,22 +92,26 @@ def log_problems(
             "; ".join(problems),
             ", and Crawl-delay may not be applied" if delays else "",
         )
-    missing = pause_problems(getattr(engine, "downloader", None)) if pauses else []
-    if missing:
-        logger.warning(
-            "scrapy-rep cannot pause Scrapy %s's download slots: %s. A site that answers "
-            "429 or 503 is paused only for the requests that have not reached its "
-            "download slot yet. Please report this.",
-            scrapy.__version__,
-            "; ".join(missing),
-        )
-    unlimited = limit_problems(getattr(engine, "downloader", None)) if limits else []
-    if unlimited:
-        logger.warning(
-            "scrapy-rep cannot hold Scrapy %s's download slots to their concurrency: %s. "
-            "On the asyncio reactor, requests released together (by their robots.txt) "
-            "may reach a site all at once. Please report this.",
-            scrapy.__version__,
-            "; ".join(unlimited),
-        )
-    return problems + missing + unlimited
+    downloader = getattr(engine, "downloader", None)
+    found = list(problems)
+    for wanted, check, consequence in (
+        (
+            pauses,
+            pause_problems,
+            "cannot pause Scrapy %s's download slots: %s. A site that answers 429 or 503 "
+            "is paused only for the requests that have not reached its download slot yet",
+        ),
+        (
+            limits,
+            limit_problems,
+            "cannot hold Scrapy %s's download slots to their concurrency: %s. On the "
+            "asyncio reactor, requests released together (by their robots.txt) may "
+            "reach a site all at once",
+        ),
+    ):
+        missing = check(downloader) if wanted else []
+        if missing:
+            shown = consequence % (scrapy.__version__, "; ".join(missing))
+            logger.warning("scrapy-rep %s. Please report this.", shown)
+            found += missing
+    return found

@@ -38,7 +38,6 @@ from scrapy import signals
 from scrapy.core.downloader import Downloader
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.asyncio import call_later
-from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
 from scrapy_rep._slots.active import OnDownloader, engine_closing, missing_slot_attributes
@@ -172,9 +171,7 @@ class SlotLimits(OnDownloader):
 
     async def _wait(self, request: Request, key: str, wake: Deferred[bool]) -> None:
         self._stats.inc_value("rep/slot_limit/held")
-        with self._waiting.detached(request):
-            go = await maybe_deferred_to_future(wake)
-        if not go:
+        if not await self._waiting.woken(request, wake):
             self._stats.inc_value("rep/slot_limit/dropped_closing")
             raise IgnoreRequest(
                 f"the spider closed while the request waited for a place in "

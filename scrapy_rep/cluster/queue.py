@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 
+from scrapy_rep.cluster._queue_scripts import KNOWN, POP, PUSH, RELEASE
 from scrapy_rep.cluster.pacing import hand_over_turn
 
 if TYPE_CHECKING:
@@ -74,101 +75,6 @@ fetched, a place they gave back) without a word to this one."""
 SWEEP_AFTER = 2.0
 """Seconds after which a request handed out and no longer in the downloader
 (dropped before its slot: robots.txt forbids it) gives its place back."""
-
-# KEYS: the slot's queue, the slots, the count, the slot's meta.
-# ARGV: score, request, slot, spacing (us; -1: unknown), concurrency, robots
-# known (1/0), how long to wait for them (us). -> 1 if added.
-_PUSH = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local added = redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
-if added == 1 then redis.call('INCR', KEYS[3]) end
-local spacing = tonumber(ARGV[4])
-if spacing >= 0 then
-  redis.call('HSET', KEYS[4], 'spacing', ARGV[4], 'limit', ARGV[5])
-else
-  redis.call('HSETNX', KEYS[4], 'limit', ARGV[5])
-end
-if ARGV[6] == '1' then
-  redis.call('ZADD', KEYS[2], 'LT', string.format('%.0f', now), ARGV[3])
-else
-  redis.call('ZADD', KEYS[2], 'NX', string.format('%.0f', now + tonumber(ARGV[7])), ARGV[3])
-end
-return added
-"""
-
-# KEYS: the slots, the count. ARGV: queue key K, scrapy-rep's prefix, slots to
-# look at, lease (us), token.
-# -> {slot, request, spacing (-1: unknown)} or {'', now, first due or -1}.
-_POP = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local K, P = ARGV[1], ARGV[2]
-local function fmt(x) return string.format('%.0f', x) end
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', fmt(now), 'LIMIT', 0, tonumber(ARGV[3]))
-for _, slot in ipairs(due) do
-  local q = K .. ':q:' .. slot
-  if redis.call('ZCARD', q) == 0 then
-    redis.call('ZREM', KEYS[1], slot)
-    redis.call('DEL', K .. ':meta:' .. slot)
-  else
-    local meta = redis.call('HMGET', K .. ':meta:' .. slot, 'spacing', 'limit')
-    local spacing = tonumber(meta[1] or '-1')
-    local limit = tonumber(meta[2] or '1')
-    local turn = P .. 'delay:' .. slot
-    local ready = math.max(tonumber(redis.call('GET', turn) or '0'),
-      tonumber(redis.call('HGET', P .. 'slowdown:' .. slot, 'until') or '0'))
-    if ready > now then
-      redis.call('ZADD', KEYS[1], fmt(ready), slot)
-    else
-      local out = K .. ':out:' .. slot
-      redis.call('ZREMRANGEBYSCORE', out, '-inf', fmt(now))
-      if redis.call('ZCARD', out) >= limit then
-        local first = redis.call('ZRANGE', out, 0, 0, 'WITHSCORES')
-        redis.call('ZADD', KEYS[1], first[2], slot)
-      else
-        local item = redis.call('ZPOPMIN', q)
-        redis.call('DECR', KEYS[2])
-        local lease = tonumber(ARGV[4])
-        redis.call('ZADD', out, fmt(now + lease), ARGV[5])
-        redis.call('PEXPIRE', out, math.ceil(lease / 1000))
-        if spacing > 0 then
-          redis.call('SET', turn, fmt(now + spacing), 'PX', math.ceil(spacing / 1000) + 1000)
-          redis.call('ZADD', KEYS[1], fmt(now + spacing), slot)
-        end
-        if redis.call('ZCARD', q) == 0 then
-          redis.call('ZREM', KEYS[1], slot)
-          redis.call('DEL', K .. ':meta:' .. slot)
-        end
-        return {slot, item[1], fmt(spacing)}
-      end
-    end
-  end
-end
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {'', fmt(now), first[2] or '-1'}
-"""
-
-# KEYS: the slot's leases, the slot's queue, the slots. ARGV: token, slot.
-_RELEASE = """
-redis.call('ZREM', KEYS[1], ARGV[1])
-if redis.call('ZCARD', KEYS[2]) > 0 then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  redis.call('ZADD', KEYS[3], 'LT', string.format('%.0f', now), ARGV[2])
-end
-return 1
-"""
-
-# KEYS: the slots, the slot's meta. ARGV: slot, spacing (us), concurrency.
-# The slot's robots.txt is known now: it is ready (its turn is checked by _POP).
-_KNOWN = """
-redis.call('HSET', KEYS[2], 'spacing', ARGV[2], 'limit', ARGV[3])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-redis.call('ZADD', KEYS[1], 'XX', 'LT', string.format('%.0f', now), ARGV[1])
-return 1
-"""
 
 
 class RedisPoliteQueue:
@@ -212,10 +118,10 @@ class RedisPoliteQueue:
         )
         timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT")
         self._lease = int((timeout + LEASE_MARGIN) * 1e6)
-        self._push_script = server.register_script(_PUSH)
-        self._pop_script = server.register_script(_POP)
-        self._release_script = server.register_script(_RELEASE)
-        self._known_script = server.register_script(_KNOWN)
+        self._push_script = server.register_script(PUSH)
+        self._pop_script = server.register_script(POP)
+        self._release_script = server.register_script(RELEASE)
+        self._known_script = server.register_script(KNOWN)
         self._tokens = (f"{uuid.uuid4().hex[:12]}:{n}" for n in itertools.count())
         self._out: dict[Request, tuple[str, str, float]] = {}  # request -> slot, token, when
         # origin -> one of its requests, and the slots parked for its robots.txt

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.asyncio import call_later
-from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 
 from scrapy_rep import _slots
@@ -188,9 +188,7 @@ class Gates:
         self._stats.inc_value("rep/slowdown/held")
         wake: Deferred[bool] = Deferred()
         gate.waiters.append((request, wake))
-        with self._waiting.detached(request):
-            go = await maybe_deferred_to_future(wake)
-        if not go:
+        if not await self._waiting.woken(request, wake):
             self._stats.inc_value("rep/slowdown/dropped_closing")
             raise IgnoreRequest(
                 f"the spider closed while download slot {key!r} was paused: {request}"
