@@ -34,6 +34,11 @@ HOSTILE_ORIGINS = 40
 FETCH_TIMEOUT = 5.0
 
 
+KNOWN_GAP = 3.0
+"""Seconds a known origin's pages may pause beside the hostile ones: a busy
+machine's event loop, not the wait (before: the whole wait, 9 s and more)."""
+
+
 def json_reply(body: bytes, **kwargs: Any) -> Reply:
     return Reply(body=body, headers={"Content-Type": "application/json"}, **kwargs)
 
@@ -116,7 +121,7 @@ async def test_hanging_tdmrep_json_files_do_not_stall_a_known_origin(
     finally:
         never.set()
     gap = arrivals.largest_gap("known.test")
-    assert gap < 2.0, gap
+    assert gap < KNOWN_GAP, gap
     hostile = [t for host, times in arrivals.times.items() if host != "known.test" for t in times]
     assert len(hostile) == HOSTILE_ORIGINS
     # each waited at most REP_FETCH_TIMEOUT after its file was asked for (slack: a busy machine)
@@ -151,7 +156,7 @@ async def test_slow_tdmrep_json_redirect_hops_do_not_stall_a_known_origin(
         site2.script(path, reply)
     result, arrivals, _ = await known_origin_beside_hostile_ones(site, site2)
     gap = arrivals.largest_gap("known.test")
-    assert gap < 2.0, gap
+    assert gap < KNOWN_GAP, gap
     stats = result.stats
     assert stats["rep/usage/tdmrep/wait_expired"] == HOSTILE_ORIGINS
     # annotated without the file (which reserves everything once it comes)
