@@ -25,7 +25,7 @@ from scrapy.utils.misc import load_object
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
-    from scrapy.http import Headers
+    from scrapy.http import Headers, Response
     from scrapy.robotstxt import RobotParser
     from scrapy.settings import BaseSettings
     from scrapy.spiders import SitemapSpider
@@ -194,6 +194,13 @@ async def send_robots_parsed(crawler: Crawler, robotparser: RobotParser, request
 
 
 # -- SitemapSpider -------------------------------------------------------------
+
+
+def sitemap_body(spider: SitemapSpider, response: Response) -> bytes | None:
+    """The sitemap in ``response`` (gunzipped, bounded by DOWNLOAD_MAXSIZE), or
+    None: SitemapSpider's private ``_get_sitemap_body``, checked by :func:`check`."""
+    body: bytes | None = spider._get_sitemap_body(response)
+    return body
 
 
 def sitemapindex_urls(spider: SitemapSpider, entries: Iterable[dict[str, Any]]) -> Iterator[str]:

@@ -293,7 +293,7 @@ class RobotsSitemapMixin(_Base):
         stats = self.crawler.stats
         stats.inc_value(_STAT + "fetched")
         depth = int(response.meta.get(DEPTH_META, 0))
-        body = self._get_sitemap_body(response)
+        body = _compat.sitemap_body(self, response)
         if body is None and _is_plain_text(response):
             body = response.body
         if body is not None and body.strip() and not _looks_like_xml(body):

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import CloseSpider
 from scrapy.http import Response
+from sent_stamp import let_go_at
 from twisted.python.failure import Failure
 
 PAGE = b"<html><body><p>ok</p></body></html>"
@@ -112,15 +113,21 @@ class Sites:
 
     def sent(self, crawler: Any) -> dict[str, list[float]]:
         """When the crawler sent each page, by host (``time.time()``), read on
-        the crawler's side: when the download ended less its latency (the time
-        to the response headers). Filled while ``crawler`` runs."""
+        the crawler's side: when its download slot let it go (sent_stamp.py),
+        else when the download ended less its latency (the time to the response
+        headers, which a busy event loop delivers late). Filled while
+        ``crawler`` runs."""
         sent: dict[str, list[float]] = {}
 
         def downloaded(response: Response, request: Request) -> None:
+            if urlsplit(request.url).path == "/robots.txt":
+                return
+            at = let_go_at(request)
             latency = request.meta.get("download_latency")
-            if latency is not None and urlsplit(request.url).path != "/robots.txt":
-                host = urlsplit(request.url).hostname or ""
-                sent.setdefault(host, []).append(time.time() - latency)
+            if at is None and latency is not None:
+                at = time.time() - latency
+            if at is not None:
+                sent.setdefault(urlsplit(request.url).hostname or "", []).append(at)
 
         crawler.signals.connect(downloaded, signal=signals.response_downloaded, weak=False)
         return sent

@@ -50,6 +50,12 @@ if not getattr(Slot.__init__, "_stamping", False):
     Slot.__init__._stamping = True  # type: ignore[attr-defined]
 
 
+def let_go_at(request: Request) -> float | None:
+    """When ``request``'s download slot let it go (``time.time()``), if stamped."""
+    stamp = request.meta.get(_LET_GO)
+    return float(stamp) if stamp is not None else None
+
+
 class StampingHandler(HTTP11DownloadHandler):
     async def download_request(self, request: Request) -> Response:  # type: ignore[override]
         request.headers[SENT_HEADER] = repr(request.meta.get(_LET_GO) or time.time())

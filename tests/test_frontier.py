@@ -14,11 +14,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from crawls import BASE_SETTINGS, loopback_names
 from frontier_sites import BroadSpider, Sites
-from scrapy import Request
+from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
 from scrapy.utils.defer import deferred_from_coro
@@ -87,13 +88,39 @@ def broad_urls(sites: Sites, names: list[str], polite: list[str]) -> list[str | 
     return urls
 
 
+class PlacesHeld:
+    """The most pages of the given sites in the downloader's slots at once:
+    each holds a place of CONCURRENT_REQUESTS there, waiting for its turn."""
+
+    def __init__(self, hosts: list[str]) -> None:
+        self.hosts = set(hosts)
+        self.now = self.most = 0
+
+    def connect(self, crawler: Crawler) -> None:
+        crawler.signals.connect(self._reached, signal=signals.request_reached_downloader)
+        crawler.signals.connect(self._left, signal=signals.request_left_downloader)
+
+    def _counted(self, request: Request) -> bool:
+        parts = urlsplit(request.url)
+        return parts.hostname in self.hosts and parts.path != "/robots.txt"
+
+    def _reached(self, request: Request) -> None:
+        if self._counted(request):
+            self.now += 1
+            self.most = max(self.most, self.now)
+
+    def _left(self, request: Request) -> None:
+        if self._counted(request):
+            self.now -= 1
+
+
 async def other_sites_time(
     settings: dict[str, Any], *, with_polite: bool
-) -> tuple[float, dict[str, list[float]]]:
+) -> tuple[float, dict[str, list[float]], int]:
     """Seconds from the crawl's first request to the last answer of the sites
-    without a Crawl-delay, and when the crawler sent each page, by host. The
-    crawl closes once those are answered, and the polite sites' first
-    ``PACED`` pages."""
+    without a Crawl-delay, when the crawler sent each page, by host, and the
+    most pages of polite sites in the downloader at once. The crawl closes
+    once those are answered, and the polite sites' first ``PACED`` pages."""
     names, polite = hosts()
     others = [host for host in names if host not in polite]
     delay = f"User-agent: *\nCrawl-delay: {CRAWL_DELAY:g}\n"
@@ -111,9 +138,11 @@ async def other_sites_time(
             if isinstance(url, str) and url.split("/")[2].split(":")[0] in others
         }
         recorded: list[dict[str, list[float]]] = []
+        held = PlacesHeld(polite)
 
         def record(crawler: Crawler) -> None:
             recorded.append(sites.sent(crawler))
+            held.connect(crawler)
 
         paced = {sites.url(host, f"/p{page}") for host in polite for page in range(PACED)}
         _, answered, failed = await crawl(
@@ -125,7 +154,7 @@ async def other_sites_time(
         assert not failed, failed
         assert watched <= answered.keys()
         start = min(hit.time for hit in sites.hits)
-        return max(answered[url] for url in watched) - start, recorded[0]
+        return max(answered[url] for url in watched) - start, recorded[0], held.most
 
 
 @pytest.mark.parametrize(
@@ -133,14 +162,20 @@ async def other_sites_time(
 )
 async def test_polite_sites_cost_the_others_nothing(settings: dict[str, Any]) -> None:
     """9 of 60 sites ask for a Crawl-delay and have more queued pages than
-    REP_MAX_WAITING: the other sites' pages finish about as fast as without them."""
+    REP_MAX_WAITING: their pages wait in the scheduler, not in the downloader
+    (at most one per site there at once), so the other sites' pages finish
+    about as fast as without them (docs/scheduling.md: 0.90-1.12x measured)."""
     # The better of two runs each: a loaded machine adds its own delays.
     alone = min([(await other_sites_time(settings, with_polite=False))[0] for _ in range(2)])
     runs = [await other_sites_time(settings, with_polite=True) for _ in range(2)]
-    together, sent = min(runs, key=lambda run: run[0])
+    together, sent, _ = min(runs, key=lambda run: run[0])
     ratio = together / alone
     print(f"other sites: {alone:.2f} s alone, {together:.2f} s with polite sites: {ratio:.2f}x")
-    assert ratio < 1.5, f"other sites {ratio:.2f}x slower ({alone:.2f} s -> {together:.2f} s)"
+    # (1) the downloader's places: what the ratio follows, whatever the load
+    most = max(run[2] for run in runs)
+    assert most <= POLITE_SITES, f"{most} pages of polite sites held places at once"
+    # a wide margin: three suites share two cores in `make test`
+    assert ratio < 2.0, f"other sites {ratio:.2f}x slower ({alone:.2f} s -> {together:.2f} s)"
     # (2) the polite sites still get their full gaps (as the crawler sent them)
     _, polite = hosts()
     for host in polite:

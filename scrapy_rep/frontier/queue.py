@@ -103,6 +103,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         self._awaiting_on: dict[str, Origin] = {}
         self._heads: dict[str, Request | None] = {}  # peeked first request of a slot
         self._can_peek = callable(getattr(downstream_queue_cls, "peek", None))
+        self._start_cls = start_queue_cls  # Scrapy's start queues (2.13+), if any
         super().__init__(
             crawler,
             downstream_queue_cls,
@@ -188,7 +189,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             slot = RELEASE_SLOT if refused else self._frontier.slots.key(request)
             groups.setdefault((slot, self._is_start(request)), []).append(request)
         for (slot, start), group in groups.items():
-            cls = self._start_queue_cls if start else self.downstream_queue_cls
+            cls = self._start_cls if start else self.downstream_queue_cls
             target = self.pqueues.get(slot)
             if target is None:
                 target = self.pqueues[slot] = self.pqfactory(slot)
@@ -201,7 +202,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         self._frontier.wakeup.now()  # the engine may have asked already
 
     def _is_start(self, request: Request) -> bool:
-        return self._start_queue_cls is not None and bool(request.meta.get("is_start_request"))
+        return self._start_cls is not None and bool(request.meta.get("is_start_request"))
 
     # -- choosing a slot ---------------------------------------------------------------
 
