@@ -29,7 +29,8 @@ return added
 
 # KEYS: the slots, the count. ARGV: queue key K, scrapy-rep's prefix, slots to
 # look at, lease (us), token.
-# -> {slot, request, spacing (-1: unknown)} or {'', now, first due or -1}.
+# -> {slot, request, spacing (-1: unknown), count} or {'', now, first due or -1, count}
+# (count: requests still queued, for len()).
 POP = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -70,13 +71,13 @@ for _, slot in ipairs(due) do
           redis.call('ZREM', KEYS[1], slot)
           redis.call('DEL', K .. ':meta:' .. slot)
         end
-        return {slot, item[1], fmt(spacing)}
+        return {slot, item[1], fmt(spacing), redis.call('GET', KEYS[2]) or '0'}
       end
     end
   end
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {'', fmt(now), first[2] or '-1'}
+return {'', fmt(now), first[2] or '-1', redis.call('GET', KEYS[2]) or '0'}
 """
 
 # KEYS: the slot's leases, the slot's queue, the slots. ARGV: token, slot.

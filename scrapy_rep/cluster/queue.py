@@ -189,6 +189,8 @@ class RedisPoliteQueue:
             self._failed(exc)
             return self._pop_local()
         self._answered()
+        # as fresh as this pop: what len() says while Redis is down
+        self._known_count = max(int(reply[3]), 0)
         slot = _text(reply[0])
         if not slot:
             first = int(reply[2])
