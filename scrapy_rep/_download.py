@@ -36,7 +36,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 from urllib.parse import urljoin, urlparse
 
 from scrapy import Request, signals
@@ -67,6 +67,9 @@ WELL_KNOWN_META = "rep_well_known"
 (/.well-known/tdmrep.json), which carry ROBOTS_META too (value: the file's path)."""
 _SCRAPY_HANDLERS = "scrapy.core.downloader.handlers."
 
+Stop = Literal["no_location", "too_many"]
+"""Why a redirect was not followed: no usable Location, or past REP_MAX_REDIRECTS."""
+
 
 class Hops(NamedTuple):
     """Where following redirects ended."""
@@ -75,9 +78,8 @@ class Hops(NamedTuple):
     """The last answer (None: the last hop failed)."""
     redirects: int
     """Redirects followed (one more than taken when there were too many)."""
-    stopped: str | None
-    """Why a redirect was not followed: "no_location" (none usable), "too_many"
-    (past REP_MAX_REDIRECTS); None when the last answer is no redirect."""
+    stopped: Stop | None
+    """Why a redirect was not followed; None when the last answer is no redirect."""
 
 
 class OwnDownloads:

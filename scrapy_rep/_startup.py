@@ -14,7 +14,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy_rep import _compat, decompression
 from scrapy_rep._download import handlers_count_bytes
 from scrapy_rep._slots import headers
-from scrapy_rep.config import Config, crawl_config
+from scrapy_rep.config import Config, UnreachableMode, crawl_config
 from scrapy_rep.exceptions import InvalidSetting
 
 if TYPE_CHECKING:
@@ -24,7 +24,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger("scrapy_rep.middleware")
 
 SCRAPY_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
-_UNREACHABLE_ACTIONS = {"disallow": "dropped", "allow": "let through", "defer": "kept"}
+_UNREACHABLE_ACTIONS: dict[UnreachableMode, str] = {
+    "disallow": "dropped",
+    "allow": "let through",
+    "defer": "kept",
+}
 
 
 def checked_config(crawler: Crawler) -> Config:

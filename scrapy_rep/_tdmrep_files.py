@@ -19,7 +19,7 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -37,11 +37,14 @@ if TYPE_CHECKING:
 
     from scrapy_rep.config import Config
 
-__all__ = ["TDMREP_PATH", "TdmEntry", "TdmRepFiles"]
+__all__ = ["TDMREP_PATH", "TdmEntry", "TdmOutcome", "TdmRepFiles"]
 
 logger = logging.getLogger("scrapy_rep.usage_middleware")
 
 TDMREP_PATH = "/.well-known/tdmrep.json"
+
+TdmOutcome = Literal["parsed", "absent", "invalid", "too_large", "error", "refused_locally"]
+"""What fetching a tdmrep.json found (the ``rep/usage/tdmrep/outcome/<outcome>`` stats)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +52,7 @@ class TdmEntry:
     """What is known of an origin's tdmrep.json."""
 
     rules: TdmRep | None
-    outcome: str  # parsed, absent, invalid, too_large, error, refused_locally
+    outcome: TdmOutcome
     expires: float
 
 

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
 
-    from scrapy_rep._robots import RobotsService
+    from scrapy_rep._robots import Readiness, RobotsService
     from scrapy_rep.origin import Origin
 
 logger = logging.getLogger(__name__)
@@ -218,7 +218,7 @@ class RedisPoliteQueue:
 
     # -- Redis ----------------------------------------------------------------------
 
-    def _readiness(self, request: Request) -> tuple[int, float, Origin | None]:
+    def _readiness(self, request: Request) -> tuple[Readiness, float, Origin | None]:
         from scrapy_rep._robots import ALLOWED
 
         if self._robots is None:
@@ -229,7 +229,7 @@ class RedisPoliteQueue:
         return int(max(delay, self._slots.delay(slot)) * 1e6)
 
     def _push_redis(
-        self, request: Request, verdict: int, delay: float, origin: Origin | None
+        self, request: Request, verdict: Readiness, delay: float, origin: Origin | None
     ) -> bool:
         from scrapy_rep._robots import UNKNOWN
 

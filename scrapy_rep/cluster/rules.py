@@ -11,7 +11,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from scrapy_rep.cache import MemoryRulesCache
 from scrapy_rep.cluster.link import RedisUnavailable
@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from scrapy_rep.origin import Origin
 
 logger = logging.getLogger(__name__)
+
+_Rules = Literal["body", "allow_all", "none"]
+"""How a shared entry's rules are stored: the robots.txt body (a key of its own),
+none needed (everything allowed), or none at all (unreachable)."""
 
 LOCK_MARGIN = 5.0
 """Seconds a robots.txt fetch lock outlives the longest fetch (timeout x attempts)."""
@@ -237,7 +241,7 @@ class RedisRulesCache:
             return None
 
 
-def _meta(entry: Entry, rules: str) -> str:
+def _meta(entry: Entry, rules: _Rules) -> str:
     return json.dumps(
         {
             "rules": rules,

@@ -15,6 +15,7 @@ from scrapy_rep.policy import delay_for
 
 if TYPE_CHECKING:
     from scrapy_rep.origin import Origin
+    from scrapy_rep.policy import Outcome
     from scrapy_rep.robotstxt import RobotsTxt
 
 MAX_RULES = 32
@@ -56,7 +57,7 @@ class OriginRecord:
 
     def __init__(self, origin: Origin) -> None:
         self.origin = origin
-        self.outcome: str | None = None  # None: not fetched since this record started
+        self.outcome: Outcome | None = None  # None: not fetched since this record started
         self.status: int | None = None
         self.reason = ""
         self.stale = False
