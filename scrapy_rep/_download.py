@@ -48,7 +48,6 @@ from w3lib.url import safe_url_string
 from scrapy_rep import _compat, _slots
 from scrapy_rep._inflate import accept_encoding
 from scrapy_rep._slots import headers
-from scrapy_rep.origin import origin_text
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -126,7 +125,7 @@ class OwnDownloads:
             )
         meta = {
             "dont_obey_robotstxt": True,
-            ROBOTS_META: origin_text(origin),
+            ROBOTS_META: origin.text,
             "download_timeout": left,
             "dont_retry": True,  # retried by the caller, on the server's terms
             "dont_redirect": True,  # followed by follow(), hop by hop
@@ -170,7 +169,7 @@ class OwnDownloads:
         async def get(url: str) -> Response:
             return await self.send(self.request(url, origin, budget))
 
-        hops = await self.follow(origin_text(origin) + self.path, get)
+        hops = await self.follow(origin.text + self.path, get)
         assert hops.response is not None  # get() raises rather than answer None
         return hops.response
 

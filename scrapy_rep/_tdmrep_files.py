@@ -28,7 +28,7 @@ from scrapy_rep import _startup
 from scrapy_rep._download import OwnDownloads
 from scrapy_rep._in_flight import InFlight
 from scrapy_rep.cache import lru_put
-from scrapy_rep.origin import Origin, origin_text
+from scrapy_rep.origin import Origin
 from scrapy_rep.policy import header_text, pause_for, retry_after
 from scrapy_rep.usage import TdmRep
 
@@ -101,7 +101,7 @@ class TdmRepFiles:
         try:
             entry = await self._get(origin)
         except Exception:  # a bug here must not leave responses waiting
-            url = origin_text(origin) + TDMREP_PATH
+            url = origin.text + TDMREP_PATH
             logger.exception("scrapy-rep: error while fetching %s", url)
             entry = TdmEntry(None, "error", time.time() + self.config.retry_min)
         finally:
@@ -118,7 +118,7 @@ class TdmRepFiles:
         config = self.config
         now = time.time()
         retry, keep = now + config.retry_min, now + config.cache_ttl
-        text = origin_text(origin)
+        text = origin.text
         self._stats.inc_value("rep/usage/tdmrep/request_count")
         try:
             response = await self._download.file(origin)

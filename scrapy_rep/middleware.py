@@ -35,7 +35,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._robots import ALLOWED, REFUSED, UNKNOWN, RobotsService
 from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtUnavailable
-from scrapy_rep.origin import Origin, origin_text
+from scrapy_rep.origin import Origin
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -147,7 +147,7 @@ class RobotsTxtMiddleware:
             request,
             extra={"spider": self.crawler.spider},
         )
-        text = origin_text(origin)
+        text = origin.text
         self.crawler.signals.send_catch_log(
             signal=rep_signals.request_forbidden, request=request, decision=decision, origin=text
         )
@@ -173,7 +173,7 @@ class RobotsTxtMiddleware:
     def _drop_unreachable(self, request: Request, origin: Origin, reason: str, stat: str) -> None:
         self._stats.inc_value(stat.replace("rep/", "rep/dry_run/", 1) if self._dry_run else stat)
         self.report.dropped(origin, reason, dry_run=self._dry_run)
-        text = origin_text(origin)
+        text = origin.text
         logger.debug(
             "%s: robots.txt of %s unreachable (%s): %s",
             "Would be dropped" if self._dry_run else "Dropped",

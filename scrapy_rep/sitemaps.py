@@ -35,7 +35,7 @@ from scrapy_rep import _compat
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._robots import RobotsService, robots_service
 from scrapy_rep.exceptions import ForbiddenByRobots
-from scrapy_rep.origin import origin_of, origin_text, robots_url
+from scrapy_rep.origin import origin_of
 from scrapy_rep.robotstxt import RobotsTxt
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ class RobotsSitemapMixin(_Base):
             self.crawler.stats.inc_value(_STAT + "invalid_site")
             logger.warning("sitemap_sites: %r is not an http(s) site, ignored", site)
             return None
-        return origin_text(origin)
+        return origin.text
 
     # -- robots.txt -> sitemap requests ----------------------------------------
 
@@ -226,13 +226,13 @@ class RobotsSitemapMixin(_Base):
             if not quiet:
                 self._rep_origin(site)  # counts and logs it
             return None
-        text = origin_text(origin)
+        text = origin.text
         if text in self._rep_robots_requested:
             return None
         self._rep_robots_requested.add(text)
         self.crawler.stats.inc_value(_STAT + "robotstxt_requested")
         return Request(
-            robots_url(origin),
+            origin.robots_url,
             callback=self._rep_parse_robots,
             errback=self._rep_robots_failed,
             cb_kwargs={"origin": text},

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Literal
 
 from scrapy_rep.cache import MemoryRulesCache
 from scrapy_rep.cluster.link import RedisUnavailable
-from scrapy_rep.origin import origin_text
 from scrapy_rep.policy import OUTCOMES, PARSED, REFUSED_LOCALLY, UNAVAILABLE, Entry
 from scrapy_rep.robotstxt import RobotsTxt
 
@@ -119,7 +118,7 @@ class RedisRulesCache:
         self.local.put(origin, entry)
 
     def _keys(self, origin: Origin) -> list[str]:
-        text = origin_text(origin)
+        text = origin.text
         return [f"{self._prefix}robots:{text}", f"{self._prefix}robots-lock:{text}"]
 
     async def claim(self, origin: Origin, sleep: Sleep) -> Claim:
@@ -154,7 +153,7 @@ class RedisRulesCache:
                 logger.info(
                     "scrapy-rep: another worker has been fetching the robots.txt of %s for "
                     "%g s: fetching it here",
-                    origin_text(origin),
+                    origin.text,
                     self.wait_max,
                 )
                 return Claim(None)
@@ -235,7 +234,7 @@ class RedisRulesCache:
         except (ValueError, KeyError, TypeError) as exc:
             logger.debug(
                 "scrapy-rep: unreadable shared state of %s in Redis (%s): fetching robots.txt",
-                origin_text(origin),
+                origin.text,
                 exc,
             )
             return None

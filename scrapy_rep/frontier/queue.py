@@ -44,7 +44,6 @@ from scrapy.pqueues import DownloaderAwarePriorityQueue
 from scrapy_rep._compat import peek_priority_queue, remove_slot_dir
 from scrapy_rep._robots import REFUSED, UNKNOWN
 from scrapy_rep.frontier.shared import frontier_of
-from scrapy_rep.origin import origin_text
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -137,7 +136,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
                 slot = RELEASE_SLOT
             elif verdict == UNKNOWN and origin is not None:
                 if self._can_peek:
-                    slot = PENDING + origin_text(origin)
+                    slot = PENDING + origin.text
                 if frontier.prefetch is not None:
                     frontier.prefetch.want(origin, request)
         if slot is None:

@@ -13,7 +13,6 @@ import logging
 import os
 from typing import IO, TYPE_CHECKING, Any
 
-from scrapy_rep.origin import origin_text
 from scrapy_rep.report._records import Totals
 
 if TYPE_CHECKING:
@@ -103,7 +102,7 @@ class OriginText:
         self.origin = origin
 
     def __str__(self) -> str:
-        return origin_text(self.origin)
+        return self.origin.text
 
 
 class Summary:
@@ -175,7 +174,7 @@ def _origin_lines(record: OriginRecord) -> list[str]:
             said += ", its last good rules kept"
     if record.sitemaps:
         said += f", {_plural(record.sitemaps, 'sitemap')}"
-    lines = [f"  {origin_text(record.origin)}  {said}"]
+    lines = [f"  {record.origin.text}  {said}"]
     if record.forbidden:
         lines.append(f"      forbidden {record.forbidden}: {_top_rules(record.rules)}")
     if record.dry_forbidden:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from scrapy_rep.origin import origin_text
 from scrapy_rep.policy import delay_for
 
 if TYPE_CHECKING:
@@ -108,7 +107,7 @@ class OriginRecord:
     def as_json(self) -> dict[str, Any]:
         """The record as written to the REP_REPORT file (docs/report.md)."""
         return {
-            "origin": origin_text(self.origin),
+            "origin": self.origin.text,
             "outcome": self.outcome,
             "status": self.status,
             "reason": self.reason,
