@@ -102,7 +102,7 @@ class TdmRepFiles:
             entry = await self._get(origin)
         except Exception:  # a bug here must not leave responses waiting
             url = origin.text + TDMREP_PATH
-            logger.exception("scrapy-rep: error while fetching %s", url)
+            logger.exception("Error while fetching %s", url)
             entry = TdmEntry(None, "error", time.time() + self.config.retry_min)
         finally:
             self._began.pop(origin, None)

@@ -115,7 +115,7 @@ class RobotsFetcher:
                 entry = self._store(origin, entry, previous)
             await self._announce(origin, entry, previous, response, trigger)
         except Exception:  # a bug here must not leave waiters hanging
-            logger.exception("scrapy-rep: error while fetching %s", origin.robots_url)
+            logger.exception("Error while fetching %s", origin.robots_url)
             entry = self._policy.on_error("internal error", now=time.time(), previous=previous)
             self._cache.put(origin, entry)
         return entry

@@ -116,7 +116,7 @@ class RobotsSitemapMixin(_Base):
         if robots is None:
             if sites or self.sitemap_discover:
                 logger.info(
-                    "scrapy-rep: scrapy_rep.RobotsTxtMiddleware is not enabled "
+                    "scrapy_rep.RobotsTxtMiddleware is not enabled "
                     "(ROBOTSTXT_OBEY = False?): the spider downloads robots.txt itself, "
                     "for its Sitemap lines only, and does not obey its rules",
                     extra={"spider": self},
@@ -161,7 +161,7 @@ class RobotsSitemapMixin(_Base):
             try:
                 entry = await maybe_deferred_to_future(waiting)
             except Exception:
-                logger.exception("scrapy-rep: could not read the robots.txt of %s", origin)
+                logger.exception("Could not read the robots.txt of %s", origin)
                 continue
             yield origin, entry
 

@@ -114,7 +114,7 @@ class UsageMiddleware:
             raise NotConfigured("ROBOTSTXT_OBEY is off")
         dry_run = config.dry_run and config.usage_action == "drop"
         logger.info(
-            "scrapy-rep: reading usage preferences for %s; %s (REP_USAGE_ACTION = %r)%s",
+            "Reading usage preferences for %s; %s (REP_USAGE_ACTION = %r)%s",
             ", ".join(config.purposes),
             _ACTIONS[config.usage_action],
             config.usage_action,

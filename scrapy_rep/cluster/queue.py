@@ -354,7 +354,7 @@ class RedisPoliteQueue:
         self._outage = True
         self._inc("outages")
         logger.warning(
-            "scrapy-rep: the Redis queue is unavailable (%s: %s): this worker hands out "
+            "The Redis queue is unavailable (%s: %s): this worker hands out "
             "only the requests it schedules meanwhile, paced on its own, and waits for Redis "
             "for the others",
             type(exc).__name__,
@@ -364,7 +364,7 @@ class RedisPoliteQueue:
     def _answered(self) -> None:
         if self._outage:
             self._outage = False
-            logger.info("scrapy-rep: the Redis queue answers again")
+            logger.info("The Redis queue answers again")
 
 
 class _Down(Exception):

@@ -151,7 +151,7 @@ class RedisRulesCache:
             if time.monotonic() + pause > deadline:
                 self._stats.inc_value("rep/redis/robots/wait_expired")
                 logger.info(
-                    "scrapy-rep: another worker has been fetching the robots.txt of %s for "
+                    "Another worker has been fetching the robots.txt of %s for "
                     "%g s: fetching it here",
                     origin.text,
                     self.wait_max,
@@ -233,7 +233,7 @@ class RedisRulesCache:
             )
         except (ValueError, KeyError, TypeError) as exc:
             logger.debug(
-                "scrapy-rep: unreadable shared state of %s in Redis (%s): fetching robots.txt",
+                "Unreadable shared state of %s in Redis (%s): fetching robots.txt",
                 origin.text,
                 exc,
             )

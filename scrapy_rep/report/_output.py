@@ -82,7 +82,7 @@ class ReportFile:
     def _fail(self, exc: OSError) -> None:
         self.failed = True
         logger.error(
-            "scrapy-rep: cannot write the report file REP_REPORT = %r (%s); the crawl "
+            "Cannot write the report file REP_REPORT = %r (%s); the crawl "
             "goes on and its summary is still logged at spider close",
             self.path,
             exc.strerror or exc,
@@ -126,7 +126,7 @@ class Summary:
         # past the bound an origin may have several records: say records, not origins
         noun = "origin record" if totals.evicted else "origin"
         lines = [
-            f"scrapy-rep report: robots.txt changed what happened to "
+            f"Crawl report: robots.txt changed what happened to "
             f"{totals.affected_origins} of {_plural(totals.records, noun)} "
             f"({_counts(totals)})"
         ]
