@@ -267,8 +267,11 @@ class UsageMiddleware:
         )
         dropping = self.drop and not self._dry_run
         if self.drop:
-            prefix = "rep/dry_run/usage" if self._dry_run else "rep/usage"
-            stats.inc_value(f"{prefix}/dropped/{stage}")
+            stats.inc_value(
+                f"rep/dry_run/usage/dropped/{stage}"
+                if self._dry_run
+                else f"rep/usage/dropped/{stage}"
+            )
         self._log_once(request, origin, text, stage, reasons)
         if dropping:
             raise UsageDenied(usage, reasons, text, response)
