@@ -50,7 +50,7 @@ def _unknown_settings(settings: BaseSettings, known: set[str]) -> list[str]:
         ):
             continue  # someone else's setting
         hint = f"; did you mean {names[close[0]]}?" if close else ""
-        warnings.append(f"unknown setting {name} is ignored{hint}")
+        warnings.append(f"Unknown setting {name} is ignored{hint}")
     return warnings
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 from urllib.parse import urljoin, urlparse
 
 from scrapy import Request, signals
@@ -48,7 +48,6 @@ from w3lib.url import safe_url_string
 from scrapy_rep import _compat, _slots
 from scrapy_rep._inflate import accept_encoding
 from scrapy_rep._slots import headers
-from scrapy_rep.origin import origin_text
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -67,6 +66,9 @@ WELL_KNOWN_META = "rep_well_known"
 (/.well-known/tdmrep.json), which carry ROBOTS_META too (value: the file's path)."""
 _SCRAPY_HANDLERS = "scrapy.core.downloader.handlers."
 
+Stop = Literal["no_location", "too_many"]
+"""Why a redirect was not followed: no usable Location, or past REP_MAX_REDIRECTS."""
+
 
 class Hops(NamedTuple):
     """Where following redirects ended."""
@@ -75,9 +77,8 @@ class Hops(NamedTuple):
     """The last answer (None: the last hop failed)."""
     redirects: int
     """Redirects followed (one more than taken when there were too many)."""
-    stopped: str | None
-    """Why a redirect was not followed: "no_location" (none usable), "too_many"
-    (past REP_MAX_REDIRECTS); None when the last answer is no redirect."""
+    stopped: Stop | None
+    """Why a redirect was not followed; None when the last answer is no redirect."""
 
 
 class OwnDownloads:
@@ -124,7 +125,7 @@ class OwnDownloads:
             )
         meta = {
             "dont_obey_robotstxt": True,
-            ROBOTS_META: origin_text(origin),
+            ROBOTS_META: origin.text,
             "download_timeout": left,
             "dont_retry": True,  # retried by the caller, on the server's terms
             "dont_redirect": True,  # followed by follow(), hop by hop
@@ -168,7 +169,7 @@ class OwnDownloads:
         async def get(url: str) -> Response:
             return await self.send(self.request(url, origin, budget))
 
-        hops = await self.follow(origin_text(origin) + self.path, get)
+        hops = await self.follow(origin.text + self.path, get)
         assert hops.response is not None  # get() raises rather than answer None
         return hops.response
 

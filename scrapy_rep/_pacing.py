@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from scrapy_rep._waiting import Waiting
     from scrapy_rep.cluster import ClusterDelay, SharedState
+    from scrapy_rep.cluster.pacing import Pace
     from scrapy_rep.config import Config
     from scrapy_rep.origin import Origin
     from scrapy_rep.report import CrawlReport
@@ -129,6 +130,7 @@ class Pacing:
         key = _slots.slot_key(self._crawler.engine, request)
         spacing = max(delay, delays.let_cluster_pace(request))
         gates = self.gates
+        outcome: Pace
         with self._waiting.detached(request):
             while True:
                 # No turn is reserved during a pause (Redis pushed the slot's

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlparse
 
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -47,13 +47,14 @@ if TYPE_CHECKING:
 _MAX_HEADER_AGENTS = 1_000
 """User-Agent header values whose product token is remembered."""
 
-# What the scheduler queues (scrapy_rep.frontier, scrapy_rep.cluster.queue)
-# learn of a request before it leaves the scheduler (RobotsService.readiness).
-UNKNOWN = 0
+Readiness = Literal["unknown", "allowed", "refused"]
+"""What the scheduler queues (scrapy_rep.frontier, scrapy_rep.cluster.queue)
+learn of a request before it leaves the scheduler (RobotsService.readiness)."""
+UNKNOWN: Final = "unknown"
 """Its origin's robots.txt is not known: the middleware would wait for it."""
-ALLOWED = 1
+ALLOWED: Final = "allowed"
 """Its verdict is known: it would pass (after its delay and its slot's pause)."""
-REFUSED = 2
+REFUSED: Final = "refused"
 """It would be dropped at once (forbidden, or robots.txt unreachable)."""
 
 _SERVICES: weakref.WeakKeyDictionary[Crawler, RobotsService] = weakref.WeakKeyDictionary()
@@ -155,7 +156,7 @@ class RobotsService:
         entry = self.cache.get(origin) if origin is not None else None
         return entry.robots if entry is not None else None
 
-    def readiness(self, request: Request) -> tuple[int, float, Origin | None]:
+    def readiness(self, request: Request) -> tuple[Readiness, float, Origin | None]:
         """What the robots middleware would do with ``request`` now, without
         fetching, waiting or counting: (UNKNOWN, ALLOWED or REFUSED; its
         origin's delay for its agent, 0 if none; its origin, None if robots.txt

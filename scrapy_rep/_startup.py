@@ -14,7 +14,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy_rep import _compat, decompression
 from scrapy_rep._download import handlers_count_bytes
 from scrapy_rep._slots import headers
-from scrapy_rep.config import Config, crawl_config
+from scrapy_rep.config import Config, UnreachableMode, crawl_config
 from scrapy_rep.exceptions import InvalidSetting
 
 if TYPE_CHECKING:
@@ -24,7 +24,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger("scrapy_rep.middleware")
 
 SCRAPY_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
-_UNREACHABLE_ACTIONS = {"disallow": "dropped", "allow": "let through", "defer": "kept"}
+_UNREACHABLE_ACTIONS: dict[UnreachableMode, str] = {
+    "disallow": "dropped",
+    "allow": "let through",
+    "defer": "kept",
+}
 
 
 def checked_config(crawler: Crawler) -> Config:
@@ -36,24 +40,24 @@ def checked_config(crawler: Crawler) -> Config:
     try:
         config = crawl_config(crawler)
     except InvalidSetting as exc:  # one clean line before Scrapy's traceback
-        logger.error("scrapy-rep cannot start: %s", exc)
+        logger.error("Cannot start: %s", exc)
         raise
     if not config.obey:
         logger.info("ROBOTSTXT_OBEY is False: robots.txt is not obeyed")
         raise NotConfigured
     for warning in config.warnings:
-        logger.warning("scrapy-rep: %s", warning)
+        logger.warning("%s", warning)
     _error_if_scrapy_middleware_enabled(crawler)
     missing = headers.install(config.headers_max)
     if missing is not None:
         logger.error(
-            "scrapy-rep cannot bound the headers of its robots.txt and tdmrep.json "
-            "answers with this Twisted (%s): a server streaming headers can take much "
+            "The headers of robots.txt and tdmrep.json answers cannot be bounded "
+            "with this Twisted (%s): a server streaming headers can take much "
             "memory (REP_HEADERS_MAX = 0 silences this)",
             missing,
         )
     logger.info(
-        "scrapy-rep: obeying robots.txt as %r; when an origin's robots.txt is "
+        "Obeying robots.txt as %r; when an origin's robots.txt is "
         "unreachable its requests are %s (REP_UNREACHABLE = %r)%s",
         config.user_agent,
         _UNREACHABLE_ACTIONS[config.unreachable],
@@ -74,7 +78,7 @@ def uncapped(settings: BaseSettings, *, warn: bool = True) -> bool:
         if not warn:
             return False
         logger.warning(
-            "scrapy-rep: %s: compressed robots.txt answers are inflated by Scrapy's "
+            "%s: compressed robots.txt answers are inflated by Scrapy's "
             "HttpCompressionMiddleware up to DOWNLOAD_MAXSIZE, and larger ones are lost",
             problem,
         )

@@ -19,7 +19,7 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -28,7 +28,7 @@ from scrapy_rep import _startup
 from scrapy_rep._download import OwnDownloads
 from scrapy_rep._in_flight import InFlight
 from scrapy_rep.cache import lru_put
-from scrapy_rep.origin import Origin, origin_text
+from scrapy_rep.origin import Origin
 from scrapy_rep.policy import header_text, pause_for, retry_after
 from scrapy_rep.usage import TdmRep
 
@@ -37,11 +37,14 @@ if TYPE_CHECKING:
 
     from scrapy_rep.config import Config
 
-__all__ = ["TDMREP_PATH", "TdmEntry", "TdmRepFiles"]
+__all__ = ["TDMREP_PATH", "TdmEntry", "TdmOutcome", "TdmRepFiles"]
 
 logger = logging.getLogger("scrapy_rep.usage_middleware")
 
 TDMREP_PATH = "/.well-known/tdmrep.json"
+
+TdmOutcome = Literal["parsed", "absent", "invalid", "too_large", "error", "refused_locally"]
+"""What fetching a tdmrep.json found (the ``rep/usage/tdmrep/outcome/<outcome>`` stats)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +52,7 @@ class TdmEntry:
     """What is known of an origin's tdmrep.json."""
 
     rules: TdmRep | None
-    outcome: str  # parsed, absent, invalid, too_large, error, refused_locally
+    outcome: TdmOutcome
     expires: float
 
 
@@ -98,8 +101,8 @@ class TdmRepFiles:
         try:
             entry = await self._get(origin)
         except Exception:  # a bug here must not leave responses waiting
-            url = origin_text(origin) + TDMREP_PATH
-            logger.exception("scrapy-rep: error while fetching %s", url)
+            url = origin.text + TDMREP_PATH
+            logger.exception("Error while fetching %s", url)
             entry = TdmEntry(None, "error", time.time() + self.config.retry_min)
         finally:
             self._began.pop(origin, None)
@@ -115,7 +118,7 @@ class TdmRepFiles:
         config = self.config
         now = time.time()
         retry, keep = now + config.retry_min, now + config.cache_ttl
-        text = origin_text(origin)
+        text = origin.text
         self._stats.inc_value("rep/usage/tdmrep/request_count")
         try:
             response = await self._download.file(origin)

@@ -18,7 +18,7 @@ import os
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, get_args
 
 from scrapy.settings import BaseSettings, Settings
 
@@ -33,10 +33,18 @@ from scrapy_rep.usage._labels import PURPOSES
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-UNREACHABLE_MODES = ("disallow", "allow", "defer")
-NOINDEX_MODES = ("keep", "drop")
-USAGE_ACTIONS = ("annotate", "drop")
+UnreachableMode = Literal["disallow", "allow", "defer"]
+"""REP_UNREACHABLE: what happens to the requests of an origin whose robots.txt is unreachable."""
+NoindexMode = Literal["keep", "drop"]
+"""REP_META_NOINDEX: what happens to the items of a page that says noindex."""
+UsageAction = Literal["annotate", "drop"]
+"""REP_USAGE_ACTION: what happens to a request whose usage preferences deny every purpose."""
+UNREACHABLE_MODES: Final[tuple[UnreachableMode, ...]] = get_args(UnreachableMode)
+NOINDEX_MODES: Final[tuple[NoindexMode, ...]] = get_args(NoindexMode)
+USAGE_ACTIONS: Final[tuple[UsageAction, ...]] = get_args(UsageAction)
 REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")
+
+_Choice = TypeVar("_Choice", bound=str)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +69,7 @@ class Config:
     max_redirects: int = 5
     max_fetches: int = 64
     """robots.txt downloads in flight kept out of CONCURRENT_REQUESTS."""
-    unreachable: str = "disallow"
+    unreachable: UnreachableMode = "disallow"
     defer_max: float = 600.0
     cache_ttl: float = 86_400.0
     cache_min_ttl: float = 60.0
@@ -92,12 +100,12 @@ class Config:
     redis_slowdown: bool = True
     """With REP_REDIS_URL: a pause holds for every worker."""
     meta_robots: bool = True
-    meta_noindex: str = "keep"
+    meta_noindex: NoindexMode = "keep"
     # -- usage preferences (scrapy_rep.usage_middleware)
     purposes: tuple[str, ...] = ()
     """REP_PURPOSES: what the crawl collects for ("train-ai", "search", "ai-input");
     empty: usage preferences are not read."""
-    usage_action: str = "annotate"
+    usage_action: UsageAction = "annotate"
     """REP_USAGE_ACTION: "annotate" (meta key and stats) or "drop"."""
     redis_url: str | None = None
     """Shared state for many workers (scrapy_rep.cluster); None: each worker alone."""
@@ -385,15 +393,17 @@ class _Reader:
             raise InvalidSetting(name, f"expected a non-empty string, got {raw!r}")
         return raw
 
-    def choice(self, name: str, choices: tuple[str, ...]) -> str:
+    def choice(self, name: str, choices: tuple[_Choice, ...]) -> _Choice:
         raw = self._raw(name)
         if raw is None:
-            return str(default_of(name))
+            default: _Choice = default_of(name)
+            return default
         value = raw.strip().lower() if isinstance(raw, str) else raw
-        if value not in choices:
-            allowed = ", ".join(repr(c) for c in choices)
-            raise InvalidSetting(name, f"expected one of {allowed}, got {raw!r}")
-        return str(value)
+        for choice in choices:
+            if value == choice:
+                return choice
+        allowed = ", ".join(repr(c) for c in choices)
+        raise InvalidSetting(name, f"expected one of {allowed}, got {raw!r}")
 
 
 def _check_bounds(

@@ -89,8 +89,9 @@ class BoundedDecompressionMiddleware:
         except Undecodable as exc:
             body = b""
             if self.stats is not None:
-                stat = "rep/usage/tdmrep" if well_known else "rep/robotstxt"
-                self.stats.inc_value(f"{stat}/undecodable")
+                self.stats.inc_value(
+                    "rep/usage/tdmrep/undecodable" if well_known else "rep/robotstxt/undecodable"
+                )
             logger.info(
                 "%s at %s cannot be decoded (%s): read as an empty file",
                 "robots.txt" if not well_known else well_known.lstrip("/"),

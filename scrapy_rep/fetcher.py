@@ -31,7 +31,6 @@ from scrapy_rep import signals as rep_signals
 from scrapy_rep._download import ROBOTS_PATH, OwnDownloads
 from scrapy_rep._in_flight import InFlight
 from scrapy_rep.cluster import RedisUnavailable
-from scrapy_rep.origin import origin_text, robots_url
 from scrapy_rep.policy import (
     PARSED,
     REFUSED_LOCALLY,
@@ -116,7 +115,7 @@ class RobotsFetcher:
                 entry = self._store(origin, entry, previous)
             await self._announce(origin, entry, previous, response, trigger)
         except Exception:  # a bug here must not leave waiters hanging
-            logger.exception("scrapy-rep: error while fetching %s", robots_url(origin))
+            logger.exception("Error while fetching %s", origin.robots_url)
             entry = self._policy.on_error("internal error", now=time.time(), previous=previous)
             self._cache.put(origin, entry)
         return entry
@@ -144,7 +143,7 @@ class RobotsFetcher:
     async def _count_robots_turn(self, origin: Origin, delay: float, cluster: ClusterDelay) -> None:
         """The robots.txt request was one of the origin's requests: the next
         page request, from any worker, comes at least ``delay`` after it."""
-        key = _slots.slot_key(self.crawler.engine, Request(robots_url(origin)))
+        key = _slots.slot_key(self.crawler.engine, Request(origin.robots_url))
         with contextlib.suppress(RedisUnavailable):
             await cluster.reserve(key, delay)
 
@@ -152,7 +151,7 @@ class RobotsFetcher:
 
     def _store(self, origin: Origin, entry: Entry, previous: Entry | None) -> Entry:
         stats = self._stats
-        text = origin_text(origin)
+        text = origin.text
         stats.inc_value(f"rep/robotstxt/outcome/{entry.outcome}")
         if entry.truncated and entry.outcome == PARSED:
             stats.inc_value("rep/robotstxt/truncated")
@@ -220,7 +219,7 @@ class RobotsFetcher:
         response: Response | None,
         trigger: Request | None,
     ) -> None:
-        text = origin_text(origin)
+        text = origin.text
         sig = self.crawler.signals
         if entry.outcome == PARSED and entry.robots is not None and response is not None:
             await sig.send_catch_log_async(
@@ -281,7 +280,7 @@ class RobotsDownload:
                 failures.append(failed)
             return response
 
-        response, redirects, stopped = await self.files.follow(robots_url(origin), get)
+        response, redirects, stopped = await self.files.follow(origin.robots_url, get)
         if response is None:
             return failures[-1], None
         status = response.status

@@ -39,12 +39,6 @@ __all__ = ["MetaRobotsMiddleware"]
 
 logger = logging.getLogger(__name__)
 
-NOFOLLOW_DROPPED = "rep/meta/nofollow_dropped"
-NOINDEX_DROPPED = "rep/meta/noindex_dropped"
-NOFOLLOW_PAGES = "rep/meta/nofollow_pages"
-NOINDEX_PAGES = "rep/meta/noindex_pages"
-CAPPED = "rep/meta/capped"
-
 
 @dataclass(frozen=True)
 class _Page:
@@ -149,14 +143,14 @@ class MetaRobotsMiddleware:
         meta["rep_directives"] = directives
         stats = self.crawler.stats
         if page.nofollow:
-            stats.inc_value(NOFOLLOW_PAGES)
+            stats.inc_value("rep/meta/nofollow_pages")
         if page.noindex:
-            stats.inc_value(NOINDEX_PAGES)
+            stats.inc_value("rep/meta/noindex_pages")
         return page
 
     def _capped(self, response: Response, why: str) -> None:
         """A page's directives were read up to a bound (docs/page-directives.md)."""
-        self.crawler.stats.inc_value(CAPPED)
+        self.crawler.stats.inc_value("rep/meta/capped")
         logger.debug(
             "Directives of %(page)s read in part: %(why)s",
             {"page": response, "why": why},
@@ -168,7 +162,7 @@ class MetaRobotsMiddleware:
         if isinstance(output, Request):
             if page.nofollow is None or output.meta.get("dont_obey_robotstxt"):
                 return True
-            self.crawler.stats.inc_value(NOFOLLOW_DROPPED)
+            self.crawler.stats.inc_value("rep/meta/nofollow_dropped")
             logger.debug(
                 "Dropped %(request)s found on %(page)s: the page says %(reason)s",
                 {"request": output, "page": response, "reason": page.nofollow},
@@ -177,7 +171,7 @@ class MetaRobotsMiddleware:
             return False
         if page.noindex is None or not self.drop_noindex:
             return True
-        self.crawler.stats.inc_value(NOINDEX_DROPPED)
+        self.crawler.stats.inc_value("rep/meta/noindex_dropped")
         logger.debug(
             "Dropped an item from %(page)s: the page says %(reason)s (REP_META_NOINDEX = 'drop')",
             {"page": response, "reason": page.noindex},

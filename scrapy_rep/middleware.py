@@ -35,7 +35,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._robots import ALLOWED, REFUSED, UNKNOWN, RobotsService
 from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtUnavailable
-from scrapy_rep.origin import Origin, origin_text
+from scrapy_rep.origin import Origin
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -147,7 +147,7 @@ class RobotsTxtMiddleware:
             request,
             extra={"spider": self.crawler.spider},
         )
-        text = origin_text(origin)
+        text = origin.text
         self.crawler.signals.send_catch_log(
             signal=rep_signals.request_forbidden, request=request, decision=decision, origin=text
         )
@@ -167,13 +167,18 @@ class RobotsTxtMiddleware:
                 return None
             if not waited:
                 return self._wait(request, origin, entry)
-        self._drop_unreachable(request, origin, entry.reason, "rep/unreachable/dropped")
+        self._stats.inc_value(
+            "rep/dry_run/unreachable/dropped" if self._dry_run else "rep/unreachable/dropped"
+        )
+        self._drop_unreachable(request, origin, entry.reason)
         return None
 
-    def _drop_unreachable(self, request: Request, origin: Origin, reason: str, stat: str) -> None:
-        self._stats.inc_value(stat.replace("rep/", "rep/dry_run/", 1) if self._dry_run else stat)
+    def _drop_unreachable(self, request: Request, origin: Origin, reason: str) -> None:
+        """Report and log the drop (counted by the caller), then drop the request
+        unless in a dry run. A dry run defers nothing: the ``rep/deferred/...``
+        keys have no ``rep/dry_run/`` twin."""
         self.report.dropped(origin, reason, dry_run=self._dry_run)
-        text = origin_text(origin)
+        text = origin.text
         logger.debug(
             "%s: robots.txt of %s unreachable (%s): %s",
             "Would be dropped" if self._dry_run else "Dropped",
@@ -220,7 +225,8 @@ class RobotsTxtMiddleware:
                 entry = await maybe_deferred_to_future(joined)
                 if entry is None:  # the deadline came during the fetch
                     reason = f"still unreachable after {self.config.defer_max:g} s"
-                    self._drop_unreachable(request, origin, reason, "rep/deferred/expired")
+                    self._stats.inc_value("rep/deferred/expired")
+                    self._drop_unreachable(request, origin, reason)
                     return None
             if entry.robots is not None or not defer:
                 if deadline is not None:
@@ -232,11 +238,11 @@ class RobotsTxtMiddleware:
                 self._stats.inc_value("rep/deferred")
             if now >= deadline:
                 reason = f"{entry.reason}, still after {self.config.defer_max:g} s"
-                self._drop_unreachable(request, origin, reason, "rep/deferred/expired")
+                self._stats.inc_value("rep/deferred/expired")
+                self._drop_unreachable(request, origin, reason)
                 return None
             if not await self._waiting.sleep(min(entry.expires, deadline) - now):
-                self._drop_unreachable(
-                    request, origin, "the spider is closing", "rep/deferred/dropped_closing"
-                )
+                self._stats.inc_value("rep/deferred/dropped_closing")
+                self._drop_unreachable(request, origin, "the spider is closing")
                 return None
             entry = self._cache.get(origin)

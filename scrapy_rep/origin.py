@@ -5,23 +5,55 @@ An origin is ``(scheme, host, port)``: the host lowercased and IDNA-encoded
 ``http://example.com:80`` and ``http://EXAMPLE.com/`` share one robots.txt
 while ``https://example.com`` and ``http://example.com:8080`` do not.
 
-:class:`OriginKeys` memoises the key of each ``(scheme, netloc)`` pair so that
-the per-request cost is two dictionary lookups.
+An :class:`Origin` is that tuple, and carries its text (``scheme://host[:port]``)
+and robots.txt URL. :class:`OriginKeys` memoises the origin of each
+``(scheme, netloc)`` pair so that the per-request cost is two dictionary
+lookups, and each origin's text is built once.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from functools import cached_property
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from urllib.parse import ParseResult
 
 __all__ = ["DEFAULT_PORTS", "Origin", "OriginKeys", "origin_of", "origin_text", "robots_url"]
 
-Origin = tuple[str, str, int]
-"""``(scheme, host, port)``; for example ``("https", "example.com", 443)``."""
-
 DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class _Parts(NamedTuple):
+    scheme: str
+    host: str
+    port: int
+
+
+class Origin(_Parts):
+    """``(scheme, host, port)``; for example ``("https", "example.com", 443)``.
+
+    A tuple, equal to and hashed as the plain tuple of its three parts (the
+    same dict keys), that carries its text, built once: :attr:`text`
+    (``https://example.com``) and :attr:`robots_url`.
+    """
+
+    @cached_property
+    def text(self) -> str:
+        """``scheme://host[:port]``, the port only when it is not the default one."""
+        return _text(*self)
+
+    @property
+    def robots_url(self) -> str:
+        return self.text + "/robots.txt"
+
+
+def _text(scheme: str, host: str, port: int) -> str:
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    if DEFAULT_PORTS.get(scheme) == port:
+        return f"{scheme}://{host}"
+    return f"{scheme}://{host}:{port}"
 
 
 def _ascii_host(host: str) -> str:
@@ -49,20 +81,17 @@ def origin_of(parsed: ParseResult) -> Origin | None:
     except ValueError:
         return None
     # Port 0 is a port of its own (nothing listens there), not the default one.
-    return (scheme, _ascii_host(host), default_port if port is None else port)
+    return Origin(scheme, _ascii_host(host), default_port if port is None else port)
 
 
-def origin_text(origin: Origin) -> str:
-    """``scheme://host[:port]``, the port only when it is not the default one."""
-    scheme, host, port = origin
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    if DEFAULT_PORTS.get(scheme) == port:
-        return f"{scheme}://{host}"
-    return f"{scheme}://{host}:{port}"
+def origin_text(origin: tuple[str, str, int]) -> str:
+    """``scheme://host[:port]``, the port only when it is not the default one
+    (an :class:`Origin` carries it: ``origin.text``)."""
+    return origin.text if isinstance(origin, Origin) else _text(*origin)
 
 
-def robots_url(origin: Origin) -> str:
+def robots_url(origin: tuple[str, str, int]) -> str:
+    """The origin's robots.txt URL (an :class:`Origin` carries it: ``origin.robots_url``)."""
     return origin_text(origin) + "/robots.txt"
 
 

@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass
 from datetime import timezone
 from email.utils import parsedate_to_datetime
+from typing import Final, Literal, get_args
 
 from scrapy_rep.robotstxt import RobotsTxt
 
@@ -41,6 +42,7 @@ __all__ = [
     "UNAVAILABLE",
     "UNREACHABLE",
     "Entry",
+    "Outcome",
     "Policy",
     "delay_for",
     "header_text",
@@ -49,11 +51,14 @@ __all__ = [
     "retry_after",
 ]
 
-PARSED = "parsed"
-UNAVAILABLE = "unavailable"
-UNREACHABLE = "unreachable"
-REFUSED_LOCALLY = "refused_locally"
-OUTCOMES = (PARSED, UNAVAILABLE, UNREACHABLE, REFUSED_LOCALLY)
+Outcome = Literal["parsed", "unavailable", "unreachable", "refused_locally"]
+"""What a robots.txt fetch found (the table above); the text of the
+``rep/robotstxt/outcome/<outcome>`` stats and of the report's ``outcome``."""
+PARSED: Final = "parsed"
+UNAVAILABLE: Final = "unavailable"
+UNREACHABLE: Final = "unreachable"
+REFUSED_LOCALLY: Final = "refused_locally"
+OUTCOMES: Final[tuple[Outcome, ...]] = get_args(Outcome)
 
 _MAX_AGE = re.compile(r"(?:^|[,\s])max-age\s*=\s*\"?([0-9]+)", re.IGNORECASE)
 _SECONDS = re.compile(r"[0-9]+")
@@ -68,8 +73,8 @@ class Entry:
 
     robots: RobotsTxt | None
     """Rules to apply; None when unreachable with no good rules to fall back on."""
-    outcome: str
-    """Result of the latest fetch: one of :data:`OUTCOMES`."""
+    outcome: Outcome
+    """Result of the latest fetch."""
     expires: float
     """Time (``time.time()``) after which the robots.txt is fetched again."""
     fetched: float

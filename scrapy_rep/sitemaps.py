@@ -35,7 +35,7 @@ from scrapy_rep import _compat
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._robots import RobotsService, robots_service
 from scrapy_rep.exceptions import ForbiddenByRobots
-from scrapy_rep.origin import origin_of, origin_text, robots_url
+from scrapy_rep.origin import origin_of
 from scrapy_rep.robotstxt import RobotsTxt
 
 if TYPE_CHECKING:
@@ -60,7 +60,6 @@ MetaRobotsMiddleware leaves their X-Robots-Tag alone."""
 DEPTH_META = "rep_sitemap_depth"
 """Index hops from robots.txt (or ``sitemap_urls``) to this sitemap."""
 
-_STAT = "rep/sitemaps/"
 _UTF8_BOM = b"\xef\xbb\xbf"
 
 
@@ -116,7 +115,7 @@ class RobotsSitemapMixin(_Base):
         if robots is None:
             if sites or self.sitemap_discover:
                 logger.info(
-                    "scrapy-rep: scrapy_rep.RobotsTxtMiddleware is not enabled "
+                    "scrapy_rep.RobotsTxtMiddleware is not enabled "
                     "(ROBOTSTXT_OBEY = False?): the spider downloads robots.txt itself, "
                     "for its Sitemap lines only, and does not obey its rules",
                     extra={"spider": self},
@@ -161,17 +160,17 @@ class RobotsSitemapMixin(_Base):
             try:
                 entry = await maybe_deferred_to_future(waiting)
             except Exception:
-                logger.exception("scrapy-rep: could not read the robots.txt of %s", origin)
+                logger.exception("Could not read the robots.txt of %s", origin)
                 continue
             yield origin, entry
 
     def _rep_origin(self, site: str) -> str | None:
         origin = origin_of(urlparse(site if "://" in site else "https://" + site))
         if origin is None:
-            self.crawler.stats.inc_value(_STAT + "invalid_site")
+            self.crawler.stats.inc_value("rep/sitemaps/invalid_site")
             logger.warning("sitemap_sites: %r is not an http(s) site, ignored", site)
             return None
-        return origin_text(origin)
+        return origin.text
 
     # -- robots.txt -> sitemap requests ----------------------------------------
 
@@ -181,15 +180,15 @@ class RobotsSitemapMixin(_Base):
             return []
         self._rep_origins.add(origin)
         stats = self.crawler.stats
-        stats.inc_value(_STAT + "sites")
+        stats.inc_value("rep/sitemaps/sites")
         if not urls:
             logger.debug("robots.txt of %s lists no sitemaps", origin, extra={"spider": self})
             return []
-        stats.inc_value(_STAT + "found", len(urls))
+        stats.inc_value("rep/sitemaps/found", len(urls))
         try:  # robots.txt gives a location only: a filter reading e.g. "lastmod" may fail
             entries = list(self.sitemap_filter([{"loc": url} for url in urls]))
         except Exception:
-            stats.inc_value(_STAT + "filter_error")
+            stats.inc_value("rep/sitemaps/filter_error")
             logger.exception(
                 "sitemap_filter failed on the robots.txt sitemaps of %s (entries hold only "
                 "'loc'): they are skipped",
@@ -226,13 +225,13 @@ class RobotsSitemapMixin(_Base):
             if not quiet:
                 self._rep_origin(site)  # counts and logs it
             return None
-        text = origin_text(origin)
+        text = origin.text
         if text in self._rep_robots_requested:
             return None
         self._rep_robots_requested.add(text)
-        self.crawler.stats.inc_value(_STAT + "robotstxt_requested")
+        self.crawler.stats.inc_value("rep/sitemaps/robotstxt_requested")
         return Request(
-            robots_url(origin),
+            origin.robots_url,
             callback=self._rep_parse_robots,
             errback=self._rep_robots_failed,
             cb_kwargs={"origin": text},
@@ -245,7 +244,7 @@ class RobotsSitemapMixin(_Base):
         yield from self._rep_from_robots(origin, sitemaps)
 
     def _rep_robots_failed(self, failure: Failure) -> None:
-        self.crawler.stats.inc_value(_STAT + "robotstxt_failed")
+        self.crawler.stats.inc_value("rep/sitemaps/robotstxt_failed")
         logger.info(
             "robots.txt not read for its sitemaps: %s",
             _why(failure),
@@ -269,14 +268,14 @@ class RobotsSitemapMixin(_Base):
                     meta=dict(meta),
                 )
             except ValueError as exc:  # relative or otherwise unusable URL
-                stats.inc_value(_STAT + "invalid_url")
+                stats.inc_value("rep/sitemaps/invalid_url")
                 logger.debug("Ignored sitemap URL %r: %s", url, exc, extra={"spider": self})
                 continue
             if request.url in self._rep_seen:
-                stats.inc_value(_STAT + "duplicates")
+                stats.inc_value("rep/sitemaps/duplicates")
                 continue
             if depth > self.sitemap_max_depth:
-                stats.inc_value(_STAT + "depth_exceeded")
+                stats.inc_value("rep/sitemaps/depth_exceeded")
                 logger.info(
                     "Sitemap not fetched: %s is %d index levels deep (sitemap_max_depth = %d)",
                     request.url,
@@ -286,12 +285,12 @@ class RobotsSitemapMixin(_Base):
                 )
                 continue
             self._rep_seen.add(request.url)
-            stats.inc_value(_STAT + "requested")
+            stats.inc_value("rep/sitemaps/requested")
             yield request
 
     def _parse_sitemap(self, response: Response) -> Iterator[Request]:
         stats = self.crawler.stats
-        stats.inc_value(_STAT + "fetched")
+        stats.inc_value("rep/sitemaps/fetched")
         depth = int(response.meta.get(DEPTH_META, 0))
         body = _compat.sitemap_body(self, response)
         if body is None and _is_plain_text(response):
@@ -309,7 +308,7 @@ class RobotsSitemapMixin(_Base):
                 entries = list(self.sitemap_filter(sitemap))
             except Exception:
                 logger.warning("Broken sitemap index: %s", response, extra={"spider": self})
-                stats.inc_value(_STAT + "invalid")
+                stats.inc_value("rep/sitemaps/invalid")
                 return
             listed = list(iterloc(entries, self.sitemap_alternate_links))
             followed = list(_compat.sitemapindex_urls(self, entries))
@@ -318,7 +317,7 @@ class RobotsSitemapMixin(_Base):
         elif sitemap is not None and kind == "urlset":
             yield from self._rep_pages(response, sitemap, "xml")
         else:
-            stats.inc_value(_STAT + "invalid")
+            stats.inc_value("rep/sitemaps/invalid")
             logger.warning("Ignoring invalid sitemap: %s", response, extra={"spider": self})
 
     def _rep_pages(
@@ -331,22 +330,22 @@ class RobotsSitemapMixin(_Base):
             pairs = list(_compat.urlset_urls_and_callbacks(self, self.sitemap_filter(entries)))
         except Exception:
             logger.warning("Broken sitemap: %s", response, extra={"spider": self})
-            stats.inc_value(_STAT + "invalid")
+            stats.inc_value("rep/sitemaps/invalid")
             return
         if kind == "text":
-            stats.inc_value(_STAT + "text")
+            stats.inc_value("rep/sitemaps/text")
         for url, callback in pairs:
             try:
                 request = Request(url, callback=callback, meta=dict(meta))
             except ValueError:
-                stats.inc_value(_STAT + "invalid_url")
+                stats.inc_value("rep/sitemaps/invalid_url")
                 continue
-            stats.inc_value(_STAT + "pages")
+            stats.inc_value("rep/sitemaps/pages")
             yield request
 
     def _rep_count_skipped(self, skipped: int, where: str) -> None:
         if skipped > 0:
-            self.crawler.stats.inc_value(_STAT + "follow_skipped", skipped)
+            self.crawler.stats.inc_value("rep/sitemaps/follow_skipped", skipped)
             logger.debug(
                 "%d sitemap(s) listed by %s skipped by sitemap_follow",
                 skipped,
@@ -357,9 +356,9 @@ class RobotsSitemapMixin(_Base):
     def _rep_sitemap_failed(self, failure: Failure) -> None:
         stats = self.crawler.stats
         if isinstance(failure.value, ForbiddenByRobots):
-            stats.inc_value(_STAT + "forbidden")
+            stats.inc_value("rep/sitemaps/forbidden")
         else:
-            stats.inc_value(_STAT + "failed")
+            stats.inc_value("rep/sitemaps/failed")
         logger.info("Sitemap not fetched: %s", _why(failure), extra={"spider": self})
 
 

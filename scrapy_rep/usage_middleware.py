@@ -47,7 +47,7 @@ from scrapy_rep.cache import lru_put
 from scrapy_rep.config import Config, crawl_config
 from scrapy_rep.exceptions import UsageDenied
 from scrapy_rep.meta import is_html
-from scrapy_rep.origin import Origin, OriginKeys, origin_text
+from scrapy_rep.origin import Origin, OriginKeys
 from scrapy_rep.usage import ROBOTSTXT, Statement, Verdict, combine, response_statements
 from scrapy_rep.usage._labels import TDMREP as TDMREP_LABEL
 
@@ -95,7 +95,7 @@ class UsageMiddleware:
         # Each request's agent and robots.txt statements, from process_request to
         # process_response; and whether it was already found denied (a dry run's).
         self._pending: WeakKeyDictionary[Request, _Pending] = WeakKeyDictionary()
-        self._logged: OrderedDict[tuple[Origin, str], None] = OrderedDict()
+        self._logged: OrderedDict[tuple[str, str], None] = OrderedDict()  # (origin text, stage)
         # TDMRep only for the purposes it governs
         tdm = any(purpose in TDMREP_LABEL.purposes for purpose in self.purposes)
         self._tdmrep = TdmRepFiles(crawler, config) if tdm else None
@@ -114,7 +114,7 @@ class UsageMiddleware:
             raise NotConfigured("ROBOTSTXT_OBEY is off")
         dry_run = config.dry_run and config.usage_action == "drop"
         logger.info(
-            "scrapy-rep: reading usage preferences for %s; %s (REP_USAGE_ACTION = %r)%s",
+            "Reading usage preferences for %s; %s (REP_USAGE_ACTION = %r)%s",
             ", ".join(config.purposes),
             _ACTIONS[config.usage_action],
             config.usage_action,
@@ -256,7 +256,7 @@ class UsageMiddleware:
             stats.inc_value(f"rep/usage/denied_by/{source}")
         usage = {purpose: verdict.allowed for purpose, verdict in verdicts.items()}
         reasons = {p: tuple(s.where for s in v.reasons) for p, v in verdicts.items()}
-        text = origin_text(origin) if origin is not None else ""
+        text = origin.text if origin is not None else ""
         self.crawler.signals.send_catch_log(
             signal=rep_signals.usage_denied,
             request=request,
@@ -267,8 +267,11 @@ class UsageMiddleware:
         )
         dropping = self.drop and not self._dry_run
         if self.drop:
-            prefix = "rep/dry_run/usage" if self._dry_run else "rep/usage"
-            stats.inc_value(f"{prefix}/dropped/{stage}")
+            stats.inc_value(
+                f"rep/dry_run/usage/dropped/{stage}"
+                if self._dry_run
+                else f"rep/usage/dropped/{stage}"
+            )
         self._log_once(request, origin, text, stage, reasons)
         if dropping:
             raise UsageDenied(usage, reasons, text, response)
@@ -290,7 +293,7 @@ class UsageMiddleware:
             effect = "not downloaded (REP_USAGE_ACTION = 'drop')"
         else:
             effect = "kept from the spider (REP_USAGE_ACTION = 'drop')"
-        key = (origin or ("", "", 0), stage)
+        key = (text, stage)
         if self.drop and key not in self._logged:  # annotating is what the stats say
             lru_put(self._logged, key, None, self.config.cache_max_origins)
             logger.info(

@@ -300,8 +300,8 @@ def test_typos_and_a_cut_short_agent_are_warned_about_once_each(
     assert len(warnings) == 3, result.stderr
     for typo, meant in (("rep_unreachable", "REP_UNREACHABLE"),
                         ("ROBOTSTXT_USERAGENT", "ROBOTSTXT_USER_AGENT")):  # fmt: skip
-        assert f"scrapy-rep: unknown setting {typo} is ignored; did you mean {meant}?" in warnings
+        assert f"Unknown setting {typo} is ignored; did you mean {meant}?" in warnings
     (agent,) = [w for w in warnings if "Agent5" in w]
-    assert agent.startswith("scrapy-rep: ROBOTSTXT_USER_AGENT 'Agent5' is obeyed as 'Agent': ")
+    assert agent.startswith("ROBOTSTXT_USER_AGENT 'Agent5' is obeyed as 'Agent': ")
     assert result.stdout.startswith("agent 'Agent' (from ROBOTSTXT_USER_AGENT)")
     assert verdict_line(result.stdout, site.url("/one")).startswith("FORBIDDEN")

@@ -144,11 +144,10 @@ async def test_lower_case_and_scrapy_prefixed_typos_name_the_setting_meant(
     settings = {"rep_unreachable": "allow", "ROBOTSTXT_USERAGENT": "X", "MY_PIPELINE_OPTION": 1}
     with caplog.at_level(logging.WARNING, logger="scrapy_rep"):
         await run_crawl([site.url("/")], settings)
-    said = sorted(r.getMessage() for r in caplog.records if "unknown setting" in r.getMessage())
+    said = sorted(r.getMessage() for r in caplog.records if "Unknown setting" in r.getMessage())
     assert said == [
-        "scrapy-rep: unknown setting ROBOTSTXT_USERAGENT is ignored; "
-        "did you mean ROBOTSTXT_USER_AGENT?",
-        "scrapy-rep: unknown setting rep_unreachable is ignored; did you mean REP_UNREACHABLE?",
+        "Unknown setting ROBOTSTXT_USERAGENT is ignored; did you mean ROBOTSTXT_USER_AGENT?",
+        "Unknown setting rep_unreachable is ignored; did you mean REP_UNREACHABLE?",
     ]
 
 
@@ -169,7 +168,7 @@ async def test_a_name_longer_than_its_product_token_is_warned_once(
         await run_crawl([site.url("/one"), site.url("/two")], settings)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [
-        f"scrapy-rep: ROBOTSTXT_USER_AGENT {name!r} is obeyed as {token!r}: a robots.txt "
+        f"ROBOTSTXT_USER_AGENT {name!r} is obeyed as {token!r}: a robots.txt "
         f"product token holds only letters, '_' and '-' (RFC 9309 §2.2.1), so it ends before "
         f"{rest!r}. User-agent lines are cut the same way: the groups of 'User-agent: {token}', "
         f"'{token}1' or '{token} Other' apply to this crawler. Set ROBOTSTXT_USER_AGENT to a "

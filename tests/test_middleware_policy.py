@@ -168,6 +168,30 @@ def test_robots_url() -> None:
     assert origin_text(("http", "::1", 8000)) == "http://[::1]:8000"
 
 
+@pytest.mark.parametrize(
+    ("url", "text"),
+    [
+        ("http://Example.COM:80/a", "http://example.com"),
+        ("https://example.com:8443/", "https://example.com:8443"),
+        ("http://example.com:443/", "http://example.com:443"),
+        ("http://[::1]:8000/", "http://[::1]:8000"),
+    ],
+)
+def test_an_origin_carries_its_text_and_is_the_plain_tuple(url: str, text: str) -> None:
+    """Origin.text and robots_url are what origin_text() and robots_url() say; an
+    Origin is equal to, hashed as and the same dict key as its plain tuple."""
+    origin = origin_of(urlparse(url))
+    assert origin is not None
+    plain = tuple(origin)
+    assert (origin.text, origin.robots_url) == (text, text + "/robots.txt")
+    assert (origin_text(plain), robots_url(plain)) == (text, text + "/robots.txt")
+    assert origin == plain
+    assert hash(origin) == hash(plain)
+    assert {plain: 1}[origin] == 1
+    assert {origin: 2}[plain] == 2
+    assert (origin.scheme, origin.host, origin.port) == plain
+
+
 def test_memory_cache_evicts_the_least_recently_used() -> None:
     cache = MemoryRulesCache(max_origins=2)
     a, b, c = (("http", name, 80) for name in "abc")

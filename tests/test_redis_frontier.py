@@ -282,7 +282,7 @@ def test_redis_killed_and_restarted_mid_crawl_loses_nothing_and_every_worker_end
     assert set(urls) <= fetched, sorted(set(urls) - fetched)[:10]
     for report in reports:  # finish() checked that each ended with "finished"
         assert report["failures"] == {}, report["failures"]
-        assert report["log"].count("the Redis queue is unavailable") <= 1
+        assert report["log"].count("The Redis queue is unavailable") <= 1
     responses = {url for report in reports for url in report["responses"]}
     assert responses == set(urls)
 

@@ -36,7 +36,7 @@ def told(caplog: pytest.LogCaptureFixture, level: int = logging.INFO) -> list[st
         for r in caplog.records
         if r.name == REPORT_LOGGER
         and r.levelno == level
-        and not r.getMessage().startswith("scrapy-rep report:")
+        and not r.getMessage().startswith("Crawl report:")
     ]
 
 
@@ -44,7 +44,7 @@ def summary(caplog: pytest.LogCaptureFixture) -> str:
     [text] = [
         r.getMessage()
         for r in caplog.records
-        if r.name == REPORT_LOGGER and r.getMessage().startswith("scrapy-rep report:")
+        if r.name == REPORT_LOGGER and r.getMessage().startswith("Crawl report:")
     ]
     return text
 
@@ -90,7 +90,7 @@ async def test_forbidding_origin_is_told_once_then_summarised_with_its_rules(
     ]
     assert summary(logs) == "\n".join(
         [
-            "scrapy-rep report: robots.txt changed what happened to 1 of 1 origin "
+            "Crawl report: robots.txt changed what happened to 1 of 1 origin "
             "(6 requests: 6 forbidden, 0 dropped, 0 paced)",
             f"  {site.origin}  robots.txt parsed (HTTP 200), 1 sitemap",
             "      forbidden 6: line 3 (Disallow: /private) x5, line 4 (Disallow: /cart) x1",
@@ -139,7 +139,7 @@ async def test_dry_run_counts_would_be_drops_apart(
         "spider close"
     ]
     assert summary(logs).splitlines()[:3] == [
-        "scrapy-rep report: robots.txt changed what happened to 1 of 1 origin (0 requests: "
+        "Crawl report: robots.txt changed what happened to 1 of 1 origin (0 requests: "
         "0 forbidden, 0 dropped, 0 paced, dry run: 3 would be forbidden, 0 would be dropped)",
         f"  {site.origin}  robots.txt parsed (HTTP 200)",
         "      would be forbidden (dry run) 3: line 2 (Disallow: /private) x3",
@@ -236,7 +236,7 @@ async def test_summary_lists_the_most_affected_origins_and_counts_the_rest(
     assert [len(site.pages()) for site in sites] == [1] * 5
     lines = summary(logs).splitlines()
     assert lines == [
-        "scrapy-rep report: robots.txt changed what happened to 4 of 5 origins "
+        "Crawl report: robots.txt changed what happened to 4 of 5 origins "
         "(10 requests: 10 forbidden, 0 dropped, 0 paced)",
         f"  {sites[4].origin}  robots.txt parsed (HTTP 200)",
         "      forbidden 4: line 2 (Disallow: /no) x4",
@@ -279,9 +279,7 @@ async def test_unwritable_report_is_one_error_and_the_crawl_goes_on(
     assert site.pages() == ["/yes"]
     assert result.stats["finish_reason"] == "finished"
     [error] = told(logs, logging.ERROR)
-    assert error.startswith(
-        f"scrapy-rep: cannot write the report file REP_REPORT = {str(report)!r}"
-    )
+    assert error.startswith(f"Cannot write the report file REP_REPORT = {str(report)!r}")
     assert not any(r.exc_info for r in logs.records if r.levelno >= logging.ERROR)
     assert summary(logs).splitlines()[-1] == (
         f"  REP_REPORT = {str(report)!r} could not be written (see the ERROR above)"
@@ -356,7 +354,7 @@ async def test_records_stay_bounded_and_the_file_holds_every_origin(
     assert result.stats["rep/forbidden"] == 300
     evicted = sum(r["evicted"] for r in written)
     assert summary(logs).splitlines()[:2] == [
-        f"scrapy-rep report: robots.txt changed what happened to 300 of {len(written)} origin "
+        f"Crawl report: robots.txt changed what happened to 300 of {len(written)} origin "
         "records (300 requests: 300 forbidden, 0 dropped, 0 paced)",
         f"  more origins than REP_CACHE_MAX_ORIGINS = 50: {evicted} records left memory early; "
         "an origin met again after that has another record",
@@ -395,7 +393,7 @@ async def test_an_origin_met_again_after_eviction_is_summed_in_the_summary(
     ]
     assert a.hits("/robots.txt") == 2  # its rules were evicted too: fetched again
     assert summary(logs).splitlines() == [
-        "scrapy-rep report: robots.txt changed what happened to 2 of 4 origin records "
+        "Crawl report: robots.txt changed what happened to 2 of 4 origin records "
         "(3 requests: 3 forbidden, 0 dropped, 0 paced)",
         "  more origins than REP_CACHE_MAX_ORIGINS = 1: 3 records left memory early; "
         "an origin met again after that has another record",

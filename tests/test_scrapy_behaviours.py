@@ -105,7 +105,7 @@ async def test_a_misspelt_setting_names_the_closest_known_one(
     with caplog.at_level(logging.WARNING, logger="scrapy_rep"):
         await run_crawl([site.url("/a")], {"REP_UNREACHEABLE": "allow"})
     said = [r.getMessage() for r in caplog.records if "REP_UNREACHEABLE" in r.getMessage()]
-    assert said == ["scrapy-rep: unknown setting REP_UNREACHEABLE is ignored; "
+    assert said == ["Unknown setting REP_UNREACHEABLE is ignored; "
                     "did you mean REP_UNREACHABLE?"]  # fmt: skip
 
 

@@ -208,8 +208,8 @@ async def test_without_the_slot_internals_the_gate_still_holds(
     result = await run_crawl(urls, RETRYING)
     assert sorted(result.responses) == sorted(urls)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert [w for w in warnings if "cannot pause" in w] == [
-        f"scrapy-rep cannot pause Scrapy {scrapy.__version__}'s download slots: "
+    assert [w for w in warnings if "Cannot pause" in w] == [
+        f"Cannot pause Scrapy {scrapy.__version__}'s download slots: "
         "Downloader._latercall(slot) is missing. A site that answers 429 or 503 is paused "
         "only for the requests that have not reached its download slot yet. Please report this."
     ]

@@ -54,7 +54,7 @@ def test_invalid_values_name_the_setting(setting: str, value: Any, message: str)
 
 def test_settings_are_known_no_unknown_setting_warning() -> None:
     config = Config.from_settings({"REP_PURPOSES": ["search"], "REP_USAGE_ACTION": "drop"})
-    assert not [w for w in config.warnings if "unknown setting" in w]
+    assert not [w for w in config.warnings if "Unknown setting" in w]
 
 
 def test_middleware_not_configured_without_purposes_or_without_obey() -> None:

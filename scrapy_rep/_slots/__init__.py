@@ -86,32 +86,33 @@ def log_problems(
         problems += internals_problems(getattr(engine, "downloader", None))
     if problems:
         logger.error(
-            "scrapy-rep does not fully work with Scrapy %s: %s. Requests waiting for "
-            "robots.txt may count against CONCURRENT_REQUESTS%s. Please report this.",
+            "scrapy_rep.RobotsTxtMiddleware does not fully work with Scrapy %s: %s. "
+            "Requests waiting for robots.txt may count against CONCURRENT_REQUESTS%s. "
+            "Please report this.",
             scrapy.__version__,
             "; ".join(problems),
             ", and Crawl-delay may not be applied" if delays else "",
         )
     downloader = getattr(engine, "downloader", None)
     found = list(problems)
-    for wanted, check, consequence in (
-        (
-            pauses,
-            pause_problems,
-            "cannot pause Scrapy %s's download slots: %s. A site that answers 429 or 503 "
-            "is paused only for the requests that have not reached its download slot yet",
-        ),
-        (
-            limits,
-            limit_problems,
-            "cannot hold Scrapy %s's download slots to their concurrency: %s. On the "
+    missing = pause_problems(downloader) if pauses else []
+    if missing:
+        logger.warning(
+            "Cannot pause Scrapy %s's download slots: %s. A site that answers 429 or 503 "
+            "is paused only for the requests that have not reached its download slot yet. "
+            "Please report this.",
+            scrapy.__version__,
+            "; ".join(missing),
+        )
+        found += missing
+    missing = limit_problems(downloader) if limits else []
+    if missing:
+        logger.warning(
+            "Cannot hold Scrapy %s's download slots to their concurrency: %s. On the "
             "asyncio reactor, requests released together (by their robots.txt) may "
-            "reach a site all at once",
-        ),
-    ):
-        missing = check(downloader) if wanted else []
-        if missing:
-            shown = consequence % (scrapy.__version__, "; ".join(missing))
-            logger.warning("scrapy-rep %s. Please report this.", shown)
-            found += missing
+            "reach a site all at once. Please report this.",
+            scrapy.__version__,
+            "; ".join(missing),
+        )
+        found += missing
     return found

@@ -132,7 +132,7 @@ class SharedState:
         problem = reactor_problem()
         if problem is not None:
             logger.warning(
-                "scrapy-rep: REP_REDIS_URL is set but %s: robots.txt, Crawl-delay and "
+                "REP_REDIS_URL is set but %s: robots.txt, Crawl-delay and "
                 "slow-down pauses stay local to this worker. Shared state needs TWISTED_REACTOR = "
                 "'twisted.internet.asyncioreactor.AsyncioSelectorReactor'.",
                 problem,
@@ -162,7 +162,7 @@ class SharedState:
         ]
         shared = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
         logger.info(
-            "scrapy-rep: sharing %s with other workers through Redis at %s (keys %s*)",
+            "Sharing %s with other workers through Redis at %s (keys %s*)",
             shared,
             link.url,
             config.redis_prefix,

@@ -112,7 +112,7 @@ class RedisLink:
         # way before proves little.
         if self._outage and started >= self._outage_since:
             self._outage = False
-            logger.info("scrapy-rep: Redis at %s answers again: shared state resumed", self.url)
+            logger.info("Redis at %s answers again: shared state resumed", self.url)
         return reply
 
     def _failed(self, exc: BaseException) -> None:
@@ -121,13 +121,13 @@ class RedisLink:
         self._next_try = now + self._retry
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if self._outage:
-            logger.debug("scrapy-rep: Redis at %s still unavailable (%s)", self.url, reason)
+            logger.debug("Redis at %s still unavailable (%s)", self.url, reason)
             return
         self._outage = True
         self._outage_since = now
         self._stats.inc_value("rep/redis/outages")
         logger.warning(
-            "scrapy-rep: Redis at %s unavailable (%s): this worker fetches robots.txt and "
+            "Redis at %s unavailable (%s): this worker fetches robots.txt and "
             "applies Crawl-delay on its own until Redis answers again (next try in %g s)",
             self.url,
             reason,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, Literal
 
 from scrapy_rep.cluster.link import RedisUnavailable
 
@@ -54,11 +54,13 @@ def turn_taken(request: Request) -> bool:
     return taken is not None and time.monotonic() - taken <= LATE
 
 
-PACED = "paced"
+Pace = Literal["paced", "local", "closing"]
+"""How waiting for a cluster-wide turn ended (:meth:`ClusterDelay.pace`)."""
+PACED: Final = "paced"
 """The request may go now, its slot's local delay at 0."""
-LOCAL = "local"
+LOCAL: Final = "local"
 """Redis is unavailable: the slot's local delay must pace the request."""
-CLOSING = "closing"
+CLOSING: Final = "closing"
 """The spider closes while the request waits: drop it."""
 
 
@@ -93,7 +95,7 @@ class ClusterDelay:
         )
         return int(micros) / 1e6
 
-    async def pace(self, slot: str, spacing: float, sleep: Sleep) -> str:
+    async def pace(self, slot: str, spacing: float, sleep: Sleep) -> Pace:
         """Wait for this request's cluster-wide turn in ``slot``: PACED, LOCAL or CLOSING."""
         turns = self._turns.get(slot)
         if turns is None:
@@ -107,7 +109,7 @@ class ClusterDelay:
             if not turns.users:
                 del self._turns[slot]
 
-    async def _wait_turn(self, slot: str, spacing: float, sleep: Sleep) -> str:
+    async def _wait_turn(self, slot: str, spacing: float, sleep: Sleep) -> Pace:
         stats = self._stats
         for attempt in range(1, RESERVE_ATTEMPTS + 1):
             try:

@@ -167,7 +167,7 @@ class ClusterPauses:
             if not self._unshared:
                 self._unshared = True
                 logger.warning(
-                    "scrapy-rep: Redis unavailable: the pause of download slot %r holds "
+                    "Redis unavailable: the pause of download slot %r holds "
                     "for this worker only (other workers pause when their own requests "
                     "are answered 429/503)",
                     slot,
@@ -221,7 +221,7 @@ class ClusterPauses:
                         self._received(message["data"])
             except errors as exc:
                 self._ready.set()  # the crawl does not wait for Redis any longer
-                logger.debug("scrapy-rep: slow-down subscriber stopped (%r); again later", exc)
+                logger.debug("Slow-down subscriber stopped (%r); again later", exc)
             finally:
                 with contextlib.suppress(*redis_errors):
                     await pubsub.aclose()
@@ -246,7 +246,7 @@ class ClusterPauses:
             slot, left = str(message["slot"]), float(message["left"]) / 1e6
             origin, level = message.get("origin"), int(message.get("level") or 0)
         except (ValueError, KeyError, TypeError, AttributeError):
-            logger.debug("scrapy-rep: unreadable message on %s: %r", self.channel, data[:200])
+            logger.debug("Unreadable message on %s: %r", self.channel, data[:200])
             return
         self._stats.inc_value("rep/slowdown/redis/received")
         self._deliver(slot, left, str(origin) if origin else None, level)

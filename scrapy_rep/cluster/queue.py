@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
 
-    from scrapy_rep._robots import RobotsService
+    from scrapy_rep._robots import Readiness, RobotsService
     from scrapy_rep.origin import Origin
 
 logger = logging.getLogger(__name__)
@@ -91,7 +91,9 @@ class RedisPoliteQueue:
         self.key = self._codec.key
         crawler: Crawler = spider.crawler
         self._crawler = crawler
-        self._stats = crawler.stats
+        stats = crawler.stats
+        assert stats is not None
+        self._stats = stats
         from scrapy_rep._robots import robots_service
         from scrapy_rep._slots.readiness import SlotReadiness
         from scrapy_rep._slots.wakeup import EngineWakeup
@@ -109,7 +111,7 @@ class RedisPoliteQueue:
             # to hold fetches back with (``queued``/``taken``), the window only.
             Prefetch(
                 self._robots,
-                self._count_stats(),
+                stats,
                 self._robots_known,
                 ahead=config.cache_max_origins // 2,
             )
@@ -134,14 +136,6 @@ class RedisPoliteQueue:
         self._next_try = 0.0
         crawler.signals.connect(self._left_downloader, signal=signals.request_left_downloader)
 
-    def _count_stats(self) -> Any:
-        assert self._stats is not None
-        return self._stats
-
-    def _inc(self, name: str, count: int = 1) -> None:
-        if self._stats is not None:
-            self._stats.inc_value(f"rep/redis/frontier/{name}", count)
-
     # -- scrapy-redis's queue interface ------------------------------------------------
 
     def __len__(self) -> int:
@@ -163,7 +157,7 @@ class RedisPoliteQueue:
             return
         if self._down() or not self._push_redis(request, verdict, delay, origin):
             self._local.append(request)
-            self._inc("local")
+            self._stats.inc_value("rep/redis/frontier/local")
             return
         if verdict == UNKNOWN and origin is not None and self._prefetch is not None:
             self._prefetch.want(origin, request)
@@ -197,13 +191,13 @@ class RedisPoliteQueue:
             if first >= 0:
                 wait = max(first - int(reply[1]), 0) / 1e6
                 self._wakeup.at(time.monotonic() + min(wait, IDLE_POLL))
-            self._inc("not_ready")
+            self._stats.inc_value("rep/redis/frontier/not_ready")
             return None
         request: Request = self._codec._decode_request(reply[1])
         if int(reply[2]) >= 0:  # the script took the slot's Crawl-delay turn
             hand_over_turn(request)
         self._out[request] = (slot, token, time.monotonic())
-        self._inc("handed")
+        self._stats.inc_value("rep/redis/frontier/handed")
         return request
 
     def clear(self) -> None:
@@ -220,7 +214,7 @@ class RedisPoliteQueue:
 
     # -- Redis ----------------------------------------------------------------------
 
-    def _readiness(self, request: Request) -> tuple[int, float, Origin | None]:
+    def _readiness(self, request: Request) -> tuple[Readiness, float, Origin | None]:
         from scrapy_rep._robots import ALLOWED
 
         if self._robots is None:
@@ -231,7 +225,7 @@ class RedisPoliteQueue:
         return int(max(delay, self._slots.delay(slot)) * 1e6)
 
     def _push_redis(
-        self, request: Request, verdict: int, delay: float, origin: Origin | None
+        self, request: Request, verdict: Readiness, delay: float, origin: Origin | None
     ) -> bool:
         from scrapy_rep._robots import UNKNOWN
 
@@ -262,7 +256,7 @@ class RedisPoliteQueue:
         self._answered()
         if not known and origin is not None:
             self._awaiting.setdefault(origin, (request, set()))[1].add(slot)
-        self._inc("pushed")
+        self._stats.inc_value("rep/redis/frontier/pushed")
         return True
 
     def _robots_known(self, origin: Origin) -> None:
@@ -325,7 +319,7 @@ class RedisPoliteQueue:
 
     def _pop_local(self) -> Request | None:
         if self._local:
-            self._inc("local_handed")
+            self._stats.inc_value("rep/redis/frontier/local_handed")
             return self._local.popleft()
         return None
 
@@ -354,9 +348,9 @@ class RedisPoliteQueue:
         if self._outage or isinstance(exc, _Down):
             return
         self._outage = True
-        self._inc("outages")
+        self._stats.inc_value("rep/redis/frontier/outages")
         logger.warning(
-            "scrapy-rep: the Redis queue is unavailable (%s: %s): this worker hands out "
+            "The Redis queue is unavailable (%s: %s): this worker hands out "
             "only the requests it schedules meanwhile, paced on its own, and waits for Redis "
             "for the others",
             type(exc).__name__,
@@ -366,7 +360,7 @@ class RedisPoliteQueue:
     def _answered(self) -> None:
         if self._outage:
             self._outage = False
-            logger.info("scrapy-rep: the Redis queue answers again")
+            logger.info("The Redis queue answers again")
 
 
 class _Down(Exception):

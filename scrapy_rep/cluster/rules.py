@@ -11,11 +11,10 @@ import os
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from scrapy_rep.cache import MemoryRulesCache
 from scrapy_rep.cluster.link import RedisUnavailable
-from scrapy_rep.origin import origin_text
 from scrapy_rep.policy import OUTCOMES, PARSED, REFUSED_LOCALLY, UNAVAILABLE, Entry
 from scrapy_rep.robotstxt import RobotsTxt
 
@@ -27,6 +26,10 @@ if TYPE_CHECKING:
     from scrapy_rep.origin import Origin
 
 logger = logging.getLogger(__name__)
+
+_Rules = Literal["body", "allow_all", "none"]
+"""How a shared entry's rules are stored: the robots.txt body (a key of its own),
+none needed (everything allowed), or none at all (unreachable)."""
 
 LOCK_MARGIN = 5.0
 """Seconds a robots.txt fetch lock outlives the longest fetch (timeout x attempts)."""
@@ -115,7 +118,7 @@ class RedisRulesCache:
         self.local.put(origin, entry)
 
     def _keys(self, origin: Origin) -> list[str]:
-        text = origin_text(origin)
+        text = origin.text
         return [f"{self._prefix}robots:{text}", f"{self._prefix}robots-lock:{text}"]
 
     async def claim(self, origin: Origin, sleep: Sleep) -> Claim:
@@ -148,9 +151,9 @@ class RedisRulesCache:
             if time.monotonic() + pause > deadline:
                 self._stats.inc_value("rep/redis/robots/wait_expired")
                 logger.info(
-                    "scrapy-rep: another worker has been fetching the robots.txt of %s for "
+                    "Another worker has been fetching the robots.txt of %s for "
                     "%g s: fetching it here",
-                    origin_text(origin),
+                    origin.text,
                     self.wait_max,
                 )
                 return Claim(None)
@@ -230,14 +233,14 @@ class RedisRulesCache:
             )
         except (ValueError, KeyError, TypeError) as exc:
             logger.debug(
-                "scrapy-rep: unreadable shared state of %s in Redis (%s): fetching robots.txt",
-                origin_text(origin),
+                "Unreadable shared state of %s in Redis (%s): fetching robots.txt",
+                origin.text,
                 exc,
             )
             return None
 
 
-def _meta(entry: Entry, rules: str) -> str:
+def _meta(entry: Entry, rules: _Rules) -> str:
     return json.dumps(
         {
             "rules": rules,

@@ -14,16 +14,18 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final, Literal
 
-from scrapy_rep.config import Config
+from scrapy_rep.config import Config, UnreachableMode
 from scrapy_rep.policy import PARSED, REFUSED_LOCALLY, UNAVAILABLE, UNREACHABLE, Entry, delay_for
 from scrapy_rep.robotstxt import Delays, RobotsTxt
 from scrapy_rep.usage import UsageLine
 
-ALLOWED = "allowed"
-FORBIDDEN = "forbidden"
-DEFERRED = "deferred"
+UrlVerdictWord = Literal["allowed", "forbidden", "deferred"]
+"""What a crawl would do with a URL (printed in capitals, and in the JSON output)."""
+ALLOWED: Final = "allowed"
+FORBIDDEN: Final = "forbidden"
+DEFERRED: Final = "deferred"
 
 _CACHED_AFTER = 5.0
 """An entry older than this (seconds) came from a cache, not from this run."""
@@ -55,7 +57,7 @@ class UrlVerdict:
     """What a crawl would do with one URL, and why."""
 
     url: str
-    verdict: str
+    verdict: UrlVerdictWord
     line: int | None = None
     rule: str | None = None
     reason: str = ""
@@ -154,7 +156,7 @@ def _usage(
 
 def _unreachable_verdict(url: str, entry: Entry, config: Config) -> UrlVerdict:
     # the robots.txt block's "effect" line says more; this says what happens to the URL
-    what = {
+    what: dict[UnreachableMode, tuple[UrlVerdictWord, str]] = {
         "allow": (ALLOWED, "let through"),
         "defer": (DEFERRED, "kept until it answers"),
         "disallow": (FORBIDDEN, "dropped"),

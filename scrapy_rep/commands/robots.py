@@ -37,7 +37,7 @@ from scrapy_rep.decompression import ORDER as DECOMPRESSION_ORDER
 from scrapy_rep.decompression import BoundedDecompressionMiddleware
 from scrapy_rep.exceptions import InvalidSetting
 from scrapy_rep.middleware import RobotsTxtMiddleware
-from scrapy_rep.origin import Origin, origin_of, robots_url
+from scrapy_rep.origin import Origin, origin_of
 from scrapy_rep.policy import PARSED, Entry
 from scrapy_rep.robotstxt import RobotsTxt
 
@@ -187,7 +187,7 @@ class Command(ScrapyCommand):
         config = self._config
         origins = {_origin(url) for url in self._urls}
         origin = origins.pop() if len(origins) == 1 else None
-        base = robots_url(origin) if origin is not None else None  # for relative Sitemap lines
+        base = origin.robots_url if origin is not None else None  # for relative Sitemap lines
         robots = RobotsTxt.parse(body, url=base, max_size=config.max_size)
         now = time.time()
         entry = Entry(
@@ -217,7 +217,7 @@ class Command(ScrapyCommand):
         for origin, urls in by_origin.items():
             entry = entries[urls[0]]
             assert entry is not None
-            reports.append(explain(robots_url(origin), entry, urls, self._config))
+            reports.append(explain(origin.robots_url, entry, urls, self._config))
         return reports
 
 

@@ -37,14 +37,13 @@ from __future__ import annotations
 import heapq
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, Literal
 
 from scrapy.pqueues import DownloaderAwarePriorityQueue
 
 from scrapy_rep._compat import peek_priority_queue, remove_slot_dir
 from scrapy_rep._robots import REFUSED, UNKNOWN
 from scrapy_rep.frontier.shared import frontier_of
-from scrapy_rep.origin import origin_text
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -66,10 +65,18 @@ PENDING = "\x00scrapy-rep:robots.txt:"
 origin): its requests go to their download slots once it is, so that they
 hold up no request of a known origin sharing their slot."""
 
-# Where a slot is (see the module docstring).
-CANDIDATE, SLEEPING, FULL, AWAITING = "candidate", "sleeping", "full", "awaiting"
-# What looking at a slot found.
-READY, RELEASE, WAIT = 0, 1, 2
+Where = Literal["candidate", "sleeping", "full", "awaiting"]
+"""Where a slot is (see the module docstring)."""
+CANDIDATE: Final = "candidate"
+SLEEPING: Final = "sleeping"
+FULL: Final = "full"
+AWAITING: Final = "awaiting"
+Found = Literal["ready", "release", "wait"]
+"""What looking at a slot found: ready (with its requests out), to be released
+at once (robots.txt forbids its first request), or to wait (parked where it waits)."""
+READY: Final = "ready"
+RELEASE: Final = "release"
+WAIT: Final = "wait"
 
 
 class PolitePriorityQueue(DownloaderAwarePriorityQueue):
@@ -95,7 +102,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             )
         self._frontier = frontier_of(crawler)
         self._candidates: deque[str] = deque()
-        self._where: dict[str, str] = {}
+        self._where: dict[str, Where] = {}
         self._sleeping: list[tuple[float, str]] = []  # heap; stale entries skipped
         self._sleep_until: dict[str, float] = {}
         self._full: set[str] = set()
@@ -129,7 +136,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
                 slot = RELEASE_SLOT
             elif verdict == UNKNOWN and origin is not None:
                 if self._can_peek:
-                    slot = PENDING + origin_text(origin)
+                    slot = PENDING + origin.text
                 if frontier.prefetch is not None:
                     frontier.prefetch.want(origin, request)
         if slot is None:
@@ -244,7 +251,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         self._candidate(best[1], front=True)
         return best[1], True
 
-    def _look(self, slot: str, now: float) -> tuple[int, int]:
+    def _look(self, slot: str, now: float) -> tuple[Found, int]:
         """(READY, requests out) / (RELEASE, 0) for a slot, else (WAIT, 0) with
         the slot parked where it waits."""
         if slot == RELEASE_SLOT:

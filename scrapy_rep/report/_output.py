@@ -13,7 +13,6 @@ import logging
 import os
 from typing import IO, TYPE_CHECKING, Any
 
-from scrapy_rep.origin import origin_text
 from scrapy_rep.report._records import Totals
 
 if TYPE_CHECKING:
@@ -83,7 +82,7 @@ class ReportFile:
     def _fail(self, exc: OSError) -> None:
         self.failed = True
         logger.error(
-            "scrapy-rep: cannot write the report file REP_REPORT = %r (%s); the crawl "
+            "Cannot write the report file REP_REPORT = %r (%s); the crawl "
             "goes on and its summary is still logged at spider close",
             self.path,
             exc.strerror or exc,
@@ -103,7 +102,7 @@ class OriginText:
         self.origin = origin
 
     def __str__(self) -> str:
-        return origin_text(self.origin)
+        return self.origin.text
 
 
 class Summary:
@@ -127,7 +126,7 @@ class Summary:
         # past the bound an origin may have several records: say records, not origins
         noun = "origin record" if totals.evicted else "origin"
         lines = [
-            f"scrapy-rep report: robots.txt changed what happened to "
+            f"Crawl report: robots.txt changed what happened to "
             f"{totals.affected_origins} of {_plural(totals.records, noun)} "
             f"({_counts(totals)})"
         ]
@@ -175,7 +174,7 @@ def _origin_lines(record: OriginRecord) -> list[str]:
             said += ", its last good rules kept"
     if record.sitemaps:
         said += f", {_plural(record.sitemaps, 'sitemap')}"
-    lines = [f"  {origin_text(record.origin)}  {said}"]
+    lines = [f"  {record.origin.text}  {said}"]
     if record.forbidden:
         lines.append(f"      forbidden {record.forbidden}: {_top_rules(record.rules)}")
     if record.dry_forbidden:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from scrapy_rep.origin import origin_text
 from scrapy_rep.policy import delay_for
 
 if TYPE_CHECKING:
     from scrapy_rep.origin import Origin
+    from scrapy_rep.policy import Outcome
     from scrapy_rep.robotstxt import RobotsTxt
 
 MAX_RULES = 32
@@ -56,7 +56,7 @@ class OriginRecord:
 
     def __init__(self, origin: Origin) -> None:
         self.origin = origin
-        self.outcome: str | None = None  # None: not fetched since this record started
+        self.outcome: Outcome | None = None  # None: not fetched since this record started
         self.status: int | None = None
         self.reason = ""
         self.stale = False
@@ -107,7 +107,7 @@ class OriginRecord:
     def as_json(self) -> dict[str, Any]:
         """The record as written to the REP_REPORT file (docs/report.md)."""
         return {
-            "origin": origin_text(self.origin),
+            "origin": self.origin.text,
             "outcome": self.outcome,
             "status": self.status,
             "reason": self.reason,

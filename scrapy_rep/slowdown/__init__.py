@@ -63,7 +63,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_rep._download import WELL_KNOWN_META
 from scrapy_rep.cache import lru_put
-from scrapy_rep.origin import origin_of, origin_text
+from scrapy_rep.origin import origin_of
 from scrapy_rep.policy import header_text, pause_for, retry_after
 from scrapy_rep.slowdown.gates import Gates
 
@@ -232,4 +232,4 @@ def _shown(raw: str | None) -> str:
 
 def _origin(request: Request) -> str:
     origin = origin_of(urlparse_cached(request))
-    return request.url if origin is None else origin_text(origin)
+    return request.url if origin is None else origin.text

@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal, get_args
 
 from scrapy_rep.robotstxt._match import Matcher
 from scrapy_rep.robotstxt._url import normalize_pattern, url_path
@@ -58,6 +58,7 @@ __all__ = [
     "PURPOSES",
     "SOURCES",
     "AgentUsage",
+    "Source",
     "Statement",
     "TdmRep",
     "UsageDecision",
@@ -73,13 +74,14 @@ __all__ = [
 
 PURPOSES: Final = labels.PURPOSES
 
-# Where a statement comes from (the rep/usage/denied_by/<source> stats).
+Source = Literal["robotstxt", "content-usage", "content-signal", "tdmrep", "noai"]
+"""Where a statement comes from (the rep/usage/denied_by/<source> stats)."""
 ROBOTSTXT: Final = "robotstxt"
 CONTENT_USAGE_HEADER: Final = "content-usage"
 CONTENT_SIGNAL_HEADER: Final = "content-signal"
 TDMREP: Final = "tdmrep"
 NOAI: Final = "noai"
-SOURCES: Final = (ROBOTSTXT, CONTENT_USAGE_HEADER, CONTENT_SIGNAL_HEADER, TDMREP, NOAI)
+SOURCES: Final[tuple[Source, ...]] = get_args(Source)
 
 MAX_TDMREP_RULES: Final = 1_000
 """Rules of a tdmrep.json kept; later ones are ignored."""
@@ -92,8 +94,7 @@ MAX_TDMREP_RULES: Final = 1_000
 class Statement:
     """What one source says, per purpose."""
 
-    source: str
-    """One of :data:`SOURCES`."""
+    source: Source
     said: Mapping[str, bool]
     """``{purpose: allowed}`` for the purposes it speaks for."""
     where: str
