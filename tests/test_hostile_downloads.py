@@ -144,7 +144,7 @@ def test_rep_headers_max_is_the_bound_and_0_leaves_twisted_unpatched(
         ("binary", RULES),
         ("text/plain", RULES),
         ("UTF-8, identity", RULES),
-        ("gzip, none", gzip.compress(RULES)),  # gzip'd, then labelled
+        ("gzip, none", gzip.compress(RULES, mtime=0)),  # gzip'd, then labelled
     ],
 )
 @pytest_twisted.ensureDeferred
