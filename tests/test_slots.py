@@ -107,7 +107,7 @@ class WarmSpider(Spider):
         yield
 
 
-class ListSpider(WarmSpider):
+class WarmListSpider(WarmSpider):
     """Sends `requests`; the first response sends `then`."""
 
     name = "slots"
@@ -133,7 +133,7 @@ class ListSpider(WarmSpider):
         yield from then
 
 
-def crawler_for(spidercls: type[Spider] = ListSpider, /, **settings: Any) -> Crawler:
+def crawler_for(spidercls: type[Spider] = WarmListSpider, /, **settings: Any) -> Crawler:
     return get_crawler(
         spidercls,
         {
@@ -362,7 +362,7 @@ async def test_download_slot_meta_is_honoured(site: ScriptedServer) -> None:
     assert crawler.engine.downloader.slots["127.0.0.1"].delay == 0
 
 
-class InspectingSpider(ListSpider):
+class InspectingSpider(WarmListSpider):
     """Records the state of its slot from a callback."""
 
     def parse(self, response: Response) -> Iterator[Request]:
