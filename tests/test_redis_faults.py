@@ -43,17 +43,22 @@ LINK_WARNING = re.compile(r"WARNING: scrapy-rep: Redis at \S+ unavailable \(")
 PAUSE_WARNING = "Redis unavailable: the pause of download slot"
 
 
-class Fault:
-    """Runs ``apply(client, until)`` once, in a thread of its own, from the
-    first call of ``begin`` after every start request is scheduled and every
-    robots.txt result published (``begin`` waits for that, 60 s at most)."""
+Apply = Callable[[Any, float, Callable[[], None]], None]
+"""(client, until, on): bring the fault about, call ``on()`` once it holds,
+end it at ``until`` (``time.time()``)."""
 
-    def __init__(
-        self, redis: RedisServer, ready: Callable[[], bool], apply: Callable[[Any, float], None]
-    ) -> None:
+
+class Fault:
+    """Runs ``apply`` once, in a thread of its own, from the first call of
+    ``begin`` after every start request is scheduled and every robots.txt
+    result published (``begin`` waits for that, 60 s at most, and returns once
+    the fault holds)."""
+
+    def __init__(self, redis: RedisServer, ready: Callable[[], bool], apply: Apply) -> None:
         self.redis = redis
         self.ready = ready
         self.apply = apply
+        self.holds = threading.Event()
         self.lock = threading.Lock()
         self.began = 0.0
         self.ended = 0.0
@@ -73,12 +78,15 @@ class Fault:
             self.began = time.time()
             self.thread = threading.Thread(target=self._run, daemon=True)
             self.thread.start()
+            if not self.holds.wait(10):
+                self.problem = "the fault did not begin"
 
     def _run(self) -> None:
         client = self.redis.client()
         try:
-            self.apply(client, self.began + FAULT)
+            self.apply(client, self.began + FAULT, self.holds.set)
         finally:
+            self.holds.set()
             self.ended = time.time()
             client.close()
 
@@ -115,16 +123,18 @@ def sites() -> Any:
     served.close()
 
 
-def slow(client: Any, until: float) -> None:
+def slow(client: Any, until: float, on: Callable[[], None]) -> None:
     """Redis busy: each command waits for the burst under way to end."""
+    on()  # (a moment early: the first burst starts on its way)
     while time.time() < until:
         client.execute_command("DEBUG", "SLEEP", SLEEP)
 
 
-def full(client: Any, until: float) -> None:
+def full(client: Any, until: float, on: Callable[[], None]) -> None:
     """Redis full: writes that need memory fail (OOM error reply), reads answer."""
     client.config_set("maxmemory-policy", "noeviction")
     client.config_set("maxmemory", 1)
+    on()
     try:
         time.sleep(max(until - time.time(), 0))
     finally:
@@ -135,7 +145,7 @@ def crawl_through_fault(
     sites: FaultySites,
     redis: RedisServer,
     prefix: str,
-    apply: Callable[[Any, float], None],
+    apply: Apply,
     **settings: Any,
 ) -> tuple[list[str], list[str], list[dict[str, Any]], Fault]:
     hosts = [f"a{n}.test" for n in range(60)] + [f"p{n}.test" for n in range(3)]
