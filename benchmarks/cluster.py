@@ -20,8 +20,10 @@ Crawl-delay) and a redis-server on a free port, then crawls the whole site:
    (``POLITE_DELAY``, ``POLITE_PAGES`` pages each: more than REP_MAX_WAITING
    in all), 1, 2 and 4 workers, on scrapy-redis's ``PriorityQueue`` and on
    ``scrapy_rep.RedisPoliteQueue``: pages/s of the other sites, the shortest
-   gap between two requests to a polite site (any workers), Redis commands
-   and bytes (network, both ways) per page;
+   gap between two requests to a polite site (any workers) when they were
+   sent (the moment the worker's download slot let each go, stamped in a
+   header by tests/sent_stamp.py) and when they arrived, Redis commands and
+   bytes (network, both ways) per page;
 4. Redis memory of the queues (``INFO memory``'s ``used_memory`` and
    ``MEMORY USAGE``): scrapy-redis's ``PriorityQueue`` against
    ``scrapy_rep.RedisPoliteQueue``, 500 origins x 20 queued requests: bytes for
@@ -34,6 +36,7 @@ so more workers than cores cannot scale; the core count is printed.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -49,6 +52,7 @@ from typing import Any
 from _site import Site  # the local many-origin site, in its own process
 
 REPO = Path(__file__).resolve().parent.parent
+TESTS = REPO / "tests"  # sent_stamp.py (and servers.py, which it imports)
 COMMON_SETTINGS: dict[str, Any] = {
     "ADDONS": {"scrapy_rep.Addon": 100},
     "ROBOTSTXT_OBEY": True,
@@ -82,13 +86,16 @@ QUEUES = {
 
 class PoliteSites:
     """Sites asking for a Crawl-delay, each on its own loopback address (its
-    own download slot), recording when each request arrived."""
+    own download slot), recording when each request was sent (the worker's
+    stamp, sent_stamp.py) and when it arrived."""
 
     def __init__(self, count: int) -> None:
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-        self.arrivals: dict[str, list[float]] = {}
+        from servers import SENT_HEADER
+
+        self.arrivals: dict[str, list[tuple[float, float]]] = {}  # (sent, arrived)
         lock = threading.Lock()
         robots = f"User-agent: *\nCrawl-delay: {POLITE_DELAY:g}\n".encode()
         links = "".join(f'<a href="/d/{n}">{n}</a>' for n in range(1, POLITE_PAGES))
@@ -99,8 +106,10 @@ class PoliteSites:
             protocol_version = "HTTP/1.1"
 
             def do_GET(self) -> None:
+                arrived = time.time()
+                sent = float(self.headers.get(SENT_HEADER) or "nan")
                 with lock:
-                    arrivals.setdefault(self.server.server_address[0], []).append(time.time())
+                    arrivals.setdefault(self.server.server_address[0], []).append((sent, arrived))
                 body = robots if self.path == "/robots.txt" else home if self.path == "/" else b"ok"
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
@@ -118,13 +127,14 @@ class PoliteSites:
             self.servers.append(server)
         self.origins = [f"http://{h}:{p}" for h, p in (x.server_address[:2] for x in self.servers)]
 
-    def min_gap(self) -> float:
-        gaps = [
-            b - a
-            for times in self.arrivals.values()
-            for a, b in zip(sorted(times), sorted(times)[1:], strict=False)
-        ]
-        return min(gaps) if gaps else float("nan")
+    def gaps(self, sent: bool) -> list[float]:
+        """The times between two requests in a row to one site, by when they
+        were sent (``sent``) or when they arrived."""
+        gaps = []
+        for pairs in self.arrivals.values():
+            times = sorted(pair[0 if sent else 1] for pair in pairs)
+            gaps += [b - a for a, b in itertools.pairwise(times)]
+        return gaps
 
     def reset(self) -> None:
         self.arrivals.clear()
@@ -147,6 +157,11 @@ def crawl(job: dict[str, Any]) -> dict[str, Any]:
 
     site, origins = job["site"], job["origins"]
     polite = tuple(job.get("polite", ()))
+    settings = {**COMMON_SETTINGS, **job["settings"]}
+    if polite:  # stamp when each request leaves its download slot
+        import sent_stamp
+
+        settings.update(sent_stamp.SETTINGS)
 
     class BenchSpider(Spider):
         name = "bench"
@@ -188,7 +203,7 @@ def crawl(job: dict[str, Any]) -> dict[str, Any]:
             name = type(failure.value).__name__
             self.dropped[name] = self.dropped.get(name, 0) + 1
 
-    process = CrawlerProcess({**COMMON_SETTINGS, **job["settings"]})
+    process = CrawlerProcess(settings)
     crawler = process.create_crawler(BenchSpider)
     process.crawl(crawler)
     process.start()
@@ -381,11 +396,18 @@ def run(
         for name, count in result["dropped"].items():
             dropped[name] = dropped.get(name, 0) + count
     other = sum(r["other_pages"] for r in results)
+    sent_gaps = polite.gaps(sent=True) if polite is not None else []
     other_seconds = max(r["other_last"] for r in busy) - min(r["other_first"] for r in busy)
     return {
         "workers": workers,
         "other_rate": other / other_seconds if other_seconds > 0 else 0.0,
-        "min_gap": polite.min_gap() if polite is not None else float("nan"),
+        "min_gap_sent": min(sent_gaps, default=float("nan")),
+        "min_gap_arrived": min(
+            polite.gaps(sent=False) if polite is not None else [], default=float("nan")
+        ),
+        # sent closer than the Crawl-delay (10 ms of clock reading allowed)
+        "short_sent": sum(1 for gap in sent_gaps if gap < POLITE_DELAY - 0.01),
+        "polite_gaps": len(sent_gaps),
         "bytes_per_page": net / max(pages, 1),
         "pages": pages,
         "seconds": seconds,
@@ -421,7 +443,8 @@ def show_polite(label: str, result: dict[str, Any]) -> None:
         return
     print(
         f"{label:<26} {result['pages']:>6} {result['seconds']:>7.2f} {result['other_rate']:>8.0f} "
-        f"{result['min_gap']:>8.3f} {result['commands_per_page']:>7.2f} "
+        f"{result['min_gap_sent']:>8.3f} {result['min_gap_arrived']:>8.3f} "
+        f"{result['short_sent']:>4}/{result['polite_gaps']:<4} {result['commands_per_page']:>7.2f} "
         f"{result['bytes_per_page']:>8.0f} {result['robots_requests']:>7} "
         f"{result['robots_max_per_origin']:>4} {result['redis_errors']:>4}"
     )
@@ -437,6 +460,7 @@ def main() -> None:
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    sys.path.insert(0, str(TESTS))
     if args.worker:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from _site import raise_open_files_limit
@@ -499,8 +523,9 @@ def main() -> None:
             print(
                 f"\n3. plus {args.polite} sites with Crawl-delay: {POLITE_DELAY:g} x "
                 f"{POLITE_PAGES} pages, by scrapy-redis queue\n"
-                f"{'':<26} {'pages':>6} {'seconds':>7} {'other/s':>8} {'min gap':>8} "
-                f"{'cmds/p':>7} {'bytes/p':>8} {'robots':>7} {'max':>4} {'errs':>4}"
+                f"{'':<26} {'pages':>6} {'seconds':>7} {'other/s':>8} {'gap sent':>8} "
+                f"{'arrived':>8} {'short':>9} {'cmds/p':>7} {'bytes/p':>8} {'robots':>7} "
+                f"{'max':>4} {'errs':>4}"
             )
             try:
                 for workers in CLUSTER_SIZES:
@@ -516,9 +541,11 @@ def main() -> None:
             finally:
                 polite.stop()
             print(
-                "(other/s: pages/s of the sites without a Crawl-delay; min gap: the shortest"
-                f"\n time between two requests to one polite site, any workers (asked:"
-                f" {POLITE_DELAY:g} s);\n bytes/p: Redis network bytes per page, both ways)"
+                "(other/s: pages/s of the sites without a Crawl-delay; gap sent, arrived: the"
+                "\n shortest time between two requests to one polite site, any workers, by when"
+                "\n their download slot let them go and by when they reached the site (asked:"
+                f" {POLITE_DELAY:g} s);\n short: sent gaps more than 10 ms short of it, of all;"
+                " bytes/p: Redis network bytes per page, both ways)"
             )
         if "4" in parts:
             print("\n4. Redis memory of queued requests (500 origins x 20 requests)")

@@ -131,12 +131,16 @@ class RobotsFetcher:
             return self._store(origin, found, previous), None
         base = found or previous  # Redis's state is the cluster's latest
         entry, response = await self.download.entry(origin, base)
-        entry = self._store(origin, entry, base)
+        entry = self._store(origin, entry, base, cache=False)
         body = response.body if response is not None and entry.outcome == PARSED else None
-        # The turn first: a worker learning the rules from Redis (or the Redis
-        # queue making the slot ready) must find the robots.txt request counted.
-        if entry.delay and response is not None and self._cluster_delay is not None:
-            await self._count_robots_turn(origin, entry.delay, self._cluster_delay)
+        # The turn first: a worker learning the rules from Redis, or from this
+        # worker's cache (its next request, the Redis queue making the slot
+        # ready), must find the robots.txt request counted.
+        try:
+            if entry.delay and response is not None and self._cluster_delay is not None:
+                await self._count_robots_turn(origin, entry.delay, self._cluster_delay)
+        finally:
+            self._cache.put(origin, entry)
         await shared.publish(origin, entry, body)
         return entry, response
 
@@ -149,7 +153,9 @@ class RobotsFetcher:
 
     # -- results -------------------------------------------------------------------
 
-    def _store(self, origin: Origin, entry: Entry, previous: Entry | None) -> Entry:
+    def _store(
+        self, origin: Origin, entry: Entry, previous: Entry | None, *, cache: bool = True
+    ) -> Entry:
         stats = self._stats
         text = origin.text
         stats.inc_value(f"rep/robotstxt/outcome/{entry.outcome}")
@@ -184,7 +190,8 @@ class RobotsFetcher:
                         asked,
                         delay,
                     )
-        self._cache.put(origin, entry)
+        if cache:
+            self._cache.put(origin, entry)
         self._report.fetched(origin, entry)
         return entry
 

@@ -54,6 +54,7 @@ class RedisServer:
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="rep-redis-")
         self.process: subprocess.Popen[bytes] | None = None
+        self.options: list[str] = []  # more redis-server options, from the next start
 
     @property
     def url(self) -> str:
@@ -75,6 +76,7 @@ class RedisServer:
                 self.dir,
                 "--protected-mode",
                 "no",
+                *self.options,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -111,3 +111,58 @@ async def test_delay_only_leaves_robots_txt_local(
     assert first.stats["rep/redis/delay/paced"] == second.stats["rep/redis/delay/paced"] == 2
     assert min(gaps(site.page_hits())) >= 0.4 - TOLERANCE  # across both crawls
     assert redis_server.client().keys(f"{redis_prefix}robots*") == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_request_sent_late_after_its_last_attempt_moves_the_next_turn_on(
+    redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """A busy worker wakes late for each of its turns: after the last attempt
+    its request goes late, and the next turn, another worker's, comes a full
+    spacing after it. Scrapy-rep 0.1.0.dev0: one spacing after the late
+    request's reserved turn, so as much too close as the request was late
+    (bench-cluster, 100 requests per worker on 2 cores: 2 to 10 sent gaps in
+    360 of 0.12-0.23 s for a 0.25 s Crawl-delay)."""
+    import asyncio
+    import time
+
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+    from twisted.internet.defer import Deferred
+
+    from scrapy_rep.cluster import PACED
+    from scrapy_rep.cluster.link import RedisLink
+    from scrapy_rep.cluster.pacing import RESERVE_ATTEMPTS, ClusterDelay
+    from scrapy_rep.config import Config
+
+    spacing, late = 0.25, 0.05
+    config = Config.from_settings(shared(redis_server, redis_prefix))
+
+    async def oversleep(seconds: float) -> bool:
+        await asyncio.sleep(seconds + late)
+        return True
+
+    async def sleep(seconds: float) -> bool:
+        await asyncio.sleep(seconds)
+        return True
+
+    async def two_workers() -> tuple[float, float, dict[str, int]]:
+        stats = [get_crawler(Spider).stats for _ in range(2)]
+        links = [RedisLink(config, worker) for worker in stats]
+        busy, other = (
+            ClusterDelay(link, config, worker) for link, worker in zip(links, stats, strict=True)
+        )
+        try:
+            await other.reserve("slot", spacing)  # the busy worker's turn comes after it
+            assert await busy.pace("slot", spacing, oversleep) == PACED
+            sent_late = time.monotonic()
+            assert await other.pace("slot", spacing, sleep) == PACED
+            sent_next = time.monotonic()
+        finally:
+            for link in links:
+                await link.close()
+        return sent_late, sent_next, stats[0].get_stats()
+
+    sent_late, sent_next, stats = await Deferred.fromFuture(asyncio.ensure_future(two_workers()))
+    assert stats["rep/redis/delay/late"] == RESERVE_ATTEMPTS
+    assert sent_next - sent_late >= spacing, sent_next - sent_late

@@ -171,7 +171,7 @@ def crawl(
     workers: int = 3,
     **extra: Any,
 ) -> list[subprocess.Popen[str]]:
-    settings = frontier_settings(redis, prefix, REDIS_PARAMS={"socket_timeout": 2}, **extra)
+    settings = frontier_settings(redis, prefix, **{"REDIS_PARAMS": {"socket_timeout": 2}, **extra})
     configs = [
         {
             "name": f"w{n}",

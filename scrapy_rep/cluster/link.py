@@ -7,7 +7,14 @@ is tried at all (the callers fall back to local state). Needs an asyncio loop
 
 A busy worker is no outage: calls beyond ``CALLS_AT_ONCE`` queue for a place,
 below the pool's size, so a call never finds the pool empty; only Redis
-failing to answer (refused, reset, timed out) switches to local state.
+failing to answer (refused, reset, timed out) switches to local state, or
+refusing a call (an error reply: a full Redis, ``maxmemory`` with
+``noeviction``, answers OOM to scripts that write): what that call would have
+shared stays local.
+
+A Redis that is slow or full answers some calls and fails others: a failure
+within ``SAME_OUTAGE`` seconds of Redis answering again belongs to the same
+outage (:class:`Outage`), logged at DEBUG.
 """
 
 from __future__ import annotations
@@ -36,6 +43,39 @@ POOL_SIZE = 32
 CALLS_AT_ONCE = POOL_SIZE - 2
 """Script calls in flight at once; more queue for a place. The pool keeps one
 connection for the slow-down subscriber and one spare."""
+
+
+SAME_OUTAGE = 60.0
+"""Seconds after Redis answers again during which a new failure continues the
+outage (no second WARNING): a slow or full Redis answers some calls only."""
+
+
+class Outage:
+    """Whether one client of Redis is in an outage, and which of its failures
+    and answers deserve more than DEBUG: one WARNING per outage, one INFO when
+    it ends (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.since = 0.0  # time.monotonic() at which it began
+        self._told = False  # this outage was logged as a WARNING
+        self._same_until = 0.0
+
+    def begin(self) -> bool:
+        """A call failed: True when that begins an outage to warn about."""
+        if self.on:
+            return False
+        self.on, self.since = True, time.monotonic()
+        self._told = self.since >= self._same_until
+        return self._told
+
+    def end(self) -> bool:
+        """Redis answered: True when that ends an outage that was warned about."""
+        if not self.on:
+            return False
+        self.on = False
+        self._same_until = time.monotonic() + SAME_OUTAGE
+        return self._told
 
 
 class RedisUnavailable(Exception):
@@ -82,14 +122,13 @@ class RedisLink:
         self._errors: tuple[type[BaseException], ...] = _redis_errors()
         self._retry = config.redis_retry
         self._stats = stats
-        self._outage = False
-        self._outage_since = 0.0
+        self._outage = Outage()
         self._next_try = 0.0
 
     @property
     def up(self) -> bool:
         """False during the pause after a failure (``REP_REDIS_RETRY``)."""
-        return not self._outage or time.monotonic() >= self._next_try
+        return not self._outage.on or time.monotonic() >= self._next_try
 
     def script(self, source: str) -> Any:
         return self.client.register_script(source)
@@ -110,9 +149,11 @@ class RedisLink:
                 raise RedisUnavailable from exc
         # Only a call made after the outage began ends it: one that was under
         # way before proves little.
-        if self._outage and started >= self._outage_since:
-            self._outage = False
-            logger.info("Redis at %s answers again: shared state resumed", self.url)
+        if self._outage.on and started >= self._outage.since:
+            if self._outage.end():
+                logger.info("Redis at %s answers again: shared state resumed", self.url)
+            else:
+                logger.debug("Redis at %s answers again", self.url)
         return reply
 
     def _failed(self, exc: BaseException) -> None:
@@ -120,11 +161,9 @@ class RedisLink:
         now = time.monotonic()
         self._next_try = now + self._retry
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        if self._outage:
+        if not self._outage.begin():  # under way, or again soon after its end
             logger.debug("Redis at %s still unavailable (%s)", self.url, reason)
             return
-        self._outage = True
-        self._outage_since = now
         self._stats.inc_value("rep/redis/outages")
         logger.warning(
             "Redis at %s unavailable (%s): this worker fetches robots.txt and "

@@ -125,6 +125,13 @@ class ClusterDelay:
                 break
             stats.inc_value("rep/redis/delay/late")
             if attempt == RESERVE_ATTEMPTS:
+                # It goes late after all (a busy worker): the next turn, any
+                # worker's, moves on by a spacing, so that it is no closer.
+                try:
+                    await self.reserve(slot, spacing)
+                except RedisUnavailable:
+                    stats.inc_value("rep/redis/delay/local")
+                    return LOCAL
                 break
         stats.inc_value("rep/redis/delay/paced")
         return PACED

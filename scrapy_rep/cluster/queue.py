@@ -36,7 +36,9 @@ first slot will be (:mod:`scrapy_rep._slots.wakeup`), or after ``IDLE_POLL``
 seconds if that is sooner (another worker may have made a slot ready). When Redis fails, this
 worker keeps what it pushes meanwhile in memory and hands it out (paced
 locally by the robots middleware), waits for the rest, and pushes its own
-back once Redis answers.
+back once Redis answers. An error answer is a failure too: a full Redis
+(``maxmemory``, ``noeviction``) refuses pushes with an OOM error. One
+WARNING per outage (:class:`~scrapy_rep.cluster.link.Outage`).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 
 from scrapy_rep.cluster._queue_scripts import KNOWN, POP, PUSH, RELEASE
+from scrapy_rep.cluster.link import Outage
 from scrapy_rep.cluster.pacing import hand_over_turn
 
 if TYPE_CHECKING:
@@ -132,7 +135,7 @@ class RedisPoliteQueue:
         self._local: deque[Request] = deque()  # pushed while Redis was down
         self._unreleased: deque[tuple[str, str]] = deque()  # places to give back
         self._known_count = 0
-        self._outage = False
+        self._outage = Outage()
         self._next_try = 0.0
         crawler.signals.connect(self._left_downloader, signal=signals.request_left_downloader)
 
@@ -169,7 +172,7 @@ class RedisPoliteQueue:
         if self._prefetch is not None:
             self._prefetch.retry()
         if self._down():
-            return self._pop_local()
+            return self._pop_local_or_wake()
         try:
             self._flush_local()
             if self._unreleased:  # places left while Redis was down
@@ -181,7 +184,7 @@ class RedisPoliteQueue:
             )
         except self._errors() as exc:
             self._failed(exc)
-            return self._pop_local()
+            return self._pop_local_or_wake()
         self._answered()
         # as fresh as this pop: what len() says while Redis is down
         self._known_count = max(int(reply[3]), 0)
@@ -317,10 +320,13 @@ class RedisPoliteQueue:
             return
         self._wakeup.now()
 
-    def _pop_local(self) -> Request | None:
+    def _pop_local_or_wake(self) -> Request | None:
         if self._local:
             self._stats.inc_value("rep/redis/frontier/local_handed")
             return self._local.popleft()
+        # Redis is tried again at the next pop after the pause: ask for one
+        # then, not at the engine's next heartbeat.
+        self._wakeup.at(self._next_try)
         return None
 
     def _flush_local(self) -> None:
@@ -341,13 +347,12 @@ class RedisPoliteQueue:
         return (RedisError, OSError, _Down)
 
     def _down(self) -> bool:
-        return self._outage and time.monotonic() < self._next_try
+        return self._outage.on and time.monotonic() < self._next_try
 
     def _failed(self, exc: BaseException) -> None:
         self._next_try = time.monotonic() + min(self._retry, 5.0)
-        if self._outage or isinstance(exc, _Down):
+        if isinstance(exc, _Down) or not self._outage.begin():
             return
-        self._outage = True
         self._stats.inc_value("rep/redis/frontier/outages")
         logger.warning(
             "The Redis queue is unavailable (%s: %s): this worker hands out "
@@ -358,8 +363,7 @@ class RedisPoliteQueue:
         )
 
     def _answered(self) -> None:
-        if self._outage:
-            self._outage = False
+        if self._outage.end():
             logger.info("The Redis queue answers again")
 
 
