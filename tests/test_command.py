@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from servers import Reply, ScriptedServer
 
-pytestmark = pytest.mark.slow  # scrapy robots subprocesses
+pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # scrapy robots subprocesses
 
 SCRAPY = str(Path(sys.executable).with_name("scrapy"))
 

@@ -11,6 +11,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+
 REPO = Path(__file__).resolve().parents[1]
 SETTING = re.compile(r"`(REP_[A-Z0-9_]+)\b")  # a code span that starts with the name
 

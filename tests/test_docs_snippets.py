@@ -35,6 +35,8 @@ import pytest
 
 from scrapy_rep.config import Config
 
+pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 NOT_RUN = re.compile(r"<!--\s*snippet:\s*not run:\s*(?P<reason>\S.*?)\s*-->")

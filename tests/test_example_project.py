@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.slow  # scrapy crawl subprocesses
+pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # scrapy crawl subprocesses
 
 PROJECT = Path(__file__).resolve().parent.parent / "example_project"
 

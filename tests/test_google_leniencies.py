@@ -9,6 +9,8 @@ import pytest
 
 from scrapy_rep import RobotsTxt
 
+pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+
 BOT = "ExampleBot"
 GOOGLE_MAX_LINE = 16_663  # bytes of a line Google's reference parser keeps
 

@@ -17,7 +17,7 @@ import pytest
 
 from scrapy_rep import RobotsTxt
 
-pytestmark = pytest.mark.slow  # a subprocess, or a C++ build
+pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # a subprocess, or a C++ build
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 SCRIPT = BENCHMARKS / "google_upstream.py"

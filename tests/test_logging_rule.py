@@ -22,6 +22,10 @@ import re
 from functools import cache
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "scrapy_rep"
 REFERENCE = ROOT / "docs" / "reference.md"

@@ -11,6 +11,8 @@ from scrapy_rep.config import Config
 from scrapy_rep.origin import OriginKeys, origin_of, origin_text, robots_url
 from scrapy_rep.policy import PARSED, UNAVAILABLE, UNREACHABLE, max_age, retry_after
 
+pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+
 NOW = 1_000_000.0
 POLICY = Config().policy
 RULES = b"User-agent: *\nDisallow: /private\n"

@@ -18,6 +18,8 @@ from scrapy_rep._page_directives import (
     robots_meta_tags,
 )
 
+pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+
 UTC = timezone.utc
 
 

@@ -22,6 +22,8 @@ import pytest
 
 import scrapy_rep
 
+pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+
 REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "reference.md"
 
 

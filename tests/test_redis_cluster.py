@@ -20,7 +20,7 @@ import pytest
 from redis_server import RedisServer
 from servers import ScriptedServer, gaps
 
-pytestmark = pytest.mark.slow  # worker subprocesses
+pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # worker subprocesses
 
 WORKER = Path(__file__).with_name("_redis_worker.py")
 DELAYED = b"User-agent: *\nDisallow: /private\nCrawl-delay: 1\n"

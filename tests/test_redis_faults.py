@@ -33,7 +33,7 @@ from redis_server import RedisServer
 from test_redis_cluster import finish
 from test_redis_frontier import DELAY, IN_FLIGHT, PAUSE, SLACK, ManySites, crawl, interleaved
 
-pytestmark = pytest.mark.slow  # worker subprocesses
+pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # worker subprocesses
 
 FAULT = 4.0  # seconds
 SETTLE = 2.0  # after the fault: REP_REDIS_RETRY (1 s here) and a margin

@@ -23,7 +23,7 @@ import pytest
 from redis_server import RedisServer
 from test_redis_cluster import finish, start_workers
 
-pytestmark = pytest.mark.slow  # worker subprocesses
+pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # worker subprocesses
 
 DELAY = 1.0  # Crawl-delay of the d*.test sites (ManySites.delay)
 PAUSE = 2.0  # Retry-After of the first answer of the p*.test sites

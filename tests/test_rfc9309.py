@@ -14,6 +14,8 @@ import pytest
 from scrapy_rep import Decision, RobotsTxt
 from scrapy_rep.robotstxt import DEFAULT_MAX_SIZE, DelayLine, Delays
 
+pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+
 BOT = "ExampleBot"
 
 

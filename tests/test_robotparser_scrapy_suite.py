@@ -13,6 +13,8 @@ from scrapy_sdist import scrapy_test_module
 
 from scrapy_rep.robotparser import RobotParser
 
+pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+
 scrapy_interface_tests = scrapy_test_module("test_robotstxt_interface")
 
 

@@ -21,6 +21,8 @@ import scrapy
 import scrapy_sdist
 from servers import Reply, ScriptedServer
 
+pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+
 VERSION = scrapy.__version__
 ARCHIVE = f"/files/scrapy-{VERSION}.tar.gz"
 

@@ -15,6 +15,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+
 ROOT = Path(__file__).resolve().parents[1]
 STATS_METHODS = frozenset({"inc_value", "set_value", "get_value", "max_value", "min_value"})
 

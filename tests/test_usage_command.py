@@ -10,7 +10,7 @@ import pytest
 from servers import ScriptedServer
 from test_command import scrapy_robots, verdict_line
 
-pytestmark = pytest.mark.slow  # scrapy robots subprocesses
+pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # scrapy robots subprocesses
 
 ROBOTS = """\
 User-agent: *

@@ -29,6 +29,8 @@ from scrapy_rep.usage import (
 )
 from scrapy_rep.usage._labels import PURPOSES
 
+pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+
 BOT = "ExampleBot"
 
 
