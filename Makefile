@@ -6,6 +6,9 @@ PY     := $(VENV)/bin/python
 # on it too, in a venv of its own.
 FLOOR_SCRAPY := 2.14.*
 FLOOR_VENV   := .venv-floor
+# Each suite of `make test` in two pytest-xdist processes: its tests mostly wait
+# on real time (Crawl-delay, timeouts, pauses), so two overlap their waits.
+WORKERS ?= 2
 
 .PHONY: venv floor-venv test test-fast lint typecheck docs pytest pytest-twisted pytest-floor redis-server \
 	demo bench-parser bench-crawl bench-broad bench-cluster clean
@@ -53,19 +56,21 @@ docs: venv
 # (what it leaves out and why: docs, development page).
 pytest: venv redis-server
 	@echo "== pytest: the whole suite on the newest Scrapy, with branch coverage"
-	$(VENV)/bin/pytest -q --cov --cov-report=term:skip-covered
+	$(VENV)/bin/pytest -q -n $(WORKERS) --cov --cov-report=term:skip-covered
 
 # The newest Scrapy on Twisted's own reactor (epoll on Linux): waiting, fetching
 # and pacing run on Deferreds alone there, and a fetch can end before anyone awaits it.
+# Every test that crawls in pytest's process; those marked reactor_free (the parser,
+# the docs, crawls in subprocesses with their own reactor) would only repeat.
 pytest-twisted: venv redis-server
-	@echo "== pytest-twisted: the whole suite on the newest Scrapy, on Twisted's own reactor"
-	$(VENV)/bin/pytest -q -p no:cacheprovider --reactor=default
+	@echo "== pytest-twisted: the crawl tests on the newest Scrapy, on Twisted's own reactor"
+	$(VENV)/bin/pytest -q -n $(WORKERS) -p no:cacheprovider --reactor=default -m "not reactor_free"
 
 # The oldest Scrapy, at a lower CPU priority so that it does not starve the others.
 pytest-floor: floor-venv redis-server
 	@echo "== pytest-floor: the whole suite on Scrapy $(FLOOR_SCRAPY)"
 	$(FLOOR_VENV)/bin/python -c "import scrapy; print('Scrapy', scrapy.__version__, '(floor)')"
-	nice -n 5 $(FLOOR_VENV)/bin/pytest -q -p no:cacheprovider
+	nice -n 5 $(FLOOR_VENV)/bin/pytest -q -n $(WORKERS) -p no:cacheprovider
 
 # The Redis tests and bench-cluster start their own redis-server (Debian's package)
 # on a free port. Without it, the Redis tests are skipped, or fail when CI=true.
