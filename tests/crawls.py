@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sent_stamp
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
@@ -84,6 +84,9 @@ class CrawlResult:
     failures: dict[str, Failure] = field(default_factory=dict)
     failed_at: dict[str, float] = field(default_factory=dict)
     """When each failure reached its errback (time.monotonic())."""
+    downloaded: list[tuple[str, int, float]] = field(default_factory=list)
+    """(url, status, ``time.time()``) of each response as the downloader got it
+    (``response_downloaded``: when scrapy-rep's slow-down learns of a 429/503)."""
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -184,6 +187,11 @@ async def run_crawl(
 ) -> CrawlResult:
     crawler = get_crawler(ListSpider, {**BASE_SETTINGS, **(settings or {})})
     result = CrawlResult(crawler)
+
+    def downloaded(response: Response, request: Request, spider: Any = None) -> None:
+        result.downloaded.append((request.url, response.status, time.time()))
+
+    crawler.signals.connect(downloaded, signal=signals.response_downloaded, weak=False)
     if before is not None:
         before(crawler)
     # a Deferred wrapping the coroutine: pytest-twisted runs test coroutines as Deferreds

@@ -109,7 +109,7 @@ async def test_crawl_delay_paced_through_redis_waits_for_the_pause(
     result = await run_crawl(urls, shared(redis_server, redis_prefix, **RETRYING))
 
     assert sorted(result.responses) == sorted(urls)
-    assert inside_pauses(site.log(), slow.slow_answers()) == []
+    assert inside_pauses(site.log(), slow.slow_answers(), result=result) == []
     assert min(gaps(site.log())) >= 0.5 - TOLERANCE
     assert result.stats["rep/slowdown/redis/published"] == 1
     assert result.stats["rep/redis/delay/paced"] >= 4
@@ -129,7 +129,7 @@ async def test_redis_down_each_worker_pauses_on_its_own(
     result = await run_crawl(urls, shared(own_redis, redis_prefix, **RETRYING))
 
     assert sorted(result.responses) == sorted(urls)
-    assert inside_pauses(site.page_hits(), slow.slow_answers()) == []
+    assert inside_pauses(site.page_hits(), slow.slow_answers(), result=result) == []
     assert result.stats["rep/slowdown/pauses"] == 2
     assert result.stats["rep/slowdown/redis/local"] >= 2
     unshared = [

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from email.utils import formatdate
 from itertools import pairwise
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import pytest_twisted
 import scrapy
-from crawls import run_crawl, run_reporting
+from crawls import CrawlResult, run_crawl, run_reporting
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
 from scrapy import Request, signals
 from scrapy.core.downloader import Downloader
@@ -108,15 +109,40 @@ class SlowSite:
         return [a for a in self.answers if a.status == self.status]
 
 
-def inside_pauses(hits: list[Hit], answers: list[Answer], pause: float | None = None) -> list[Hit]:
-    """Requests that arrived while a pause asked by an earlier answer ran (each
-    answer's own Retry-After, else ``pause``), later than IN_FLIGHT after it."""
-    spans = []
-    for answer in answers:
+def inside_pauses(
+    hits: list[Hit],
+    answers: list[Answer],
+    pause: float | None = None,
+    *,
+    result: CrawlResult | None = None,
+) -> list[Hit]:
+    """Requests sent while a pause asked by an answer ran (the answer's own
+    Retry-After, else ``pause``), later than IN_FLIGHT after it began.
+
+    A pause runs from when the crawler got the answer (``result.downloaded``):
+    on a busy machine that can be half a second after the server sent it, and
+    requests sent meanwhile are not inside it. (Without ``result``, a crawl in
+    a subprocess: from when the server sent it.) An answer the crawler gets
+    while a pause runs starts none: its request was sent before that pause
+    began, or is itself inside it (scrapy_rep.slowdown)."""
+    received: dict[tuple[str, int], list[float]] = {}
+    for url, status, at in result.downloaded if result else ():
+        received.setdefault((urlsplit(url).path, status), []).append(at)
+    starts = []
+    for answer in sorted(answers, key=lambda answer: answer.time):
+        got = received.get((answer.path, answer.status))
         length = answer.pause if answer.pause is not None else pause
-        if length is not None:
-            spans.append((answer.time + IN_FLIGHT, answer.time + length - TOLERANCE))
-    return [hit for hit in hits if any(start < hit.time < end for start, end in spans)]
+        starts.append((got.pop(0) if got else answer.time, length))
+    spans: list[tuple[float, float]] = []
+    for start, length in sorted(starts):
+        if length is None or any(begin <= start < end for begin, end in spans):
+            continue
+        spans.append((start, start + length))
+    return [
+        hit
+        for hit in hits
+        if any(begin + IN_FLIGHT < hit.time < end - TOLERANCE for begin, end in spans)
+    ]
 
 
 def slowdown_lines(caplog: pytest.LogCaptureFixture, level: int = logging.INFO) -> list[str]:
@@ -284,7 +310,7 @@ async def test_503_with_retry_after_for_4_s_no_request_inside_every_page_downloa
     assert sorted(result.responses) == sorted(urls)
     assert result.failures == {}
     hits = site.page_hits()
-    assert inside_pauses(hits, slow.slow_answers()) == []
+    assert inside_pauses(hits, slow.slow_answers(), result=result) == []
     first = slow.slow_answers()[0].time
     after_first = [hit for hit in hits if hit.time > first + IN_FLIGHT]
     # At 3 s one probe, with any request queued in the slot before the pause
@@ -367,7 +393,7 @@ async def test_a_hostile_retry_after_is_capped_with_one_warning(
     result = await run_crawl(urls, {**RETRYING, "REP_SLOWDOWN_MAX_DELAY": 2})
 
     assert sorted(result.responses) == sorted(urls)
-    assert inside_pauses(site.page_hits(), slow.slow_answers()) == []
+    assert inside_pauses(site.page_hits(), slow.slow_answers(), result=result) == []
     warnings = slowdown_lines(caplog, logging.WARNING)
     assert warnings == [
         f"{site.origin} asks for a pause of 999999999 s (Retry-After: 999999999): "
@@ -384,7 +410,7 @@ async def test_unreadable_retry_after_means_backoff(site: ScriptedServer) -> Non
     urls = slow.pages(3)
     result = await run_crawl(urls, RETRYING)
     assert sorted(result.responses) == sorted(urls)
-    assert inside_pauses(site.page_hits(), slow.slow_answers()) == []
+    assert inside_pauses(site.page_hits(), slow.slow_answers(), result=result) == []
     assert result.stats["rep/slowdown/retry_after/invalid"] == 3
     assert result.stats["rep/slowdown/backoff"] == 1
 
@@ -399,7 +425,7 @@ async def test_autothrottle_does_not_undo_the_pause(site: ScriptedServer) -> Non
     )
     assert sorted(result.responses) == sorted(urls)
     assert slow.slow_answers()
-    assert inside_pauses(site.page_hits(), slow.slow_answers()) == []
+    assert inside_pauses(site.page_hits(), slow.slow_answers(), result=result) == []
 
 
 @pytest.mark.slow
@@ -446,7 +472,7 @@ async def test_other_sites_go_on_and_requests_sharing_the_slot_wait(
     pause_end = answered + 3
     assert all(answered < h.time < pause_end for h in site2.page_hits("/free"))
     assert all(h.time >= pause_end - TOLERANCE for h in third.page_hits("/shared"))
-    assert inside_pauses(site.page_hits(), slow.slow_answers()) == []
+    assert inside_pauses(site.page_hits(), slow.slow_answers(), result=result) == []
 
 
 def at_once(times: list[float], within: float) -> int:
@@ -538,7 +564,7 @@ async def test_what_still_fails_after_its_retries_reaches_its_errback(site: Scri
     assert sorted(result.failures) == sorted(urls)
     assert {result.failed_with(url) for url in urls} == {HttpError}
     assert len(site.page_hits()) == 6
-    assert inside_pauses(site.page_hits(), slow.slow_answers()) == []
+    assert inside_pauses(site.page_hits(), slow.slow_answers(), result=result) == []
 
 
 @pytest.mark.slow
@@ -559,7 +585,7 @@ async def test_requests_held_when_the_spider_closes_end_in_their_errback(
     assert time.monotonic() - started < 5
     assert sorted(result.failures) == sorted(urls)
     assert {result.failed_with(url) for url in urls} == {IgnoreRequest}
-    assert inside_pauses(site.page_hits(), slow.slow_answers()) == []
+    assert inside_pauses(site.page_hits(), slow.slow_answers(), result=result) == []
     assert result.stats["rep/slowdown/dropped_closing"] >= 4
 
 
