@@ -1,7 +1,8 @@
 """What scrapy-rep holds per origin stays bounded in a broad crawl (REP_CACHE_MAX_ORIGINS).
 
-Thousands of origins (``http://oN.test:PORT``, all resolved to one local
-server) with a Crawl-delay each, some of them unreachable: after the crawl,
+A thousand origins, ten times the bound (``http://oN.test:PORT``, all
+resolved to one local server) with a Crawl-delay each, some of them
+unreachable: after the crawl,
 every per-origin and per-slot table of the middleware is within its bound,
 and nothing per request is left behind.
 """
@@ -19,10 +20,10 @@ from servers import Reply, ScriptedServer
 
 from scrapy_rep._robots import robots_service
 
-pytestmark = pytest.mark.slow  # thousands of origins
+pytestmark = pytest.mark.slow  # a thousand origins
 
-ORIGINS = 2_000
-BOUND = 200
+ORIGINS = 1_000
+BOUND = 100
 
 
 @pytest_twisted.ensureDeferred
