@@ -79,11 +79,12 @@ redis-server:
 	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server) || \
 	  echo "warning: could not install redis-server (Debian: apt-get install -y redis-server)"
 
-# The suite three times at once: the newest Scrapy on the asyncio reactor and on
-# Twisted's own, the oldest on asyncio. It mostly waits on real time (Crawl-delay,
-# timeouts, pauses), not on the CPU, so side by side the whole takes about one run.
+# Three runs at once: the whole suite on the newest Scrapy and on the oldest (asyncio
+# reactor), the crawl tests on the newest on Twisted's own reactor. Much of it waits
+# on real time (Crawl-delay, timeouts, pauses), so side by side they overlap.
 test: lint typecheck docs
-	@echo "== pytest, pytest-twisted and pytest-floor side by side: about 10 minutes on 2 cores;"
+	@echo "== pytest, pytest-twisted and pytest-floor side by side, two processes each:"
+	@echo "   about 10 minutes on 2 cores;"
 	@echo "   each prints its results when it ends (make pytest runs one alone, as it goes)"
 	$(MAKE) -j3 --output-sync=target pytest pytest-twisted pytest-floor
 
