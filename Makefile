@@ -6,9 +6,6 @@ PY     := $(VENV)/bin/python
 # on it too, in a venv of its own.
 FLOOR_SCRAPY := 2.14.*
 FLOOR_VENV   := .venv-floor
-# Each suite of `make test` in two pytest-xdist processes: its tests mostly wait
-# on real time (Crawl-delay, timeouts, pauses), so two overlap their waits.
-WORKERS ?= 2
 
 .PHONY: venv floor-venv test test-fast lint typecheck docs pytest pytest-twisted pytest-floor redis-server \
 	demo bench-parser bench-crawl bench-broad bench-cluster clean
@@ -56,7 +53,7 @@ docs: venv
 # (what it leaves out and why: docs, development page).
 pytest: venv redis-server
 	@echo "== pytest: the whole suite on the newest Scrapy, with branch coverage"
-	$(VENV)/bin/pytest -q -n $(WORKERS) --cov --cov-report=term:skip-covered
+	$(VENV)/bin/pytest -q --cov --cov-report=term:skip-covered
 
 # The newest Scrapy on Twisted's own reactor (epoll on Linux): waiting, fetching
 # and pacing run on Deferreds alone there, and a fetch can end before anyone awaits it.
@@ -64,13 +61,13 @@ pytest: venv redis-server
 # the docs, crawls in subprocesses with their own reactor) would only repeat.
 pytest-twisted: venv redis-server
 	@echo "== pytest-twisted: the crawl tests on the newest Scrapy, on Twisted's own reactor"
-	$(VENV)/bin/pytest -q -n $(WORKERS) -p no:cacheprovider --reactor=default -m "not reactor_free"
+	$(VENV)/bin/pytest -q -p no:cacheprovider --reactor=default -m "not reactor_free"
 
 # The oldest Scrapy, at a lower CPU priority so that it does not starve the others.
 pytest-floor: floor-venv redis-server
 	@echo "== pytest-floor: the whole suite on Scrapy $(FLOOR_SCRAPY)"
 	$(FLOOR_VENV)/bin/python -c "import scrapy; print('Scrapy', scrapy.__version__, '(floor)')"
-	nice -n 5 $(FLOOR_VENV)/bin/pytest -q -n $(WORKERS) -p no:cacheprovider
+	nice -n 5 $(FLOOR_VENV)/bin/pytest -q -p no:cacheprovider
 
 # The Redis tests and bench-cluster start their own redis-server (Debian's package)
 # on a free port. Without it, the Redis tests are skipped, or fail when CI=true.
@@ -81,10 +78,11 @@ redis-server:
 
 # Three runs at once: the whole suite on the newest Scrapy and on the oldest (asyncio
 # reactor), the crawl tests on the newest on Twisted's own reactor. Much of it waits
-# on real time (Crawl-delay, timeouts, pauses), so side by side they overlap.
+# on real time (Crawl-delay, timeouts, pauses), so side by side they overlap; more
+# processes would not help (the three keep two cores busy) and would stall each
+# event loop longer.
 test: lint typecheck docs
-	@echo "== pytest, pytest-twisted and pytest-floor side by side, two processes each:"
-	@echo "   about 10 minutes on 2 cores;"
+	@echo "== pytest, pytest-twisted and pytest-floor side by side: about 10 minutes on 2 cores;"
 	@echo "   each prints its results when it ends (make pytest runs one alone, as it goes)"
 	$(MAKE) -j3 --output-sync=target pytest pytest-twisted pytest-floor
 

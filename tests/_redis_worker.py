@@ -106,6 +106,12 @@ def main() -> None:
             slowed.setdefault(urlparse(request.url).hostname or "", time.time())
 
     crawler.signals.connect(downloaded, signal=signals.response_downloaded)
+    opened: list[float] = []  # when the spider opened (and shared state subscribed)
+
+    def spider_opened() -> None:
+        opened.append(time.time())
+
+    crawler.signals.connect(spider_opened, signal=signals.spider_opened)
     process.crawl(crawler, urls=config["urls"])
     process.start()
     spider = crawler.spider
@@ -117,6 +123,7 @@ def main() -> None:
                 "responses": spider.responses,
                 "failures": spider.failures,
                 "slowed": slowed,
+                "opened": opened[0] if opened else None,
                 "stats": {k: v for k, v in stats.items() if k.startswith("rep/")},
                 "finish_reason": stats.get("finish_reason"),
             }

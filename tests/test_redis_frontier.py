@@ -27,7 +27,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # worker subprocesses
 
 DELAY = 1.0  # Crawl-delay of the d*.test sites (ManySites.delay)
 PAUSE = 2.0  # Retry-After of the first answer of the p*.test sites
-SLACK = 0.1  # seconds: arrival jitter between processes on a busy machine
+SLACK = 0.2
+"""Seconds a request may go early against another worker's: a worker's event
+loop can stall between taking a turn in Redis and its slot letting the request
+go, and the next worker's request is then closer (0.886 s for a 1 s delay with
+two test suites at once on two cores, load average 17; docs/cluster.md)."""
 SENT_HEADER = "X-Test-Sent"  # servers.SENT_HEADER, set by sent_stamp.StampingHandler
 IN_FLIGHT = 0.3  # requests sent this soon after a 503 reached a worker: it tells the cluster
 
@@ -298,23 +302,33 @@ def test_sites_without_a_crawl_delay_are_not_held_up_by_those_with_one(
     pages = {**dict.fromkeys(plain, 4), **dict.fromkeys(delayed, 5)}
     waiting = 20  # REP_MAX_WAITING, below the 30 pages of the Crawl-delay sites
 
-    def plain_time(hosts: list[str], prefix: str) -> float:
+    def plain_time(hosts: list[str], prefix: str) -> tuple[float, int]:
+        """How long the plain sites' pages took; how many requests waited in a
+        worker's downloader for a cluster-wide Crawl-delay turn."""
         sites = ManySites(page_delay=0.25)
         sites.delay = 1.5
         try:
             urls = interleaved(hosts, pages, sites)
-            finish(
+            reports = finish(
                 crawl(sites, redis_server, prefix, urls, workers, REP_MAX_WAITING=waiting),
                 timeout=240,
             )
             with sites._lock:
                 hits = [h for h in sites.hits if h.path != "/robots.txt"]
             first = min(h.time for h in hits)
-            return max(h.time for h in hits if h.host.startswith("a")) - first
+            took = max(h.time for h in hits if h.host.startswith("a")) - first
+            return took, sum(r["stats"].get("rep/waited/turn", 0) for r in reports)
         finally:
             sites.close()
 
-    alone = plain_time(plain, redis_prefix + "alone:")
-    mixed = plain_time(plain + delayed, redis_prefix + "mixed:")
-    print(f"plain sites: alone {alone:.2f} s, with Crawl-delay sites {mixed:.2f} s")
-    assert mixed < 1.5 * alone, (alone, mixed)
+    alone, _ = plain_time(plain, redis_prefix + "alone:")
+    mixed, waited = plain_time(plain + delayed, redis_prefix + "mixed:")
+    print(f"plain sites: alone {alone:.2f} s, with Crawl-delay sites {mixed:.2f} s; {waited=}")
+    # The queue hands out a Crawl-delay site's page only when its turn has come,
+    # so none holds a place in a downloader waiting for it (scrapy-redis's own
+    # queue: about all 30 do, 28x the time with 60 pages each, issue 20)...
+    assert waited <= len(delayed), waited
+    # ... and the plain sites take about their time alone (a ratio: the two
+    # crawls run one after the other, and a busy machine's load changes in
+    # between; 2.03x with two suites at once on two cores; bench-cluster measures)
+    assert mixed < 2.5 * alone, (alone, mixed)

@@ -55,6 +55,11 @@ def wait_for(condition: Any, timeout: float = 20.0) -> None:
         time.sleep(0.01)
 
 
+BUSY_START = 1.0
+"""Seconds a loaded machine may take from a worker's spider_opened to its
+slow-down subscription reading Redis's running pauses."""
+
+
 def test_a_429_seen_by_one_worker_pauses_the_others(
     site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
 ) -> None:
@@ -91,7 +96,9 @@ def test_a_429_seen_by_one_worker_pauses_the_others(
     assert stats["b"]["rep/slowdown/pauses/cluster"] == 1
     assert "paused by another worker for 4.0 s" in reports["b"]["log"]
     # C learnt the pause from Redis's set of running pauses when it subscribed
-    assert stats["c"]["rep/slowdown/pauses/cluster"] == 1
+    # (unless a loaded machine started it only as the pause ended)
+    if reports["c"]["opened"] < end - BUSY_START:
+        assert stats["c"]["rep/slowdown/pauses/cluster"] == 1
     assert min(h.time for h in site.page_hits("/c")) >= end
     # a good answer after the pause reset the backoff level for the cluster
     assert redis_server.client().keys(f"{redis_prefix}slowdown:*") == []

@@ -34,9 +34,14 @@ HOSTILE_ORIGINS = 40
 FETCH_TIMEOUT = 5.0
 
 
-KNOWN_GAP = 3.0
+KNOWN_GAP = 4.0
 """Seconds a known origin's pages may pause beside the hostile ones: a busy
-machine's event loop, not the wait (before: the whole wait, 9 s and more)."""
+machine's event loop, not the wait (before: the whole wait, 9 s and more;
+3.1 s with two test suites at once on two cores, load average 17)."""
+
+WAIT_SLACK = 3.0
+"""Seconds past REP_FETCH_TIMEOUT a hostile origin's page may reach the spider
+after its tdmrep.json was asked for: a busy machine's event loop."""
 
 
 def json_reply(body: bytes, **kwargs: Any) -> Reply:
@@ -44,7 +49,8 @@ def json_reply(body: bytes, **kwargs: Any) -> Reply:
 
 
 class Arrivals:
-    """When each response reached the crawler (``response_received``), by host."""
+    """When each response reached the crawler (``response_received``,
+    ``time.time()``: the servers' clock), by host."""
 
     def __init__(self) -> None:
         self.times: dict[str, list[float]] = {}
@@ -57,10 +63,21 @@ class Arrivals:
         if path in ("robots.txt", TDMREP[1:]) or path.startswith("hop/"):
             return  # scrapy-rep's own downloads
         host = request.url.split("/")[2].split(":")[0]
-        self.times.setdefault(host, []).append(time.monotonic())
+        self.times.setdefault(host, []).append(time.time())
 
     def largest_gap(self, host: str) -> float:
         return max(gaps(self.times[host]))
+
+    def longest_wait(self, hostile: ScriptedServer) -> float:
+        """The longest time from a hostile origin's tdmrep.json request (sent) to
+        its page reaching the spider."""
+        asked = {
+            hit.headers["Host"].split(":")[0]: hit.time
+            for hit in reversed(hostile.log())
+            if hit.path == TDMREP
+        }
+        assert len(asked) == HOSTILE_ORIGINS, sorted(asked)
+        return max(self.times[host][-1] - asked[host] for host in asked)
 
 
 def nothing_lost(result: CrawlResult, urls: list[str]) -> None:
@@ -115,7 +132,6 @@ async def test_hanging_tdmrep_json_files_do_not_stall_a_known_origin(
     waiting go on once the file's time is up, annotated without it."""
     never = threading.Event()
     site2.script(TDMREP, json_reply(RESERVED, wait_for=never, wait_timeout=30))
-    started = time.monotonic()
     try:
         result, arrivals, _ = await known_origin_beside_hostile_ones(site, site2)
     finally:
@@ -125,8 +141,8 @@ async def test_hanging_tdmrep_json_files_do_not_stall_a_known_origin(
     hostile = [t for host, times in arrivals.times.items() if host != "known.test" for t in times]
     assert len(hostile) == HOSTILE_ORIGINS
     # each waited at most REP_FETCH_TIMEOUT after its file was asked for, not for
-    # the file (30 s); slack: the crawl's start and a machine running two suites
-    assert max(hostile) - started < FETCH_TIMEOUT + 10, max(hostile) - started
+    # the file (30 s); slack: a machine running two suites
+    assert arrivals.longest_wait(site2) < FETCH_TIMEOUT + WAIT_SLACK
     stats = result.stats
     assert stats["rep/usage/tdmrep/waited"] >= HOSTILE_ORIGINS
     assert stats["rep/usage/train-ai/unknown"] == KNOWN_PAGES + HOSTILE_ORIGINS
@@ -158,12 +174,10 @@ async def test_slow_tdmrep_json_redirect_hops_do_not_stall_a_known_origin(
     reaches it.)"""
     for path, reply in redirect_chain(5, 1.5).items():
         site2.script(path, reply)
-    started = time.monotonic()
     result, arrivals, _ = await known_origin_beside_hostile_ones(site, site2)
     gap = arrivals.largest_gap("known.test")
     assert gap < KNOWN_GAP, gap
-    hostile = [t for host, times in arrivals.times.items() if host != "known.test" for t in times]
-    assert max(hostile) - started < FETCH_TIMEOUT + 10, max(hostile) - started
+    assert arrivals.longest_wait(site2) < FETCH_TIMEOUT + WAIT_SLACK  # not the chain's 9 s
     stats = result.stats
     assert stats["rep/usage/tdmrep/waited"] >= HOSTILE_ORIGINS
     assert stats["rep/usage/tdmrep/outcome/error"] == HOSTILE_ORIGINS  # out of time
@@ -249,7 +263,7 @@ async def test_a_503_on_a_page_pauses_the_site_for_what_the_page_asked(
     site.script("/p/0", [Reply(status=503, headers={"Retry-After": "2"}), Reply()])
     urls, follow = site_of_20_pages(site)
     arrivals = Arrivals()
-    started = time.monotonic()
+    started = time.time()
     result = await run_crawl(
         [urls[0]],
         {**TRAIN, "REP_SLOWDOWN_MAX_DELAY": 30, "RETRY_ENABLED": True, "RETRY_TIMES": 1},
