@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from crawls import BASE_SETTINGS, loopback_names
+from crawls import BASE_SETTINGS, PATIENT, loopback_names
 from frontier_sites import BroadSpider, Sites
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
@@ -148,7 +148,7 @@ async def other_sites_time(
         paced = {sites.url(host, f"/p{page}") for host in polite for page in range(PACED)}
         _, answered, failed = await crawl(
             urls,
-            {"REP_MAX_WAITING": MAX_WAITING, **settings},
+            {"REP_MAX_WAITING": MAX_WAITING, **PATIENT, **settings},
             close_after=watched | (paced if with_polite else set()),
             before=record,
         )

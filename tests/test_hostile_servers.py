@@ -220,8 +220,10 @@ async def test_hanging_robots_txt_do_not_stall_a_known_origin(
     an origin whose rules are known: robots.txt downloads hold no places of
     CONCURRENT_REQUESTS (nor do the requests waiting for them), so the known
     origin goes on."""
-    gap = await _largest_gap_of_the_known_origin(site, make_site, {})
-    assert gap < 2.0, gap
+    # (with robots.txt downloads holding places, the gaps would be the fetch
+    # timeout, 8 s here; 3.8 s was seen with two test suites at once on two cores)
+    gap = await _largest_gap_of_the_known_origin(site, make_site, {"REP_FETCH_TIMEOUT": 8})
+    assert gap < 4.0, gap
 
 
 @pytest.mark.slow

