@@ -33,7 +33,10 @@ loop can stall between taking a turn in Redis and its slot letting the request
 go, and the next worker's request is then closer (0.886 s for a 1 s delay with
 two test suites at once on two cores, load average 17; docs/cluster.md)."""
 SENT_HEADER = "X-Test-Sent"  # servers.SENT_HEADER, set by sent_stamp.StampingHandler
-IN_FLIGHT = 0.3  # requests sent this soon after a 503 reached a worker: it tells the cluster
+IN_FLIGHT = 0.5
+"""Seconds after a 503 reached a worker during which requests may still go: the
+worker tells the cluster through Redis (0.31 s was seen on Scrapy 2.14 with
+two test suites at once on two cores)."""
 
 
 @dataclass(frozen=True)
@@ -333,4 +336,6 @@ def test_sites_without_a_crawl_delay_are_not_held_up_by_those_with_one(
     # ... and the plain sites take about their time alone (a ratio: the two
     # crawls run one after the other, and a busy machine's load changes in
     # between; 2.03x with two suites at once on two cores; bench-cluster measures)
-    assert mixed < 2.5 * alone, (alone, mixed)
+    # (+2 s: with three workers the plain sites take under 2 s alone, where one
+    # stall of a loaded machine counts whole)
+    assert mixed < 2.5 * alone + 2.0, (alone, mixed)
