@@ -21,9 +21,10 @@ from urllib.parse import urlparse
 
 from scrapy import Spider
 from scrapy.commands import ScrapyCommand
+from scrapy.crawler import Crawler
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyRobotsTxtMiddleware
 from scrapy.exceptions import UsageError
-from scrapy.settings import SETTINGS_PRIORITIES
+from scrapy.settings import SETTINGS_PRIORITIES, Settings
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.project import inside_project
 from twisted.internet.defer import DeferredList
@@ -283,13 +284,31 @@ def _notes(settings: BaseSettings) -> list[str]:
         notes.append("ROBOTSTXT_OBEY is False here: a crawl with these settings ignores robots.txt")
     if dry_run:
         notes.append("REP_DRY_RUN is on: a crawl only counts forbidden requests, it sends them")
-    problem = decompression.problem(settings) if inside_project() else None
+    problem = decompression.problem(_as_a_crawl_has_them(settings)) if inside_project() else None
     if problem is not None:  # this check decodes with a bound all the same
         notes.append(
             f"{problem}: a crawl with these settings inflates compressed robots.txt answers "
             "up to DOWNLOAD_MAXSIZE, and loses larger ones"
         )
     return notes
+
+
+def _as_a_crawl_has_them(settings: BaseSettings) -> BaseSettings:
+    """A copy of ``settings`` after the project's add-ons (ADDONS) changed it, as
+    a crawl's are: the Quick start's ``scrapy_rep.Addon`` enables the middlewares
+    the notes are about only then. Quiet: the check's own crawl applies them
+    again, and logs what they say there."""
+    if not isinstance(settings, Settings):
+        return settings
+    logging.disable(logging.CRITICAL)
+    try:
+        crawler = Crawler(Spider, settings)
+        crawler.addons.load_settings(crawler.settings)
+    except Exception:  # a broken add-on is for the crawl to report
+        return settings
+    finally:
+        logging.disable(logging.NOTSET)
+    return crawler.settings
 
 
 def _agent_source(settings: BaseSettings, config: Config, agent: str | None) -> str:
