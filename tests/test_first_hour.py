@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from servers import ScriptedServer
@@ -64,7 +65,10 @@ def add_spider(project: Path, urls: list[str]) -> None:
 
             class PagesSpider(scrapy.Spider):
                 name = "pages"
-                start_urls = {urls!r}
+
+                async def start(self):
+                    for url in {urls!r}:
+                        yield scrapy.Request(url)  # filtered by the dupefilter
 
                 def parse(self, response):
                     yield {{"url": response.url}}
@@ -94,3 +98,97 @@ def test_scrapy_robots_in_a_quick_start_project_prints_no_note(
     result = scrapy("robots", site.url("/"), cwd=project)
     assert result.returncode == 0, result.stderr
     assert "note: scrapy_rep.BoundedDecompressionMiddleware is not enabled" in result.stdout
+
+
+# -- docs/cluster.md's recipe, as written ------------------------------------------------
+
+CLUSTER_DOC = Path(__file__).resolve().parent.parent / "docs" / "cluster.md"
+PYPROJECT = CLUSTER_DOC.parent.parent / "pyproject.toml"
+
+
+def cluster_recipe() -> tuple[str, str]:
+    """The page's install command and its first settings.py block."""
+    text = CLUSTER_DOC.read_text()
+    install = re.search(r"```sh\n(pip install [^\n]*)\n```", text)
+    settings = re.search(
+        r"```python\n(# settings.py: the same on every worker\n.*?)```", text, re.S
+    )
+    assert install, "docs/cluster.md has no install line"
+    assert settings, "docs/cluster.md has no settings block"
+    return install.group(1), settings.group(1)
+
+
+def test_the_cluster_install_line_brings_what_the_settings_name() -> None:
+    tomllib = pytest.importorskip("tomllib")
+    install, settings = cluster_recipe()
+    extra = re.search(r"scrapy-rep\[([\w-]+)\]", install)
+    assert extra, install
+    extras = tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"]
+    brought = {re.split(r"[<>=!~ ;\[]", req, maxsplit=1)[0] for req in extras[extra.group(1)]}
+    named = {path.split(".")[0] for path in re.findall(r'"(\w+)\.[\w.]+"', settings)}
+    assert named == {"scrapy_rep", "scrapy_redis", "twisted"}, named
+    assert {"redis", "scrapy-redis"} <= brought, (install, brought)
+
+
+def queue_block() -> str:
+    """docs/cluster.md's settings line for scrapy-rep's Redis queue."""
+    found = re.search(
+        r"```python\n(# settings.py, besides the scrapy-redis.*?)```", CLUSTER_DOC.read_text(), re.S
+    )
+    assert found, "docs/cluster.md has no RedisPoliteQueue settings block"
+    return found.group(1)
+
+
+@pytest.mark.parametrize(
+    "polite_queue", [False, True], ids=["scrapy-redis-queue", "RedisPoliteQueue"]
+)
+def test_two_workers_crawl_with_the_cluster_settings_as_written(
+    site: ScriptedServer, own_redis: Any, tmp_path: Path, polite_queue: bool
+) -> None:
+    """docs/cluster.md's settings block (and its RedisPoliteQueue line), only the
+    Redis address changed, in a startproject project: two `scrapy crawl` workers
+    share one queue, one dupefilter and robots.txt."""
+    site.robots("User-agent: *\nDisallow: /private/\n")
+    _, block = cluster_recipe()
+    if polite_queue:
+        block += queue_block()
+    block = block.replace("redis://redis.internal:6379/0", own_redis.url)
+    project = quick_start_project(tmp_path)
+    settings = project / "shop" / "settings.py"
+    kept = [
+        line
+        for line in settings.read_text().splitlines()
+        if not line.startswith(("ADDONS", "ROBOTSTXT_", "USER_AGENT", "TWISTED_REACTOR"))
+    ]
+    settings.write_text("\n".join(kept) + "\n" + block)
+    urls = [site.url(f"/page/{n}") for n in range(8)] + [site.url("/private/x")]
+    add_spider(project, urls)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
+    workers = [
+        subprocess.Popen(
+            [SCRAPY, "crawl", "pages", "-s", "LOG_LEVEL=INFO"],
+            cwd=project,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    logs = []
+    for worker in workers:
+        try:
+            _, stderr = worker.communicate(timeout=90)
+        finally:
+            worker.kill()
+        assert worker.returncode == 0, stderr
+        logs.append(stderr)
+    for log in logs:
+        assert "ModuleNotFoundError" not in log
+        assert (
+            "Sharing robots.txt, Crawl-delay and slow-down pauses with other workers "
+            f"through Redis at {own_redis.url}" in log
+        ), log
+    # one queue and one dupefilter: each page once; robots.txt once for the cluster
+    assert sorted(site.pages()) == sorted(f"/page/{n}" for n in range(8))
+    assert site.hits("/robots.txt") == 1
