@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import NotConfigured
 
-from scrapy_rep import _compat, decompression
+from scrapy_rep import _compat, _per_ip, decompression
 from scrapy_rep._download import handlers_count_bytes
 from scrapy_rep._slots import headers
 from scrapy_rep.config import Config, UnreachableMode, crawl_config
@@ -39,6 +39,8 @@ def checked_config(crawler: Crawler) -> Config:
     _compat.check()
     try:
         config = crawl_config(crawler)
+        if config.obey:
+            _per_ip.check(crawler.settings)
     except InvalidSetting as exc:  # one clean line before Scrapy's traceback
         logger.error("Cannot start: %s", exc)
         raise

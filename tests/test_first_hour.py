@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scrapy import __version__ as scrapy_version
 from servers import ScriptedServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # scrapy subprocesses
 
 SCRAPY = str(Path(sys.executable).with_name("scrapy"))
+SCRAPY_2_14 = scrapy_version.startswith("2.14.")
 
 # docs/quickstart.md's settings block, the template's ADDONS = {} line changed
 QUICK_START = {
@@ -192,3 +194,50 @@ def test_two_workers_crawl_with_the_cluster_settings_as_written(
     # one queue and one dupefilter: each page once; robots.txt once for the cluster
     assert sorted(site.pages()) == sorted(f"/page/{n}" for n in range(8))
     assert site.hits("/robots.txt") == 1
+
+
+# -- CONCURRENT_REQUESTS_PER_IP ------------------------------------------------------------
+
+
+def crawl(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return scrapy("crawl", "pages", "-s", "LOG_LEVEL=INFO", *args, cwd=project)
+
+
+def errors(log: str) -> list[str]:
+    return [line.split(" ERROR: ", 1)[1] for line in log.splitlines() if " ERROR: " in line]
+
+
+def test_per_ip_concurrency_stops_at_start_with_one_line_whose_fixes_work(
+    site: ScriptedServer, tmp_path: Path
+) -> None:
+    site.robots("User-agent: *\nDisallow: /private/\n")
+    project = quick_start_project(tmp_path, "CONCURRENT_REQUESTS_PER_IP = 2\n")
+    add_spider(project, [site.url("/a"), site.url("/b")])
+    settings = project / "shop" / "settings.py"
+    quick_start = settings.read_text()
+
+    for extra in ("", "REP_FRONTIER = False\n"):  # the fix once offered refuses it too
+        settings.write_text(quick_start + extra)
+        refused = crawl(project)
+        # Scrapy 2.14 logs a crawl that could not start and exits 0 all the same
+        assert refused.returncode == (0 if SCRAPY_2_14 else 1), refused.stderr
+        first = errors(refused.stderr)[0]
+        assert first.startswith("Cannot start: CONCURRENT_REQUESTS_PER_IP: 2 cannot be used"), first
+        assert "Scraper close failure" not in refused.stderr  # stopped before the queue
+        assert site.pages() == []
+
+    # the fixes the line names, as written there
+    fix = re.search(r"(SCHEDULER_PRIORITY_QUEUE = '[\w.]+') and (REP_FRONTIER = False)", first)
+    assert fix, first
+    settings.write_text(quick_start + f"{fix.group(1)}\n{fix.group(2)}\n")
+    kept = crawl(project)
+    assert kept.returncode == 0, kept.stderr
+    assert errors(kept.stderr) == []
+    assert sorted(site.pages()) == ["/a", "/b"]
+
+    assert "Set CONCURRENT_REQUESTS_PER_IP = 0 and limit each site with" in first
+    settings.write_text(quick_start + "CONCURRENT_REQUESTS_PER_IP = 0\n")
+    per_domain = crawl(project)
+    assert per_domain.returncode == 0, per_domain.stderr
+    assert errors(per_domain.stderr) == []
+    assert sorted(site.pages()) == ["/a", "/a", "/b", "/b"]
