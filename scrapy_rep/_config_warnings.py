@@ -9,6 +9,8 @@ ROBOTSTXT_PARSER that scrapy-rep does not use.
 from __future__ import annotations
 
 import difflib
+import os
+import sys
 
 from scrapy.settings import BaseSettings, Settings
 
@@ -40,7 +42,9 @@ def _unknown_settings(settings: BaseSettings, known: set[str]) -> list[str]:
     scrapys = {str(name) for name in Settings()}
     names = {name.upper(): name for name in known | scrapys if name.startswith(_OUR_PREFIXES)}
     warnings = []
-    for name in sorted(str(key) for key in settings):
+    module, module_names = _settings_module_names()
+    given = {str(key) for key in settings}
+    for name in sorted(given | module_names):
         if name in known or name in scrapys:
             continue
         upper = name.upper()
@@ -50,8 +54,21 @@ def _unknown_settings(settings: BaseSettings, known: set[str]) -> list[str]:
         ):
             continue  # someone else's setting
         hint = f"; did you mean {names[close[0]]}?" if close else ""
+        if name not in given:  # only in the module: Scrapy never read it
+            hint += f" (in {module}: Scrapy reads only upper-case names from a settings module)"
         warnings.append(f"Unknown setting {name} is ignored{hint}")
     return warnings
+
+
+def _settings_module_names() -> tuple[str, set[str]]:
+    """The project's settings module (SCRAPY_SETTINGS_MODULE, already imported by
+    Scrapy) and its names Scrapy left out for not being upper case, which
+    ``settings`` therefore never shows (``rep_max_waiting = 10``)."""
+    name = os.environ.get("SCRAPY_SETTINGS_MODULE", "")
+    module = sys.modules.get(name) if name else None
+    if module is None:
+        return name, set()
+    return name, {attr for attr in vars(module) if not attr.isupper() and not attr.startswith("_")}
 
 
 def _agent_cut_short(settings: BaseSettings, token: str, explicit: bool) -> list[str]:

@@ -241,3 +241,35 @@ def test_per_ip_concurrency_stops_at_start_with_one_line_whose_fixes_work(
     assert per_domain.returncode == 0, per_domain.stderr
     assert errors(per_domain.stderr) == []
     assert sorted(site.pages()) == ["/a", "/a", "/b", "/b"]
+
+
+# -- setting names in lower case --------------------------------------------------------------
+
+
+def warnings_of(log: str) -> list[str]:
+    return [line.split(" WARNING: ", 1)[1] for line in log.splitlines() if " WARNING: " in line]
+
+
+def test_lower_case_setting_names_in_settings_py_are_warned_about(
+    site: ScriptedServer, tmp_path: Path
+) -> None:
+    """Scrapy reads only upper-case names from settings.py: ``rep_max_waiting = 10``
+    changes nothing, and one WARNING says so, naming the setting meant."""
+    site.robots("User-agent: *\nDisallow:\n")
+    extra = "rep_max_waiting = 10\nRobotstxt_Obey = False\nmy_helper = 3\n"
+    project = quick_start_project(tmp_path, extra)
+    add_spider(project, [site.url("/a")])
+    result = crawl(project)
+    assert result.returncode == 0, result.stderr
+    module_note = "(in shop.settings: Scrapy reads only upper-case names from a settings module)"
+    assert warnings_of(result.stderr) == [
+        f"Unknown setting Robotstxt_Obey is ignored; did you mean ROBOTSTXT_OBEY? {module_note}",
+        f"Unknown setting rep_max_waiting is ignored; did you mean REP_MAX_WAITING? {module_note}",
+    ]
+    assert site.pages() == ["/a"]
+
+    # scrapy robots reads the same settings, and warns the same
+    checked = scrapy("robots", site.url("/a"), cwd=project)
+    assert checked.returncode == 0, checked.stderr
+    assert len(warnings_of(checked.stderr)) == 2, checked.stderr
+    assert "did you mean REP_MAX_WAITING?" in checked.stderr
