@@ -49,7 +49,7 @@ def checked_config(crawler: Crawler) -> Config:
         raise NotConfigured
     for warning in config.warnings:
         logger.warning("%s", warning)
-    _error_if_scrapy_middleware_enabled(crawler)
+    _warn_if_scrapy_middleware_enabled(crawler)
     missing = headers.install(config.headers_max)
     if missing is not None:
         logger.error(
@@ -88,7 +88,7 @@ def uncapped(settings: BaseSettings, *, warn: bool = True) -> bool:
     return handlers_count_bytes(settings)
 
 
-def _error_if_scrapy_middleware_enabled(crawler: Crawler) -> None:
+def _warn_if_scrapy_middleware_enabled(crawler: Crawler) -> None:
     from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyMiddleware
 
     enabled = _compat.downloader_middlewares(crawler.settings)
@@ -107,9 +107,11 @@ def _error_if_scrapy_middleware_enabled(crawler: Crawler) -> None:
             f"Disable it with DOWNLOADER_MIDDLEWARES = {{{SCRAPY_MIDDLEWARE!r}: None}}, or "
             "enable scrapy-rep with ADDONS = {'scrapy_rep.Addon': 100}, which does it."
         )
-    logger.error(
+    logger.warning(
         "Scrapy's own RobotsTxtMiddleware is enabled next to "
-        "scrapy_rep.RobotsTxtMiddleware: it fetches robots.txt a second time and "
-        "drops requests by its own, different verdicts. %s",
+        "scrapy_rep.RobotsTxtMiddleware, and both run: each site's robots.txt is "
+        "downloaded twice, once by each, and a request is sent only if both allow it "
+        "(Scrapy's middleware reads robots.txt by its own rules: no Crawl-delay, "
+        "an unreachable robots.txt allows everything). %s",
         fix,
     )

@@ -4,7 +4,7 @@
   own sits) unless DOWNLOADER_MIDDLEWARES already mentions it;
 - disables Scrapy's ``RobotsTxtMiddleware`` unless DOWNLOADER_MIDDLEWARES
   mentions it (if the user enabled it by hand, both run and our middleware
-  logs an error at start);
+  logs a WARNING at start);
 - enables ``scrapy_rep.BoundedDecompressionMiddleware`` at 595, just after
   Scrapy's HttpCompressionMiddleware (590), so compressed robots.txt answers
   are decoded with a bound (see scrapy_rep.decompression);

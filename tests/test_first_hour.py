@@ -11,11 +11,14 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from scrapy import __version__ as scrapy_version
 from servers import ScriptedServer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # scrapy subprocesses
 
@@ -273,3 +276,43 @@ def test_lower_case_setting_names_in_settings_py_are_warned_about(
     assert checked.returncode == 0, checked.stderr
     assert len(warnings_of(checked.stderr)) == 2, checked.stderr
     assert "did you mean REP_MAX_WAITING?" in checked.stderr
+
+
+# -- Scrapy's RobotsTxtMiddleware enabled by hand next to the add-on ---------------------------
+
+SCRAPY_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
+
+
+def test_scrapys_middleware_next_to_the_addon_warns_of_what_then_happens(
+    make_site: Callable[[], ScriptedServer], tmp_path: Path
+) -> None:
+    """A WARNING, not an ERROR in a crawl that then runs: it says robots.txt is
+    downloaded twice, and the sites' logs show exactly that; its fix, once."""
+    extra = f"DOWNLOADER_MIDDLEWARES = {{{SCRAPY_MIDDLEWARE!r}: 100}}\n"
+    project = quick_start_project(tmp_path, extra)
+    settings = project / "shop" / "settings.py"
+    for fixed in (False, True):
+        sites = [make_site(), make_site()]
+        for server in sites:
+            server.robots("User-agent: *\nDisallow: /private/\n")
+        add_spider(project, [s.url(p) for s in sites for p in ("/a", "/b", "/private/c")])
+        if fixed:  # as the WARNING says
+            settings.write_text(settings.read_text().replace(extra, ""))
+        result = crawl(project)
+        assert result.returncode == 0, result.stderr
+        assert errors(result.stderr) == []
+        said = [w for w in warnings_of(result.stderr) if "Scrapy's own" in w]
+        for server in sites:
+            assert sorted(server.pages()) == ["/a", "/b"]  # both forbid /private/
+        if fixed:
+            assert said == []
+            assert [server.hits("/robots.txt") for server in sites] == [1, 1]
+            continue
+        (warning,) = said
+        assert warning.startswith(
+            "Scrapy's own RobotsTxtMiddleware is enabled next to scrapy_rep.RobotsTxtMiddleware, "
+            "and both run: each site's robots.txt is downloaded twice, once by each, and a "
+            "request is sent only if both allow it"
+        )
+        assert f"remove {SCRAPY_MIDDLEWARE!r} from DOWNLOADER_MIDDLEWARES" in warning
+        assert [server.hits("/robots.txt") for server in sites] == [2, 2]  # as it says
