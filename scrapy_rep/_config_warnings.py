@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import sys
 
 from scrapy.settings import BaseSettings, Settings
@@ -20,9 +21,11 @@ from scrapy_rep.robotstxt._agent import cut_short, product_token
 def odd_settings(settings: BaseSettings, token: str, explicit: bool, known: set[str]) -> list[str]:
     """The warnings for ``settings``, whose robots.txt token is ``token``
     (``explicit``: from ROBOTSTXT_USER_AGENT) and whose read names are ``known``."""
+    cut = _agent_cut_short(settings, token, explicit)
     return (
-        _agent_cut_short(settings, token, explicit)
-        + _agent_mismatch(settings, token, explicit)
+        cut
+        # a cut-short token is about to be renamed: naming it in USER_AGENT is no fix
+        + ([] if cut else _agent_mismatch(settings, token, explicit))
         + _unknown_settings(settings, known)
         + _parser_setting(settings)
     )
@@ -78,12 +81,24 @@ def _agent_cut_short(settings: BaseSettings, token: str, explicit: bool) -> list
     rest = cut_short(value) if isinstance(value, (str, bytes)) else None
     if rest is None:
         return []
+    text = value.decode("latin-1") if isinstance(value, bytes) else value
+    name = "".join(re.findall(r"[A-Za-z_-]+", text.split("/", 1)[0]))
+    fix = (
+        f"Set ROBOTSTXT_USER_AGENT to a name of letters, '_' and '-' only (e.g. {name!r})"
+        if explicit
+        else f"Set ROBOTSTXT_USER_AGENT to a name of letters, '_' and '-' only (e.g. {name!r}), "
+        "or make USER_AGENT begin with one"
+    )
+    if explicit:
+        header = settings.get("USER_AGENT")
+        sent = product_token(header) if isinstance(header, (str, bytes)) else None
+        if sent is None or sent.lower() != name.lower():
+            fix += f", and USER_AGENT name the same crawler ('{name}/1.0 (+https://your.site/bot)')"
     return [
         f"{setting} {value!r} is obeyed as {token!r}: a robots.txt product token holds only "
         f"letters, '_' and '-' (RFC 9309 §2.2.1), so it ends before {rest!r}. User-agent lines "
         f"are cut the same way: the groups of 'User-agent: {token}', '{token}1' or "
-        f"'{token} Other' apply to this crawler. Set ROBOTSTXT_USER_AGENT to a name of "
-        "letters, '_' and '-' only"
+        f"'{token} Other' apply to this crawler. {fix}"
     ]
 
 

@@ -316,3 +316,70 @@ def test_scrapys_middleware_next_to_the_addon_warns_of_what_then_happens(
         )
         assert f"remove {SCRAPY_MIDDLEWARE!r} from DOWNLOADER_MIDDLEWARES" in warning
         assert [server.hits("/robots.txt") for server in sites] == [2, 2]  # as it says
+
+
+# -- a crawler name with a space -------------------------------------------------------------------
+
+
+def test_a_name_with_spaces_gets_one_warning_with_the_fix_that_works(
+    site: ScriptedServer, tmp_path: Path
+) -> None:
+    site.robots("User-agent: *\nDisallow: /private/\n")
+    project = quick_start_project(tmp_path)
+    add_spider(project, [site.url("/a")])
+    settings = project / "shop" / "settings.py"
+    quick_start = settings.read_text()
+    settings.write_text(
+        quick_start.replace(
+            'ROBOTSTXT_USER_AGENT = "YourCrawlerName"', 'ROBOTSTXT_USER_AGENT = "My Crawler 2"'
+        )
+    )
+    result = crawl(project)
+    assert result.returncode == 0, result.stderr
+    (warning,) = warnings_of(result.stderr)  # no second one advising USER_AGENT = 'My/1.0'
+    assert warning.startswith("ROBOTSTXT_USER_AGENT 'My Crawler 2' is obeyed as 'My': ")
+    fix = re.search(
+        r"Set ROBOTSTXT_USER_AGENT to a name of letters, '_' and '-' only \(e.g. '(\w+)'\), "
+        r"and USER_AGENT name the same crawler \('([^']+)'\)$",
+        warning,
+    )
+    assert fix, warning
+    assert fix.groups() == ("MyCrawler", "MyCrawler/1.0 (+https://your.site/bot)")
+
+    # the fix as the WARNING writes it: no warning left
+    settings.write_text(
+        quick_start + f"ROBOTSTXT_USER_AGENT = {fix.group(1)!r}\nUSER_AGENT = {fix.group(2)!r}\n"
+    )
+    fixed = crawl(project)
+    assert fixed.returncode == 0, fixed.stderr
+    assert warnings_of(fixed.stderr) == []
+    assert site.pages() == ["/a", "/a"]
+
+
+def test_scrapy_robots_agent_is_not_taken_for_the_projects_settings(
+    site: ScriptedServer, tmp_path: Path
+) -> None:
+    """--agent checks as another crawler: no WARNING calls it ROBOTSTXT_USER_AGENT
+    or asks to rename USER_AGENT; a cut-short --agent is one note."""
+    site.robots("User-agent: OtherBot\nDisallow: /x\n\nUser-agent: My\nDisallow: /my\n")
+    project = quick_start_project(tmp_path)
+    other = scrapy("robots", "--agent", "OtherBot", site.url("/x"), cwd=project)
+    assert other.returncode == 1, other.stderr
+    assert warnings_of(other.stderr) == []
+    assert other.stdout.startswith("agent 'OtherBot' (from --agent)\n\n")
+    assert "FORBIDDEN" in other.stdout
+
+    spaced = scrapy("robots", "--agent", "My Crawler 2", site.url("/my"), cwd=project)
+    assert spaced.returncode == 1, spaced.stderr
+    assert warnings_of(spaced.stderr) == []
+    assert spaced.stdout.startswith(
+        "agent 'My' (from --agent)\n"
+        "note: --agent 'My Crawler 2' is checked as 'My': a robots.txt product token holds "
+        "only letters, '_' and '-', so it ends before ' Crawler 2'\n"
+    )
+    # the project's own settings are still checked as a crawl checks them
+    settings = project / "shop" / "settings.py"
+    settings.write_text(settings.read_text() + 'USER_AGENT = "Mozilla/5.0"\n')
+    browser = scrapy("robots", "--agent", "OtherBot", site.url("/x"), cwd=project)
+    (warning,) = warnings_of(browser.stderr)
+    assert warning.startswith("USER_AGENT 'Mozilla/5.0' does not name 'YourCrawlerName'")
