@@ -246,6 +246,39 @@ async def test_summary_lists_the_most_affected_origins_and_counts_the_rest(
     ]
 
 
+@pytest.mark.parametrize("mode", ["disallow", "allow"])
+@pytest_twisted.ensureDeferred
+async def test_an_unreachable_origin_is_listed_never_folded_into_the_others(
+    make_site: Callable[[], ScriptedServer], logs: pytest.LogCaptureFixture, mode: str
+) -> None:
+    """Below the REP_REPORT_TOP by requests affected (one dropped, or none when
+    REP_UNREACHABLE = 'allow' lets its page through), an outage is still listed."""
+    sites = [make_site() for _ in range(4)]
+    down = make_site()
+    down.script("/robots.txt", Reply(status=503))
+    urls = [down.url("/")]
+    for forbidden, site in enumerate(sites):  # site i forbids i requests
+        site.robots("User-agent: *\nDisallow: /no\n")
+        urls += [site.url(f"/no/{n}") for n in range(forbidden)] + [site.url("/")]
+    await run_crawl(urls, {"REP_REPORT_TOP": 2, "REP_UNREACHABLE": mode, "REP_FETCH_RETRIES": 0})
+
+    dropped = 1 if mode == "disallow" else 0
+    assert down.pages() == ([] if dropped else ["/"])
+    outage = [f"  {down.origin}  robots.txt unreachable (HTTP 503)"]
+    if dropped:
+        outage.append("      dropped 1: robots.txt unreachable (HTTP 503)")
+    assert summary(logs).splitlines() == [
+        f"Crawl report: robots.txt changed what happened to {3 + dropped} of 5 origins "
+        f"({6 + dropped} requests: 6 forbidden, {dropped} dropped, 0 paced)",
+        f"  {sites[3].origin}  robots.txt parsed (HTTP 200)",
+        "      forbidden 3: line 2 (Disallow: /no) x3",
+        f"  {sites[2].origin}  robots.txt parsed (HTTP 200)",
+        "      forbidden 2: line 2 (Disallow: /no) x2",
+        *outage,
+        "  the other 2 origins: 1 request: 1 forbidden, 0 dropped, 0 paced",
+    ]
+
+
 # -- the file ----------------------------------------------------------------------------------
 
 
