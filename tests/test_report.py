@@ -20,7 +20,7 @@ import pytest_twisted
 from crawls import PATIENT, run_crawl
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
-from servers import Reply, ScriptedServer, gaps
+from servers import Reply, ScriptedServer, gaps, refused_port
 
 from scrapy_rep._robots import robots_service
 from scrapy_rep.config import Config
@@ -277,6 +277,32 @@ async def test_an_unreachable_origin_is_listed_never_folded_into_the_others(
         *outage,
         "  the other 2 origins: 1 request: 1 forbidden, 0 dropped, 0 paced",
     ]
+
+
+@pytest_twisted.ensureDeferred
+async def test_past_100_outages_the_rest_are_counted_apart_not_with_the_others(
+    site: ScriptedServer, logs: pytest.LogCaptureFixture
+) -> None:
+    """105 origins whose robots.txt connection is refused (127.0.0.x, one port
+    nothing listens on), REP_REPORT_TOP = 0: 100 listed, 5 in a line of their own."""
+    port = refused_port()
+    down = [f"http://127.0.0.{n}:{port}" for n in range(2, 107)]
+    settings = {"REP_REPORT_TOP": 0, "REP_FETCH_RETRIES": 0, "CONCURRENT_REQUESTS": 64}
+    await run_crawl([origin + "/" for origin in down] + [site.url("/")], settings)
+
+    lines = summary(logs).splitlines()
+    assert lines[0] == (
+        "Crawl report: robots.txt changed what happened to 105 of 106 origins "
+        "(105 requests: 0 forbidden, 105 dropped, 0 paced)"
+    )
+    listed = [line.split()[0] for line in lines if line.startswith("  http://")]
+    assert len(listed) == 100
+    assert set(listed) < set(down)
+    assert lines[-2:] == [
+        "  5 more origins with robots.txt unreachable: 5 requests: 0 forbidden, 5 dropped, 0 paced",
+        "  the other 1 origin: none affected",
+    ]
+    assert site.pages() == ["/"]
 
 
 # -- the file ----------------------------------------------------------------------------------

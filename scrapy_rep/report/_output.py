@@ -157,7 +157,8 @@ class Summary:
                 setattr(rest, name, getattr(rest, name) - getattr(unlisted, name))
             lines.append(
                 f"  {_plural(unlisted.records, 'more ' + noun)} with robots.txt unreachable: "
-                f"{_counts(unlisted)} (each in the REP_REPORT file)"
+                f"{_counts(unlisted)}"
+                + (" (each in the REP_REPORT file)" if self.report_file is not None else "")
             )
         if rest.records:
             what = _counts(rest) if rest.affected_origins else "none affected"
