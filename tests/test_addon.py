@@ -147,3 +147,27 @@ async def test_robotstxt_obey_false_disables_it_with_one_info_line(
     lines = [r for r in caplog.records if "ROBOTSTXT_OBEY is False" in r.getMessage()]
     assert [r.levelno for r in lines] == [logging.INFO]
     assert not [k for k in result.stats if k.startswith("rep/")]
+
+
+def test_help_on_the_addon_says_what_it_sets_and_how_to_turn_parts_off() -> None:
+    """``help(scrapy_rep.Addon)``: the one class the Quick start names."""
+    import pydoc
+
+    import scrapy_rep
+    from scrapy_rep import addon, decompression, usage_middleware
+
+    text = pydoc.render_doc(scrapy_rep.Addon, renderer=pydoc.plaintext)
+    for said in (
+        f"scrapy_rep.RobotsTxtMiddleware`` at {addon.MIDDLEWARE_ORDER}",
+        f"scrapy_rep.BoundedDecompressionMiddleware`` at {decompression.ORDER}",
+        f"scrapy_rep.UsageMiddleware`` at {usage_middleware.ORDER}",
+        f"scrapy_rep.MetaRobotsMiddleware`` at {addon.META_MIDDLEWARE_ORDER}",
+        f'SCHEDULER_PRIORITY_QUEUE = "{addon.FRONTIER_QUEUE}"',
+        'at the "addon" settings priority',
+        "ROBOTSTXT_OBEY = False",
+        "REP_FRONTIER = False",
+        "REP_META_ROBOTS = False",
+        "REP_PURPOSES",
+        '{"scrapy_rep.BoundedDecompressionMiddleware": None}',
+    ):
+        assert said in " ".join(text.split()), said
