@@ -25,17 +25,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # scrapy subprocesses
 SCRAPY = str(Path(sys.executable).with_name("scrapy"))
 SCRAPY_2_14 = scrapy_version.startswith("2.14.")
 
-# docs/quickstart.md's settings block, the template's ADDONS = {} line changed
-QUICK_START = {
-    "ADDONS = {}": 'ADDONS = {"scrapy_rep.Addon": 100}',
-}
-QUICK_START_LINES = textwrap.dedent(
-    """\
-    ROBOTSTXT_OBEY = True
-    ROBOTSTXT_USER_AGENT = "YourCrawlerName"
-    USER_AGENT = "YourCrawlerName/1.0 (+https://your.site/crawler)"
-    """
-)
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def quick_start_block() -> list[str]:
+    """docs/quickstart.md's settings.py lines, as the page shows them."""
+    text = (DOCS / "quickstart.md").read_text()
+    section = text[text.index("## Quick start") :]
+    found = re.search(r"```python\n# settings.py\n(.*?)```", section, re.S)
+    assert found, "docs/quickstart.md has no settings.py block"
+    return found.group(1).splitlines()
 
 
 def scrapy(*args: str, cwd: Path, timeout: float = 90) -> subprocess.CompletedProcess[str]:
@@ -53,11 +52,14 @@ def quick_start_project(tmp_path: Path, extra: str = "") -> Path:
     project = tmp_path / "shop"
     settings = project / "shop" / "settings.py"
     text = settings.read_text()
-    for line, changed in QUICK_START.items():
-        assert text.count(f"\n{line}\n") == 1, f"the template has no {line!r} line"
-        text = text.replace(f"\n{line}\n", f"\n{changed}\n")
-    text = re.sub(r"^ROBOTSTXT_OBEY = .*$", "", text, flags=re.MULTILINE)
-    settings.write_text(text + "\n" + QUICK_START_LINES + textwrap.dedent(extra))
+    block = quick_start_block()
+    (addons,) = [line for line in block if line.startswith("ADDONS = ")]
+    # "Change that line": the template's ADDONS = {} becomes the page's
+    assert text.count("\nADDONS = {}\n") == 1, "the template has no ADDONS = {} line"
+    text = text.replace("\nADDONS = {}\n", f"\n{addons}\n")
+    text = re.sub(r"^ROBOTSTXT_OBEY = .*$", "", text, flags=re.MULTILINE)  # the page sets it
+    rest = "\n".join(line for line in block if line != addons)
+    settings.write_text(f"{text}\n{rest}\n{textwrap.dedent(extra)}")
     return project
 
 
