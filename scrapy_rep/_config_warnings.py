@@ -9,6 +9,9 @@ ROBOTSTXT_PARSER that scrapy-rep does not use.
 from __future__ import annotations
 
 import difflib
+import os
+import re
+import sys
 
 from scrapy.settings import BaseSettings, Settings
 
@@ -18,9 +21,11 @@ from scrapy_rep.robotstxt._agent import cut_short, product_token
 def odd_settings(settings: BaseSettings, token: str, explicit: bool, known: set[str]) -> list[str]:
     """The warnings for ``settings``, whose robots.txt token is ``token``
     (``explicit``: from ROBOTSTXT_USER_AGENT) and whose read names are ``known``."""
+    cut = _agent_cut_short(settings, token, explicit)
     return (
-        _agent_cut_short(settings, token, explicit)
-        + _agent_mismatch(settings, token, explicit)
+        cut
+        # a cut-short token is about to be renamed: naming it in USER_AGENT is no fix
+        + ([] if cut else _agent_mismatch(settings, token, explicit))
         + _unknown_settings(settings, known)
         + _parser_setting(settings)
     )
@@ -40,7 +45,9 @@ def _unknown_settings(settings: BaseSettings, known: set[str]) -> list[str]:
     scrapys = {str(name) for name in Settings()}
     names = {name.upper(): name for name in known | scrapys if name.startswith(_OUR_PREFIXES)}
     warnings = []
-    for name in sorted(str(key) for key in settings):
+    module, module_names = _settings_module_names()
+    given = {str(key) for key in settings}
+    for name in sorted(given | module_names):
         if name in known or name in scrapys:
             continue
         upper = name.upper()
@@ -50,8 +57,21 @@ def _unknown_settings(settings: BaseSettings, known: set[str]) -> list[str]:
         ):
             continue  # someone else's setting
         hint = f"; did you mean {names[close[0]]}?" if close else ""
+        if name not in given:  # only in the module: Scrapy never read it
+            hint += f" (in {module}: Scrapy reads only upper-case names from a settings module)"
         warnings.append(f"Unknown setting {name} is ignored{hint}")
     return warnings
+
+
+def _settings_module_names() -> tuple[str, set[str]]:
+    """The project's settings module (SCRAPY_SETTINGS_MODULE, already imported by
+    Scrapy) and its names Scrapy left out for not being upper case, which
+    ``settings`` therefore never shows (``rep_max_waiting = 10``)."""
+    name = os.environ.get("SCRAPY_SETTINGS_MODULE", "")
+    module = sys.modules.get(name) if name else None
+    if module is None:
+        return name, set()
+    return name, {attr for attr in vars(module) if not attr.isupper() and not attr.startswith("_")}
 
 
 def _agent_cut_short(settings: BaseSettings, token: str, explicit: bool) -> list[str]:
@@ -61,12 +81,24 @@ def _agent_cut_short(settings: BaseSettings, token: str, explicit: bool) -> list
     rest = cut_short(value) if isinstance(value, (str, bytes)) else None
     if rest is None:
         return []
+    text = value.decode("latin-1") if isinstance(value, bytes) else value
+    name = "".join(re.findall(r"[A-Za-z_-]+", text.split("/", 1)[0]))
+    fix = (
+        f"Set ROBOTSTXT_USER_AGENT to a name of letters, '_' and '-' only (e.g. {name!r})"
+        if explicit
+        else f"Set ROBOTSTXT_USER_AGENT to a name of letters, '_' and '-' only (e.g. {name!r}), "
+        "or make USER_AGENT begin with one"
+    )
+    if explicit:
+        header = settings.get("USER_AGENT")
+        sent = product_token(header) if isinstance(header, (str, bytes)) else None
+        if sent is None or sent.lower() != name.lower():
+            fix += f", and USER_AGENT name the same crawler ('{name}/1.0 (+https://your.site/bot)')"
     return [
         f"{setting} {value!r} is obeyed as {token!r}: a robots.txt product token holds only "
         f"letters, '_' and '-' (RFC 9309 §2.2.1), so it ends before {rest!r}. User-agent lines "
         f"are cut the same way: the groups of 'User-agent: {token}', '{token}1' or "
-        f"'{token} Other' apply to this crawler. Set ROBOTSTXT_USER_AGENT to a name of "
-        "letters, '_' and '-' only"
+        f"'{token} Other' apply to this crawler. {fix}"
     ]
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import NotConfigured
 
-from scrapy_rep import _compat, decompression
+from scrapy_rep import _compat, _per_ip, decompression
 from scrapy_rep._download import handlers_count_bytes
 from scrapy_rep._slots import headers
 from scrapy_rep.config import Config, UnreachableMode, crawl_config
@@ -39,6 +39,8 @@ def checked_config(crawler: Crawler) -> Config:
     _compat.check()
     try:
         config = crawl_config(crawler)
+        if config.obey:
+            _per_ip.check(crawler.settings)
     except InvalidSetting as exc:  # one clean line before Scrapy's traceback
         logger.error("Cannot start: %s", exc)
         raise
@@ -47,7 +49,7 @@ def checked_config(crawler: Crawler) -> Config:
         raise NotConfigured
     for warning in config.warnings:
         logger.warning("%s", warning)
-    _error_if_scrapy_middleware_enabled(crawler)
+    _warn_if_scrapy_middleware_enabled(crawler)
     missing = headers.install(config.headers_max)
     if missing is not None:
         logger.error(
@@ -86,7 +88,7 @@ def uncapped(settings: BaseSettings, *, warn: bool = True) -> bool:
     return handlers_count_bytes(settings)
 
 
-def _error_if_scrapy_middleware_enabled(crawler: Crawler) -> None:
+def _warn_if_scrapy_middleware_enabled(crawler: Crawler) -> None:
     from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyMiddleware
 
     enabled = _compat.downloader_middlewares(crawler.settings)
@@ -105,9 +107,11 @@ def _error_if_scrapy_middleware_enabled(crawler: Crawler) -> None:
             f"Disable it with DOWNLOADER_MIDDLEWARES = {{{SCRAPY_MIDDLEWARE!r}: None}}, or "
             "enable scrapy-rep with ADDONS = {'scrapy_rep.Addon': 100}, which does it."
         )
-    logger.error(
+    logger.warning(
         "Scrapy's own RobotsTxtMiddleware is enabled next to "
-        "scrapy_rep.RobotsTxtMiddleware: it fetches robots.txt a second time and "
-        "drops requests by its own, different verdicts. %s",
+        "scrapy_rep.RobotsTxtMiddleware, and both run: each site's robots.txt is "
+        "downloaded twice, once by each, and a request is sent only if both allow it "
+        "(Scrapy's middleware reads robots.txt by its own rules: no Crawl-delay, "
+        "an unreachable robots.txt allows everything). %s",
         fix,
     )

@@ -4,7 +4,7 @@
   own sits) unless DOWNLOADER_MIDDLEWARES already mentions it;
 - disables Scrapy's ``RobotsTxtMiddleware`` unless DOWNLOADER_MIDDLEWARES
   mentions it (if the user enabled it by hand, both run and our middleware
-  logs an error at start);
+  logs a WARNING at start);
 - enables ``scrapy_rep.BoundedDecompressionMiddleware`` at 595, just after
   Scrapy's HttpCompressionMiddleware (590), so compressed robots.txt answers
   are decoded with a bound (see scrapy_rep.decompression);
@@ -54,6 +54,44 @@ logger = logging.getLogger(__name__)
 
 
 class Addon:
+    """Enables scrapy-rep in a Scrapy project: ``ADDONS = {"scrapy_rep.Addon": 100}``.
+
+    What it sets (each only when the project has not named it itself):
+
+    - ``DOWNLOADER_MIDDLEWARES``: ``scrapy_rep.RobotsTxtMiddleware`` at 100
+      (the place of Scrapy's own, which it disables with None);
+      ``scrapy_rep.BoundedDecompressionMiddleware`` at 595, after Scrapy's
+      HttpCompressionMiddleware (590), so compressed robots.txt answers are
+      inflated with a bound; ``scrapy_rep.UsageMiddleware`` at 101, only when
+      ``REP_PURPOSES`` names a purpose.
+    - ``SPIDER_MIDDLEWARES``: ``scrapy_rep.MetaRobotsMiddleware`` at 100 (page
+      directives: nofollow, noindex), when ``REP_META_ROBOTS`` is on (default).
+    - ``SCHEDULER_PRIORITY_QUEUE = "scrapy_rep.PolitePriorityQueue"`` (the
+      frontier), at the "addon" settings priority, when the project keeps
+      Scrapy's default queue; a queue of the project's own is kept, with one
+      WARNING.
+
+    Components are added with Scrapy's ``setdefault_in_component_priority_dict``:
+    a component your settings already name (at any order, or None) keeps your
+    value, and the setting keeps its priority, so ``settings.py``, ``-s`` and
+    ``custom_settings`` always win. Before the crawler exists it checks the
+    installed Scrapy (2.14 or later): an older one stops ``scrapy crawl``.
+
+    Turning parts off:
+
+    - everything: ``ROBOTSTXT_OBEY = False`` (the middlewares turn themselves off);
+    - the frontier: ``REP_FRONTIER = False`` (Scrapy's default queue stays);
+    - page directives: ``REP_META_ROBOTS = False``;
+    - usage preferences: leave ``REP_PURPOSES`` unset (the default);
+    - one component: name it with None, e.g. ``DOWNLOADER_MIDDLEWARES =
+      {"scrapy_rep.BoundedDecompressionMiddleware": None}``, or at an order of
+      your own to move it.
+
+    Keeping Scrapy's own ``RobotsTxtMiddleware`` in ``DOWNLOADER_MIDDLEWARES``
+    runs both: one WARNING at start says what that does. docs/quickstart.md
+    has the details.
+    """
+
     @classmethod
     def update_pre_crawler_settings(cls, settings: BaseSettings) -> None:
         # Before the crawler exists: an unsupported Scrapy stops `scrapy crawl`

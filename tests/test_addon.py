@@ -34,12 +34,11 @@ def kinds(components: list[Any]) -> list[type]:
     return [type(component) for component in components]
 
 
-def both_enabled_errors(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [
-        r
-        for r in caplog.records
-        if r.levelno == logging.ERROR and "Scrapy's own RobotsTxtMiddleware" in r.getMessage()
-    ]
+def both_enabled_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """The WARNING that both robots.txt middlewares run (and no ERROR about it)."""
+    said = [r for r in caplog.records if "Scrapy's own RobotsTxtMiddleware" in r.getMessage()]
+    assert all(r.levelno == logging.WARNING for r in said)
+    return said
 
 
 @pytest_twisted.ensureDeferred
@@ -59,7 +58,7 @@ async def test_addon_replaces_scrapys_middleware_at_its_place(
     assert names.index("RobotsTxtMiddleware") < names.index("HttpAuthMiddleware")
     assert MetaRobotsMiddleware in kinds(found["spider"])
     assert site.hits("/page") == 1  # Scrapy's own would have parsed the 404 body
-    assert both_enabled_errors(caplog) == []
+    assert both_enabled_warnings(caplog) == []
 
 
 @pytest_twisted.ensureDeferred
@@ -89,13 +88,13 @@ async def test_rep_meta_robots_false_leaves_the_spider_middleware_out(
 
 
 @pytest_twisted.ensureDeferred
-async def test_scrapys_middleware_enabled_by_hand_next_to_ours_logs_one_error(
+async def test_scrapys_middleware_enabled_by_hand_next_to_ours_logs_one_warning(
     site: ScriptedServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     await run_crawl([site.url("/")], {"DOWNLOADER_MIDDLEWARES": {SCRAPY_PATH: 100}})
-    (error,) = both_enabled_errors(caplog)
+    (warning,) = both_enabled_warnings(caplog)
     # the add-on is on: the fix is in DOWNLOADER_MIDDLEWARES, not in ADDONS
-    message = error.getMessage()
+    message = warning.getMessage()
     fix = f"remove '{SCRAPY_PATH}' from DOWNLOADER_MIDDLEWARES"
     assert (
         f"The add-on is enabled, but DOWNLOADER_MIDDLEWARES names Scrapy's middleware: {fix}"
@@ -105,15 +104,15 @@ async def test_scrapys_middleware_enabled_by_hand_next_to_ours_logs_one_error(
 
 
 @pytest_twisted.ensureDeferred
-async def test_enabling_ours_by_hand_without_disabling_scrapys_logs_one_error(
+async def test_enabling_ours_by_hand_without_disabling_scrapys_logs_one_warning(
     site: ScriptedServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     await run_crawl(
         [site.url("/")],
         {"ADDONS": {}, "DOWNLOADER_MIDDLEWARES": {"scrapy_rep.RobotsTxtMiddleware": 100}},
     )
-    (error,) = both_enabled_errors(caplog)
-    assert "enable scrapy-rep with ADDONS = {'scrapy_rep.Addon': 100}" in error.getMessage()
+    (warning,) = both_enabled_warnings(caplog)
+    assert "enable scrapy-rep with ADDONS = {'scrapy_rep.Addon': 100}" in warning.getMessage()
 
 
 @pytest_twisted.ensureDeferred
@@ -133,7 +132,7 @@ async def test_enabling_by_hand_the_documented_way(
     )
     assert (site.hits("/private"), site.hits("/public")) == (0, 1)
     assert result.stats["rep/forbidden"] == 1
-    assert both_enabled_errors(caplog) == []
+    assert both_enabled_warnings(caplog) == []
 
 
 @pytest_twisted.ensureDeferred
@@ -148,3 +147,27 @@ async def test_robotstxt_obey_false_disables_it_with_one_info_line(
     lines = [r for r in caplog.records if "ROBOTSTXT_OBEY is False" in r.getMessage()]
     assert [r.levelno for r in lines] == [logging.INFO]
     assert not [k for k in result.stats if k.startswith("rep/")]
+
+
+def test_help_on_the_addon_says_what_it_sets_and_how_to_turn_parts_off() -> None:
+    """``help(scrapy_rep.Addon)``: the one class the Quick start names."""
+    import pydoc
+
+    import scrapy_rep
+    from scrapy_rep import addon, decompression, usage_middleware
+
+    text = pydoc.render_doc(scrapy_rep.Addon, renderer=pydoc.plaintext)
+    for said in (
+        f"scrapy_rep.RobotsTxtMiddleware`` at {addon.MIDDLEWARE_ORDER}",
+        f"scrapy_rep.BoundedDecompressionMiddleware`` at {decompression.ORDER}",
+        f"scrapy_rep.UsageMiddleware`` at {usage_middleware.ORDER}",
+        f"scrapy_rep.MetaRobotsMiddleware`` at {addon.META_MIDDLEWARE_ORDER}",
+        f'SCHEDULER_PRIORITY_QUEUE = "{addon.FRONTIER_QUEUE}"',
+        'at the "addon" settings priority',
+        "ROBOTSTXT_OBEY = False",
+        "REP_FRONTIER = False",
+        "REP_META_ROBOTS = False",
+        "REP_PURPOSES",
+        '{"scrapy_rep.BoundedDecompressionMiddleware": None}',
+    ):
+        assert said in " ".join(text.split()), said

@@ -152,12 +152,27 @@ async def test_lower_case_and_scrapy_prefixed_typos_name_the_setting_meant(
 
 
 @pytest.mark.parametrize(
-    ("name", "token", "rest"),
-    [("Agent5", "Agent", "5"), ("My Crawler", "My", " Crawler")],
+    ("name", "token", "rest", "fix"),
+    [
+        ("Agent5", "Agent", "5", " (e.g. 'Agent')"),
+        # USER_AGENT "My Crawler/1.0" would not name the fixed one: one message says both
+        (
+            "My Crawler",
+            "My",
+            " Crawler",
+            " (e.g. 'MyCrawler'), and USER_AGENT name the same crawler "
+            "('MyCrawler/1.0 (+https://your.site/bot)')",
+        ),
+    ],
 )
 @pytest_twisted.ensureDeferred
 async def test_a_name_longer_than_its_product_token_is_warned_once(
-    site: ScriptedServer, caplog: pytest.LogCaptureFixture, name: str, token: str, rest: str
+    site: ScriptedServer,
+    caplog: pytest.LogCaptureFixture,
+    name: str,
+    token: str,
+    rest: str,
+    fix: str,
 ) -> None:
     """ROBOTSTXT_USER_AGENT = "Agent5" is obeyed as "Agent" (RFC 9309 tokens have no
     digits or spaces), so "User-agent: Agent1" applies to it: one WARNING at start
@@ -172,7 +187,7 @@ async def test_a_name_longer_than_its_product_token_is_warned_once(
         f"product token holds only letters, '_' and '-' (RFC 9309 §2.2.1), so it ends before "
         f"{rest!r}. User-agent lines are cut the same way: the groups of 'User-agent: {token}', "
         f"'{token}1' or '{token} Other' apply to this crawler. Set ROBOTSTXT_USER_AGENT to a "
-        "name of letters, '_' and '-' only"
+        f"name of letters, '_' and '-' only{fix}"
     ]
     assert (site.hits("/one"), site.hits("/two")) == (0, 1)
 

@@ -20,7 +20,7 @@ import pytest_twisted
 from crawls import PATIENT, run_crawl
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
-from servers import Reply, ScriptedServer, gaps
+from servers import Reply, ScriptedServer, gaps, refused_port
 
 from scrapy_rep._robots import robots_service
 from scrapy_rep.config import Config
@@ -244,6 +244,65 @@ async def test_summary_lists_the_most_affected_origins_and_counts_the_rest(
         "      forbidden 3: line 2 (Disallow: /no) x3",
         "  the other 3 origins: 3 requests: 3 forbidden, 0 dropped, 0 paced",
     ]
+
+
+@pytest.mark.parametrize("mode", ["disallow", "allow"])
+@pytest_twisted.ensureDeferred
+async def test_an_unreachable_origin_is_listed_never_folded_into_the_others(
+    make_site: Callable[[], ScriptedServer], logs: pytest.LogCaptureFixture, mode: str
+) -> None:
+    """Below the REP_REPORT_TOP by requests affected (one dropped, or none when
+    REP_UNREACHABLE = 'allow' lets its page through), an outage is still listed."""
+    sites = [make_site() for _ in range(4)]
+    down = make_site()
+    down.script("/robots.txt", Reply(status=503))
+    urls = [down.url("/")]
+    for forbidden, site in enumerate(sites):  # site i forbids i requests
+        site.robots("User-agent: *\nDisallow: /no\n")
+        urls += [site.url(f"/no/{n}") for n in range(forbidden)] + [site.url("/")]
+    await run_crawl(urls, {"REP_REPORT_TOP": 2, "REP_UNREACHABLE": mode, "REP_FETCH_RETRIES": 0})
+
+    dropped = 1 if mode == "disallow" else 0
+    assert down.pages() == ([] if dropped else ["/"])
+    outage = [f"  {down.origin}  robots.txt unreachable (HTTP 503)"]
+    if dropped:
+        outage.append("      dropped 1: robots.txt unreachable (HTTP 503)")
+    assert summary(logs).splitlines() == [
+        f"Crawl report: robots.txt changed what happened to {3 + dropped} of 5 origins "
+        f"({6 + dropped} requests: 6 forbidden, {dropped} dropped, 0 paced)",
+        f"  {sites[3].origin}  robots.txt parsed (HTTP 200)",
+        "      forbidden 3: line 2 (Disallow: /no) x3",
+        f"  {sites[2].origin}  robots.txt parsed (HTTP 200)",
+        "      forbidden 2: line 2 (Disallow: /no) x2",
+        *outage,
+        "  the other 2 origins: 1 request: 1 forbidden, 0 dropped, 0 paced",
+    ]
+
+
+@pytest_twisted.ensureDeferred
+async def test_past_100_outages_the_rest_are_counted_apart_not_with_the_others(
+    site: ScriptedServer, logs: pytest.LogCaptureFixture
+) -> None:
+    """105 origins whose robots.txt connection is refused (127.0.0.x, one port
+    nothing listens on), REP_REPORT_TOP = 0: 100 listed, 5 in a line of their own."""
+    port = refused_port()
+    down = [f"http://127.0.0.{n}:{port}" for n in range(2, 107)]
+    settings = {"REP_REPORT_TOP": 0, "REP_FETCH_RETRIES": 0, "CONCURRENT_REQUESTS": 64}
+    await run_crawl([origin + "/" for origin in down] + [site.url("/")], settings)
+
+    lines = summary(logs).splitlines()
+    assert lines[0] == (
+        "Crawl report: robots.txt changed what happened to 105 of 106 origins "
+        "(105 requests: 0 forbidden, 105 dropped, 0 paced)"
+    )
+    listed = [line.split()[0] for line in lines if line.startswith("  http://")]
+    assert len(listed) == 100
+    assert set(listed) < set(down)
+    assert lines[-2:] == [
+        "  5 more origins with robots.txt unreachable: 5 requests: 0 forbidden, 5 dropped, 0 paced",
+        "  the other 1 origin: none affected",
+    ]
+    assert site.pages() == ["/"]
 
 
 # -- the file ----------------------------------------------------------------------------------

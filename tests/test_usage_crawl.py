@@ -171,6 +171,22 @@ async def test_usage_denied_signal_names_request_response_and_reasons(
 
 
 @pytest_twisted.ensureDeferred
+async def test_a_tag_repeated_100_times_is_one_reason(site: ScriptedServer) -> None:
+    """100 identical robots meta tags and two identical X-Robots-Tag lines: each
+    place is named once per purpose, in the order read."""
+    site.robots("User-agent: *\nAllow: /\n")
+    head = '<meta name="robots" content="noai, noimageai">' * 100
+    headers = [("X-Robots-Tag", "noai"), ("X-Robots-Tag", "noai")]
+    site.script("/flood", Reply(body=html(head), headers=headers))
+    purposes = {"REP_PURPOSES": ["train-ai", "ai-input"]}
+    result = await run_crawl([site.url("/flood")], purposes)
+    meta = result.responses[site.url("/flood")].meta
+    assert meta["rep_usage"] == {"train-ai": False, "ai-input": False}
+    once = ('<meta name="robots"> noai', "X-Robots-Tag noai")
+    assert meta["rep_usage_reasons"] == {"train-ai": once, "ai-input": once}
+
+
+@pytest_twisted.ensureDeferred
 async def test_no_purposes_no_middleware_nothing_fetched(site: ScriptedServer) -> None:
     """Without REP_PURPOSES the middleware is not enabled: no tdmrep.json, no meta key."""
     urls = issue_site(site)

@@ -21,9 +21,10 @@ from urllib.parse import urlparse
 
 from scrapy import Spider
 from scrapy.commands import ScrapyCommand
+from scrapy.crawler import Crawler
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyRobotsTxtMiddleware
 from scrapy.exceptions import UsageError
-from scrapy.settings import SETTINGS_PRIORITIES
+from scrapy.settings import SETTINGS_PRIORITIES, Settings
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.project import inside_project
 from twisted.internet.defer import DeferredList
@@ -40,6 +41,7 @@ from scrapy_rep.middleware import RobotsTxtMiddleware
 from scrapy_rep.origin import Origin, origin_of
 from scrapy_rep.policy import PARSED, Entry
 from scrapy_rep.robotstxt import RobotsTxt
+from scrapy_rep.robotstxt._agent import cut_short, product_token
 
 if TYPE_CHECKING:
     import argparse
@@ -127,12 +129,20 @@ class Command(ScrapyCommand):
                 "e.g. --agent ExampleBot",
                 print_help=False,
             )
-        if opts.agent is not None:
-            settings.set("ROBOTSTXT_USER_AGENT", opts.agent, priority="cmdline")
         if opts.purpose:
             settings.set("REP_PURPOSES", ",".join(opts.purpose), priority="cmdline")
+        checked = settings
+        if opts.agent is not None:
+            # --agent picks the group of the verdicts, which the command works out,
+            # not the crawl: the crawl keeps the project's agent, and the start
+            # WARNINGs are about the project's settings, not about --agent
+            checked = settings.copy()
+            checked.set("ROBOTSTXT_USER_AGENT", opts.agent, priority="cmdline")
+            self._notes += _agent_notes(opts.agent)
+            if _agent_invalid(settings):  # the crawl could not start with the project's
+                settings.set("ROBOTSTXT_USER_AGENT", opts.agent, priority="cmdline")
         try:
-            self._config = Config.from_settings(settings)
+            self._config = Config.from_settings(checked)
         except InvalidSetting as exc:
             if opts.purpose and exc.setting == "REP_PURPOSES":
                 reason = str(exc).removeprefix("REP_PURPOSES: ")
@@ -144,7 +154,7 @@ class Command(ScrapyCommand):
                     print_help=False,
                 ) from None
             raise UsageError(f"invalid setting {exc}", print_help=False) from None
-        self._agent_source = _agent_source(settings, self._config, opts.agent)
+        self._agent_source = _agent_source(checked, self._config, opts.agent)
         self._urls = _check_arguments(args, local=opts.file is not None)
         if opts.file is not None:
             try:
@@ -283,13 +293,51 @@ def _notes(settings: BaseSettings) -> list[str]:
         notes.append("ROBOTSTXT_OBEY is False here: a crawl with these settings ignores robots.txt")
     if dry_run:
         notes.append("REP_DRY_RUN is on: a crawl only counts forbidden requests, it sends them")
-    problem = decompression.problem(settings) if inside_project() else None
+    problem = decompression.problem(_as_a_crawl_has_them(settings)) if inside_project() else None
     if problem is not None:  # this check decodes with a bound all the same
         notes.append(
             f"{problem}: a crawl with these settings inflates compressed robots.txt answers "
             "up to DOWNLOAD_MAXSIZE, and loses larger ones"
         )
     return notes
+
+
+def _agent_notes(agent: str) -> list[str]:
+    """What --agent is checked as, when that is less than the name given."""
+    rest = cut_short(agent)
+    token = product_token(agent)
+    if rest is None or token is None:
+        return []
+    return [
+        f"--agent {agent!r} is checked as {token!r}: a robots.txt product token holds only "
+        f"letters, '_' and '-', so it ends before {rest!r}"
+    ]
+
+
+def _agent_invalid(settings: BaseSettings) -> bool:
+    try:
+        Config.from_settings(settings)
+    except InvalidSetting as exc:
+        return exc.setting == "ROBOTSTXT_USER_AGENT"
+    return False
+
+
+def _as_a_crawl_has_them(settings: BaseSettings) -> BaseSettings:
+    """A copy of ``settings`` after the project's add-ons (ADDONS) changed it, as
+    a crawl's are: the Quick start's ``scrapy_rep.Addon`` enables the middlewares
+    the notes are about only then. Quiet: the check's own crawl applies them
+    again, and logs what they say there."""
+    if not isinstance(settings, Settings):
+        return settings
+    logging.disable(logging.CRITICAL)
+    try:
+        crawler = Crawler(Spider, settings)
+        crawler.addons.load_settings(crawler.settings)
+    except Exception:  # a broken add-on is for the crawl to report
+        return settings
+    finally:
+        logging.disable(logging.NOTSET)
+    return crawler.settings
 
 
 def _agent_source(settings: BaseSettings, config: Config, agent: str | None) -> str:

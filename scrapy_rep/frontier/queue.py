@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from scrapy.pqueues import DownloaderAwarePriorityQueue
 
+from scrapy_rep import _per_ip
 from scrapy_rep._compat import peek_priority_queue, remove_slot_dir
 from scrapy_rep._robots import REFUSED, UNKNOWN
 from scrapy_rep.frontier.shared import frontier_of
@@ -93,12 +94,9 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         start_queue_cls: type[QueueProtocol] | None = None,
     ) -> None:
         if crawler.settings.getint("CONCURRENT_REQUESTS_PER_IP") != 0:
+            per_ip = crawler.settings.get(_per_ip.SETTING)
             raise ValueError(
-                "scrapy_rep.PolitePriorityQueue keeps requests per download slot, which "
-                "CONCURRENT_REQUESTS_PER_IP keys by IP address, known only once a request "
-                "is under way (Scrapy's default DownloaderAwarePriorityQueue refuses it "
-                "too): set CONCURRENT_REQUESTS_PER_IP = 0 and limit sites with "
-                "CONCURRENT_REQUESTS_PER_DOMAIN, or turn the queue off (REP_FRONTIER = False)"
+                f"{_per_ip.SETTING}: {_per_ip.refusal('scrapy_rep.PolitePriorityQueue', per_ip)}"
             )
         self._frontier = frontier_of(crawler)
         self._candidates: deque[str] = deque()

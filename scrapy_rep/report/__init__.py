@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from scrapy import signals
 
+from scrapy_rep.report._listed import Listed
 from scrapy_rep.report._output import OriginText, ReportFile, Summary, cause
 from scrapy_rep.report._records import OriginRecord, Totals, asked_delay, count_rule
 
@@ -71,6 +72,7 @@ class CrawlReport:
         # the best evicted records so far, for the summary: a min-heap of N
         self._evicted_top: list[tuple[int, int, OriginRecord]] = []
         self._order = count()
+        self._listed = Listed()  # and every unreachable origin, never folded away
         self.file = ReportFile(config.report) if config.report else None
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
@@ -171,6 +173,8 @@ class CrawlReport:
             records[origin] = record
         record.evicted = True
         self._finish(record)
+        if self._listed.evicted(record):
+            return  # an outage past the summary's bound: counted apart, not listed
         if self._top and record.affected:
             item = (record.affected, next(self._order), record)
             if len(self._evicted_top) < self._top:
@@ -197,22 +201,9 @@ class CrawlReport:
             self._finish(record)
         if self.file is not None:
             self.file.close()  # first: a failing close is told before the summary
+        evicted = [item[2] for item in sorted(self._evicted_top, key=lambda item: item[1])]
+        listed, unlisted = self._listed.choose(self._top, evicted, held)
         summary = Summary(
-            self.totals, self._top_records(held), bound=self._max, report_file=self.file
+            self.totals, listed, bound=self._max, report_file=self.file, unlisted=unlisted
         )
         logger.info("%s", summary)
-
-    def _top_records(self, held: list[OriginRecord]) -> list[tuple[OriginRecord, int]]:
-        """The REP_REPORT_TOP origins with the most requests affected, each with the
-        number of records (evicted and held) its counts were added up from."""
-        if not self._top:
-            return []
-        merged: dict[Origin, tuple[OriginRecord, int]] = {}
-        evicted = [item[2] for item in sorted(self._evicted_top, key=lambda item: item[1])]
-        for record in evicted + [record for record in held if record.affected]:  # oldest first
-            known = merged.get(record.origin)
-            if known is not None:
-                record.add(known[0])  # written to the file already: free to change
-            merged[record.origin] = (record, 1 if known is None else known[1] + 1)
-        ranked = sorted(merged.values(), key=lambda pair: pair[0].affected, reverse=True)
-        return ranked[: self._top]

@@ -115,9 +115,11 @@ class Summary:
         *,
         bound: int,
         report_file: ReportFile | None,
+        unlisted: Totals | None = None,
     ) -> None:
         self.totals = totals
-        self.top = top
+        self.top = top  # the REP_REPORT_TOP origins, then the unreachable ones
+        self.unlisted = unlisted or Totals()  # unreachable origins past the listed ones
         self.bound = bound  # REP_CACHE_MAX_ORIGINS
         self.report_file = report_file
 
@@ -141,16 +143,26 @@ class Summary:
             setattr(rest, name, getattr(totals, name))
         for record, parts in self.top:
             lines += _origin_lines(record)
-            rest.records -= parts  # every part of a listed origin was affected
-            rest.affected_origins -= parts
+            rest.records -= parts
+            if record.affected:  # else an unreachable origin nothing was done to
+                rest.affected_origins -= parts
             rest.forbidden -= record.forbidden
             rest.dropped -= record.dropped
             rest.paced -= record.paced
             rest.dry_forbidden -= record.dry_forbidden
             rest.dry_dropped -= record.dry_dropped
+        unlisted = self.unlisted
+        if unlisted.records:  # outages are never folded into "the other ..."
+            for name in Totals.__slots__:
+                setattr(rest, name, getattr(rest, name) - getattr(unlisted, name))
+            lines.append(
+                f"  {_plural(unlisted.records, 'more ' + noun)} with robots.txt unreachable: "
+                f"{_counts(unlisted)}"
+                + (" (each in the REP_REPORT file)" if self.report_file is not None else "")
+            )
         if rest.records:
             what = _counts(rest) if rest.affected_origins else "none affected"
-            others = "the other" if self.top else "all"
+            others = "the other" if self.top or unlisted.records else "all"
             lines.append(f"  {others} {_plural(rest.records, noun)}: {what}")
         report_file = self.report_file
         if report_file is not None:

@@ -111,17 +111,27 @@ class Verdict:
 
 
 def combine(statements: Iterable[Statement], purposes: Sequence[str]) -> dict[str, Verdict]:
-    """One :class:`Verdict` per purpose: any "no" wins, else any "yes", else None."""
+    """One :class:`Verdict` per purpose: any "no" wins, else any "yes", else None.
+    Its reasons name each place once: a page repeating a tag 100 times states
+    one thing (they agree on the purpose, so the verdict is the same)."""
     statements = tuple(statements)
     verdicts = {}
     for purpose in purposes:
-        denied = tuple(s for s in statements if s.said.get(purpose) is False)
+        denied = _once(s for s in statements if s.said.get(purpose) is False)
         if denied:
             verdicts[purpose] = Verdict(False, denied)
             continue
-        allowed = tuple(s for s in statements if s.said.get(purpose) is True)
+        allowed = _once(s for s in statements if s.said.get(purpose) is True)
         verdicts[purpose] = Verdict(True, allowed) if allowed else Verdict(None)
     return verdicts
+
+
+def _once(statements: Iterable[Statement]) -> tuple[Statement, ...]:
+    """The first statement read at each place (``where``), in order."""
+    first: dict[str, Statement] = {}
+    for statement in statements:
+        first.setdefault(statement.where, statement)
+    return tuple(first.values())
 
 
 # -- TDMRep ----------------------------------------------------------------------------
