@@ -32,6 +32,7 @@ from urllib.parse import urlparse
 from scrapy_rep.exceptions import InvalidSetting
 from scrapy_rep.origin import origin_of
 from scrapy_rep.policy import PARSED, UNAVAILABLE
+from scrapy_rep.robotstxt import RobotsTxt
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
     from scrapy_rep.config import Config
     from scrapy_rep.origin import Origin
     from scrapy_rep.policy import Entry
-    from scrapy_rep.robotstxt import RobotsTxt
     from scrapy_rep.state import StateStore
 
 __all__ = ["PinWatch", "read_pins", "rule_changes"]
@@ -174,6 +174,7 @@ class PinWatch:
         self.pins = pins
         self.stop = config.pin_action == "stop_origin"
         self.user_agent = config.user_agent
+        self._max_size = config.max_size
         assert crawler.stats is not None
         self._stats = crawler.stats
         self._state = state
@@ -203,6 +204,8 @@ class PinWatch:
             return
         if entry.outcome == PARSED and entry.sha256 == pin:
             if entry.robots is not None and origin not in self._pinned:
+                if body is None and self._state is not None:
+                    body = self._state.body(origin, pin)
                 self._pinned[origin] = (entry.robots, body)
             self._stats.inc_value("rep/pin/matched")
             return
@@ -216,6 +219,8 @@ class PinWatch:
         if known is not None and known.current == current:
             return
         pinned_rules, pinned_body = self._pinned_of(origin, pin, previous)
+        if pinned_body is not None and self._state is not None:
+            self._state.keep_pinned(pin, pinned_body)  # the origin's row gets the new body
         if current == "none":
             what = "no robots.txt any more (everything allowed)"
         elif pinned_body is not None and body is not None:
@@ -248,6 +253,8 @@ class PinWatch:
         if previous is not None and previous.sha256 == pin:
             rules = previous.robots
         body = self._state.body(origin, pin) if self._state is not None else None
+        if rules is None and body is not None:
+            rules = RobotsTxt.parse(body, url=origin.robots_url, max_size=self._max_size)
         return rules, body
 
     # -- requests ------------------------------------------------------------------

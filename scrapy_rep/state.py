@@ -80,6 +80,11 @@ CREATE TABLE IF NOT EXISTS robots (
     fetched REAL NOT NULL,
     expires REAL NOT NULL,
     written REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS pinned (
+    sha256  TEXT PRIMARY KEY,
+    body    BLOB NOT NULL,
+    written REAL NOT NULL
 )
 """
 _WRITE_NEW = (
@@ -130,7 +135,8 @@ class StateStore:
             if (app, version) == (0, 0) and not _tables(db):
                 with _transaction(db):
                     if _marks(db) == (0, 0):  # not made meanwhile by another process
-                        db.execute(_SCHEMA)
+                        for statement in _SCHEMA.split(";"):
+                            db.execute(statement)
                         db.execute(f"PRAGMA application_id={APPLICATION_ID}")
                         db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                 app, version = _marks(db)
@@ -140,6 +146,7 @@ class StateStore:
                     f"(schema {SCHEMA_VERSION})"
                 )
             db.execute("SELECT origin, outcome, meta, body, fetched, expires FROM robots LIMIT 1")
+            db.execute("SELECT sha256, body, written FROM pinned LIMIT 1")
             return db
         except BaseException:
             db.close()
@@ -212,23 +219,41 @@ class StateStore:
         return found[1]
 
     def body(self, origin: Origin, sha256: str) -> bytes | None:
-        """The stored robots.txt body of ``origin`` if its SHA-256 is ``sha256``
-        (what a pin compares a new body with)."""
+        """The robots.txt body whose SHA-256 is ``sha256``, kept as a pinned
+        one (:meth:`keep_pinned`) or as ``origin``'s latest: what a pin
+        compares a new body with."""
         if origin.text in self._pending:
             self.flush()
         db = self._db
         if db is None:
             return None
         try:
-            row = db.execute(
-                "SELECT body FROM robots WHERE origin = ? AND body IS NOT NULL", (origin.text,)
-            ).fetchone()
+            rows = db.execute(
+                "SELECT body FROM pinned WHERE sha256 = ? UNION ALL "
+                "SELECT body FROM robots WHERE origin = ? AND body IS NOT NULL",
+                (sha256, origin.text),
+            ).fetchall()
         except sqlite3.Error:
             return None
-        body = row[0] if row is not None else None
-        if not isinstance(body, bytes) or hashlib.sha256(body).hexdigest() != sha256:
-            return None
-        return body
+        for (body,) in rows:
+            if isinstance(body, bytes) and hashlib.sha256(body).hexdigest() == sha256:
+                return body
+        return None
+
+    def keep_pinned(self, sha256: str, body: bytes) -> None:
+        """Keep a pinned body after its origin's robots.txt changed, so later
+        crawls can still say what changed (one row per pin, written at once)."""
+        db = self._db
+        if db is None:
+            return
+        try:
+            with _transaction(db):
+                db.execute(
+                    "INSERT OR REPLACE INTO pinned (sha256, body, written) VALUES (?, ?, ?)",
+                    (sha256, body, time.time()),
+                )
+        except sqlite3.Error as exc:
+            self._give_up("write", exc)
 
     def _decode(
         self, text: str, meta: str, body: bytes | None, now: float
@@ -306,11 +331,10 @@ class StateStore:
             return
         self._db = None
         now = time.time()
+        old = now - max(self._config.stale_max, self._config.cache_ttl)
         try:
-            db.execute(
-                "DELETE FROM robots WHERE expires < ? AND fetched < ?",
-                (now, now - max(self._config.stale_max, self._config.cache_ttl)),
-            )
+            db.execute("DELETE FROM robots WHERE expires < ? AND fetched < ?", (now, old))
+            db.execute("DELETE FROM pinned WHERE written < ?", (old,))
         except sqlite3.Error:
             pass  # kept for the next crawl to forget
         finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import sqlite3
 import subprocess
 import sys
@@ -266,3 +267,47 @@ def test_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     with sqlite3.connect(Path(directory) / FILE_NAME) as db:
         assert db.execute("SELECT count(*) FROM robots").fetchone()[0] == 1200
     db.close()
+
+
+SCRAPY = str(Path(sys.executable).with_name("scrapy"))
+
+
+def scrapy_robots(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
+    command = [SCRAPY, "robots", "--agent", "ExampleBot", "-s", "REP_CACHE_MIN_TTL=0", *args]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.slow
+@pytest.mark.reactor_free  # scrapy robots subprocesses
+def test_scrapy_robots_shows_the_pinned_verdicts_beside_the_current_ones(
+    site: ScriptedServer, tmp_path: Path
+) -> None:
+    """``--state`` keeps the body a first run read; once the site changed it,
+    ``--pins`` says the robots.txt changed, how, and what the pinned rules
+    said of each URL."""
+    robots = RevalidatingRobots(site, FIRST)
+    state = str(tmp_path / "state")
+    first = scrapy_robots("--state", state, site.url("/new/1"), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    robots.body = SECOND
+    time.sleep(MAX_AGE + 0.3)
+    pins = pin_file(tmp_path, site, FIRST)
+    urls = [site.url("/new/1"), site.url("/private/x")]
+    result = scrapy_robots("--state", state, "--pins", pins, *urls, cwd=tmp_path)
+    out = result.stdout
+    assert result.returncode == 1, result.stderr
+    assert robots_hits(site) == 2
+    assert robots.last_request().get("If-None-Match") is not None
+    assert f"  pinned    sha256 {hashlib.sha256(FIRST).hexdigest()}" in out
+    assert f"  now       sha256 {hashlib.sha256(SECOND).hexdigest()}" in out
+    assert "  pin       CHANGED: +2 Disallow lines" in out
+    assert f"  pinned    ALLOWED    {site.url('/new/1')}" in out
+    assert f"  pinned    FORBIDDEN  {site.url('/private/x')}" in out
+    as_json = scrapy_robots("--state", state, "--pins", pins, "--json", *urls, cwd=tmp_path)
+    pin = json.loads(as_json.stdout)["pins"][0]
+    assert pin["state"] == "changed"
+    assert pin["pinned_verdicts"] == [
+        {"url": urls[0], "allowed": True},
+        {"url": urls[1], "allowed": False},
+    ]
