@@ -142,7 +142,9 @@ class OwnDownloads:
         }
         if self._well_known is not None:
             meta[WELL_KNOWN_META] = self._well_known
-        if not self.config.httpcache_robotstxt:  # HttpCacheMiddleware neither reads nor stores it
+        # HttpCacheMiddleware neither reads nor stores it: when told so, and for
+        # a conditional request (its 304 would replace a cached 200)
+        if extra_headers or not self.config.httpcache_robotstxt:
             meta["dont_cache"] = True
         return Request(
             url,

@@ -177,6 +177,8 @@ class RobotsService:
         entry = self.cache.get(origin)
         if entry is None:
             return UNKNOWN, 0.0, origin
+        if self.pins is not None and origin in self.pins.stopped:
+            return REFUSED, 0.0, origin  # dropped at once, not paced
         robots = entry.robots
         dry_run = self.config.dry_run
         if robots is None:

@@ -172,7 +172,7 @@ class PinWatch:
         self, crawler: Crawler, config: Config, pins: dict[str, str], state: StateStore | None
     ) -> None:
         self.pins = pins
-        self.stop = config.pin_action == "stop_origin"
+        self.stop = config.pin_action == "stop_origin" and not config.dry_run
         self.user_agent = config.user_agent
         self._max_size = config.max_size
         assert crawler.stats is not None

@@ -115,9 +115,11 @@ class StateStore:
         self._pending: dict[str, tuple[Entry, _Body, bytes | None]] = {}
         self._db: sqlite3.Connection | None = None
         self._failed = False
-        os.makedirs(directory, exist_ok=True)
         try:
+            os.makedirs(directory, exist_ok=True)
             self._db = self._open()
+        except OSError as exc:
+            self._give_up("open", exc)
         except (sqlite3.Error, StateUnreadable) as exc:
             self._put_aside(exc)
             try:
@@ -283,8 +285,8 @@ class StateStore:
     def record(self, origin: Origin, entry: Entry, body: bytes | None) -> None:
         """Keep ``entry`` (``body``: the robots.txt body its rules were just read
         from, None when they were not read anew); written with the next batch."""
-        if self._db is None:
-            return
+        if self._db is None or entry.outcome == REFUSED_LOCALLY:
+            return  # (refused by this crawl's own middlewares: not the site's answer)
         mode: _Body
         if entry.outcome == PARSED and body is not None:
             mode = "new"

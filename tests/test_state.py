@@ -38,17 +38,18 @@ class RevalidatingRobots:
     """/robots.txt of ``site``: ``body`` with a strong ETag (its sha256) and
     ``max-age``, or a 304 when the request names that ETag."""
 
-    def __init__(self, site: ScriptedServer, body: bytes) -> None:
+    def __init__(self, site: ScriptedServer, body: bytes, path: str = "/robots.txt") -> None:
         self.site = site
         self.body = body
-        site.script("/robots.txt", self.reply)
+        self.path = path
+        site.script(path, self.reply)
 
     @property
     def etag(self) -> str:
         return f'"{hashlib.sha256(self.body).hexdigest()[:16]}"'
 
     def last_request(self) -> dict[str, str]:
-        return [hit for hit in self.site.log() if hit.path == "/robots.txt"][-1].headers
+        return [hit for hit in self.site.log() if hit.path == self.path][-1].headers
 
     def reply(self, number: int) -> Reply:
         headers = {"ETag": self.etag, "Cache-Control": f"max-age={MAX_AGE}"}
@@ -224,6 +225,47 @@ async def test_a_refresh_within_a_crawl_is_conditional(site: ScriptedServer) -> 
     assert robots.last_request().get("If-None-Match") == robots.etag
     assert result.stats["rep/robotstxt/not_modified"] == 1
     assert result.failed_with(site.url("/private/x")) is ForbiddenByRobots
+
+
+@pytest_twisted.ensureDeferred
+async def test_validators_go_to_the_url_after_redirects(
+    site: ScriptedServer, tmp_path: Path
+) -> None:
+    """robots.txt redirects to another path: its validators belong to that
+    URL, so the first hop goes without them and the last carries them."""
+    site.script("/robots.txt", Reply(status=301, headers={"Location": "/rules.txt"}))
+    robots = RevalidatingRobots(site, FIRST, "/rules.txt")
+    settings = state_settings(tmp_path)
+    await run_crawl([site.url("/a")], settings)
+    await sleep(MAX_AGE + 0.3)
+    result = await run_crawl([site.url("/b"), site.url("/private/1")], settings)
+    hops = [hit for hit in site.log() if hit.path in ("/robots.txt", "/rules.txt")]
+    assert [hit.path for hit in hops] == ["/robots.txt", "/rules.txt"] * 2
+    assert "If-None-Match" not in hops[2].headers
+    assert hops[3].headers.get("If-None-Match") == robots.etag
+    assert result.stats["rep/robotstxt/not_modified"] == 1
+    assert result.failed_with(site.url("/private/1")) is ForbiddenByRobots
+
+
+@pytest.mark.parametrize("through_cache", [True, False])
+@pytest_twisted.ensureDeferred
+async def test_rep_httpcache_robotstxt_keeps_robots_txt_out_of_scrapys_cache(
+    site: ScriptedServer, tmp_path: Path, through_cache: bool
+) -> None:
+    """With HttpCacheMiddleware's default policy, a cached robots.txt is served
+    again (its age unchecked); REP_HTTPCACHE_ROBOTSTXT = False has it asked
+    for each time its rules expire, while pages still come from the cache."""
+    RevalidatingRobots(site, FIRST)
+    settings = {
+        "HTTPCACHE_ENABLED": True,
+        "HTTPCACHE_DIR": str(tmp_path / "httpcache"),
+        "REP_HTTPCACHE_ROBOTSTXT": through_cache,
+    }
+    for _ in range(2):
+        result = await run_crawl([site.url("/a")], settings)
+        assert site.url("/a") in result.responses
+    assert site.pages() == ["/a"]  # the second crawl's page came from the cache
+    assert robots_hits(site) == (1 if through_cache else 2)
 
 
 WRITER = """
