@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlparse, urlsplit
 
 import pytest
 import pytest_twisted
@@ -26,8 +26,12 @@ from crawls import run_crawl, sleep
 from scrapy import Request
 from servers import Reply, ScriptedServer
 
+from scrapy_rep.config import Config
 from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtChanged, RobotsTxtUnavailable
-from scrapy_rep.state import FILE_NAME
+from scrapy_rep.origin import origin_of
+from scrapy_rep.policy import PARSED, Entry
+from scrapy_rep.robotstxt import RobotsTxt
+from scrapy_rep.state import FILE_NAME, StateStore
 
 MAX_AGE = 2  # seconds robots.txt stays fresh (Cache-Control: max-age)
 FIRST = b"User-agent: *\nDisallow: /private\n"
@@ -353,3 +357,68 @@ def test_scrapy_robots_shows_the_pinned_verdicts_beside_the_current_ones(
         {"url": urls[0], "allowed": True},
         {"url": urls[1], "allowed": False},
     ]
+
+
+def stored(tmp_path: Path, config: Config, **fields: Any) -> Entry | None:
+    """Write one entry of https://x.example with ``fields``, then read it back
+    as a new crawl would."""
+    origin = origin_of(urlparse("https://x.example"))
+    assert origin is not None
+    now = time.time()
+    entry = Entry(
+        RobotsTxt.parse(FIRST),
+        PARSED,
+        fields.pop("expires", now + 600),
+        fields.pop("fetched", now),
+        sha256=hashlib.sha256(FIRST).hexdigest(),
+        **fields,
+    )
+    writer = StateStore(str(tmp_path / "state"), config, None)
+    writer.record(origin, entry, FIRST)
+    writer.close()
+    reader = StateStore(str(tmp_path / "state"), config, None)
+    try:
+        return reader.previous(origin)
+    finally:
+        reader.close()
+
+
+def test_stored_rules_never_outlive_rep_cache_ttl(tmp_path: Path) -> None:
+    """An expiry written by a crawl with a longer REP_CACHE_TTL (or a wrong
+    one) is cut at this crawl's REP_CACHE_TTL after the fetch."""
+    now = time.time()
+    entry = stored(tmp_path, Config(cache_ttl=3600), fetched=now - 7200, expires=now + 86400)
+    assert entry is not None
+    assert entry.expires <= entry.fetched + 3600 < now  # expired: validators only
+
+
+@pytest.mark.parametrize(("ahead", "trusted"), [(60, True), (3600, False)])
+def test_a_fetch_time_in_the_future_is_trusted_only_within_the_skew(
+    tmp_path: Path, ahead: float, trusted: bool
+) -> None:
+    now = time.time()
+    entry = stored(tmp_path, Config(), fetched=now + ahead, expires=now + ahead + 600)
+    if not trusted:
+        assert entry is None
+    else:
+        assert entry is not None
+        assert entry.fetched <= time.time()  # read as now
+        assert entry.expires <= entry.fetched + Config().cache_ttl
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_unreachable_origins_backoff_outlives_the_crawl(
+    site: ScriptedServer, tmp_path: Path
+) -> None:
+    """robots.txt answered 503: the next crawl, before REP_RETRY_MIN has
+    passed, does not ask again and drops the origin's requests, as the first
+    crawl would have."""
+    site.script("/robots.txt", Reply(status=503))
+    settings = state_settings(tmp_path, REP_RETRY_MIN=60)
+    first = await run_crawl([site.url("/a")], settings)
+    assert first.failed_with(site.url("/a")) is RobotsTxtUnavailable
+    second = await run_crawl([site.url("/b")], settings)
+    assert second.failed_with(site.url("/b")) is RobotsTxtUnavailable
+    assert robots_hits(site) == 1
+    assert site.pages() == []
+    assert second.stats["rep/state/used"] == 1
