@@ -25,10 +25,11 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections import Counter
+from collections import Counter, OrderedDict
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from scrapy_rep.cache import lru_put
 from scrapy_rep.exceptions import InvalidSetting
 from scrapy_rep.origin import origin_of
 from scrapy_rep.policy import PARSED, UNAVAILABLE
@@ -42,7 +43,10 @@ if TYPE_CHECKING:
     from scrapy_rep.policy import Entry
     from scrapy_rep.state import StateStore
 
-__all__ = ["PinWatch", "read_pins", "rule_changes"]
+__all__ = ["PinWatch", "read_pins", "rule_changes", "rule_lines"]
+
+RuleLines = Counter[tuple[str, bytes]]
+"""The Allow and Disallow lines of a robots.txt body, counted (:func:`rule_lines`)."""
 
 logger = logging.getLogger(__name__)
 
@@ -129,10 +133,10 @@ def _origin(text: Any) -> Origin | None:
         return None
 
 
-def rule_changes(pinned: bytes, current: bytes) -> str:
-    """What changed in the Allow and Disallow lines, counted over the whole
-    file: "+2 Disallow lines, -1 Allow line", or "no rule line changed"."""
-    before, after = _rule_lines(pinned), _rule_lines(current)
+def rule_changes(before: RuleLines, after: RuleLines) -> str:
+    """What changed in the Allow and Disallow lines (:func:`rule_lines`),
+    counted over the whole file: "+2 Disallow lines, -1 Allow line", or "no
+    rule line changed"."""
     gained, lost = after - before, before - after
     parts = []
     for kind in ("disallow", "allow"):
@@ -145,7 +149,9 @@ def rule_changes(pinned: bytes, current: bytes) -> str:
     return ", ".join(parts) or "no rule line changed"
 
 
-def _rule_lines(body: bytes) -> Counter[tuple[str, bytes]]:
+def rule_lines(body: bytes) -> RuleLines:
+    """Each Allow and Disallow line of ``body`` (its kind and value, comments
+    left out), counted."""
     return Counter(
         (match[1].decode("ascii").lower(), match[2].strip()) for match in _RULE.finditer(body)
     )
@@ -181,7 +187,9 @@ class PinWatch:
         self.changed: dict[Origin, _Changed] = {}
         self.stopped: set[Origin] = set()
         """Origins whose requests the middleware drops (REP_PIN_ACTION = "stop_origin")."""
-        self._pinned: dict[Origin, tuple[RobotsTxt, bytes | None]] = {}
+        # Pinned rules seen this crawl, and their lines (REP_CACHE_MAX_ORIGINS of them)
+        self._pinned: OrderedDict[Origin, tuple[RobotsTxt, RuleLines | None]] = OrderedDict()
+        self._bound = config.cache_max_origins
 
     @classmethod
     def open(cls, crawler: Crawler, config: Config, state: StateStore | None) -> PinWatch | None:
@@ -206,7 +214,8 @@ class PinWatch:
             if entry.robots is not None and origin not in self._pinned:
                 if body is None and self._state is not None:
                     body = self._state.body(origin, pin)
-                self._pinned[origin] = (entry.robots, body)
+                lines = rule_lines(body) if body is not None else None
+                lru_put(self._pinned, origin, (entry.robots, lines), self._bound)
             self._stats.inc_value("rep/pin/matched")
             return
         if entry.outcome == PARSED and entry.sha256:
@@ -218,13 +227,13 @@ class PinWatch:
         known = self.changed.get(origin)
         if known is not None and known.current == current:
             return
-        pinned_rules, pinned_body = self._pinned_of(origin, pin, previous)
-        if pinned_body is not None and self._state is not None:
-            self._state.keep_pinned(pin, pinned_body)  # the origin's row gets the new body
+        pinned_rules, pinned_lines = self._pinned_of(origin, pin, previous)
+        if body is None and self._state is not None and current != "none":
+            body = self._state.body(origin, current)  # taken from the state, not fetched
         if current == "none":
             what = "no robots.txt any more (everything allowed)"
-        elif pinned_body is not None and body is not None:
-            what = rule_changes(pinned_body, body)
+        elif pinned_lines is not None and body is not None:
+            what = rule_changes(pinned_lines, rule_lines(body))
         else:
             what = "the pinned body is not at hand to compare lines"
         self.changed[origin] = _Changed(current, what, pinned_rules)
@@ -244,8 +253,8 @@ class PinWatch:
 
     def _pinned_of(
         self, origin: Origin, pin: str, previous: Entry | None
-    ) -> tuple[RobotsTxt | None, bytes | None]:
-        """The pinned rules and body, when this crawl or the state has them."""
+    ) -> tuple[RobotsTxt | None, RuleLines | None]:
+        """The pinned rules and their lines, when this crawl or the state has them."""
         seen = self._pinned.get(origin)
         if seen is not None:
             return seen
@@ -253,9 +262,13 @@ class PinWatch:
         if previous is not None and previous.sha256 == pin:
             rules = previous.robots
         body = self._state.body(origin, pin) if self._state is not None else None
-        if rules is None and body is not None:
+        if body is None:
+            return rules, None
+        assert self._state is not None
+        self._state.keep_pinned(pin, body)  # the origin's row is about to get the new body
+        if rules is None:
             rules = RobotsTxt.parse(body, url=origin.robots_url, max_size=self._max_size)
-        return rules, body
+        return rules, rule_lines(body)
 
     # -- requests ------------------------------------------------------------------
 

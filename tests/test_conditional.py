@@ -12,7 +12,7 @@ import pytest
 
 from scrapy_rep.config import Config
 from scrapy_rep.exceptions import InvalidSetting
-from scrapy_rep.pins import read_pins, rule_changes
+from scrapy_rep.pins import read_pins, rule_changes, rule_lines
 from scrapy_rep.policy import PARSED, UNREACHABLE, Entry, conditional_headers
 
 pytestmark = pytest.mark.reactor_free
@@ -136,5 +136,5 @@ def test_a_pin_file_without_pins_stops_the_crawl_at_start(tmp_path: Path) -> Non
 def test_rule_changes_count_lines_added_and_removed() -> None:
     old = b"User-agent: *\nDisallow: /a\nAllow: /a/b\n"
     new = b"User-agent: *\ndisallow: /a\nDisallow: /c # new\nDisallow: /d\n"
-    assert rule_changes(old, new) == "+2 Disallow lines, -1 Allow line"
-    assert rule_changes(old, old) == "no rule line changed"
+    assert rule_changes(rule_lines(old), rule_lines(new)) == "+2 Disallow lines, -1 Allow line"
+    assert rule_changes(rule_lines(old), rule_lines(old)) == "no rule line changed"
