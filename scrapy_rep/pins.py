@@ -1,6 +1,7 @@
 """Pins: robots.txt files the crawl expects unchanged (``REP_PIN_FILE``).
 
-A pin file maps origins to the SHA-256 of their robots.txt body, in any of
+A pin file maps origins to the SHA-256 of their robots.txt (the bytes its
+rules were read from: :attr:`scrapy_rep.policy.Entry.sha256`), in any of
 three forms (:func:`read_pins`):
 
 - a JSON object, ``{"https://example.com": "<64 hex digits>", ...}``;

@@ -113,8 +113,9 @@ class Entry:
     validators_url: str = ""
     """The URL that response came from: where the validators are sent back."""
     sha256: str = ""
-    """Hex SHA-256 of the body ``robots`` was read from ("" for no body: allow
-    all, unreachable without rules)."""
+    """Hex SHA-256 of the bytes ``robots`` was read from: the body as received
+    (its Content-Encoding decoded) up to ``max_size`` bytes ("" for no body:
+    allow all, unreachable without rules)."""
 
     @property
     def ruleless(self) -> bool:
@@ -222,7 +223,7 @@ class Policy:
                 etag=valid_etag(etag),
                 last_modified=valid_date(last_modified),
                 validators_url=url,
-                sha256=hashlib.sha256(body).hexdigest(),
+                sha256=hashlib.sha256(body[: self.max_size]).hexdigest(),
             )
         if status == 304:
             return self.not_modified(
