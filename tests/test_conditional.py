@@ -138,3 +138,33 @@ def test_rule_changes_count_lines_added_and_removed() -> None:
     new = b"User-agent: *\ndisallow: /a\nDisallow: /c # new\nDisallow: /d\n"
     assert rule_changes(rule_lines(old), rule_lines(new)) == "+2 Disallow lines, -1 Allow line"
     assert rule_changes(rule_lines(old), rule_lines(old)) == "no rule line changed"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("REP_PIN_ACTION", "stop"),
+        ("REP_STATE_DIR", 5),
+        ("REP_PIN_FILE", ["a"]),
+        ("REP_HTTPCACHE_ROBOTSTXT", "sometimes"),
+    ],
+)
+def test_invalid_state_and_pin_settings_stop_the_crawl_at_start(name: str, value: object) -> None:
+    with pytest.raises(InvalidSetting, match=name):
+        Config.from_settings({name: value})
+
+
+def test_state_and_pin_settings_are_read(tmp_path: Path) -> None:
+    config = Config.from_settings(
+        {
+            "REP_STATE_DIR": tmp_path,
+            "REP_PIN_FILE": str(tmp_path / "pins.json"),
+            "REP_PIN_ACTION": "STOP_ORIGIN",
+            "REP_HTTPCACHE_ROBOTSTXT": "False",
+        }
+    )
+    assert config.state_dir == str(tmp_path)
+    assert config.pin_file == str(tmp_path / "pins.json")
+    assert config.pin_action == "stop_origin"
+    assert config.httpcache_robotstxt is False
+    assert Config.from_settings({}).state_dir is None
