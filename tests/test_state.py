@@ -422,3 +422,22 @@ async def test_an_unreachable_origins_backoff_outlives_the_crawl(
     assert robots_hits(site) == 1
     assert site.pages() == []
     assert second.stats["rep/state/used"] == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_stored_rules_serve_while_the_site_is_down_in_a_later_crawl(
+    site: ScriptedServer, tmp_path: Path
+) -> None:
+    """Stale-if-error across crawls: the stored rules expired, the site now
+    answers 503; the next crawl applies the stored rules (younger than
+    REP_STALE_MAX) instead of dropping every request."""
+    robots = RevalidatingRobots(site, FIRST)
+    settings = state_settings(tmp_path)
+    await run_crawl([site.url("/a")], settings)
+    await sleep(MAX_AGE + 0.3)
+    site.script("/robots.txt", Reply(status=503))
+    result = await run_crawl([site.url("/b"), site.url("/private/1")], settings)
+    assert robots.last_request().get("If-None-Match") == robots.etag  # asked, conditionally
+    assert site.url("/b") in result.responses
+    assert result.failed_with(site.url("/private/1")) is ForbiddenByRobots
+    assert result.stats["rep/robotstxt/stale_served"] == 1
