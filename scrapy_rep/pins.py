@@ -199,7 +199,12 @@ class PinWatch:
             return None
         from scrapy import signals
 
-        watch = cls(crawler, config, read_pins(config.pin_file), state)
+        try:
+            pins = read_pins(config.pin_file)
+        except InvalidSetting as exc:  # one clean line before Scrapy's traceback
+            logger.error("Cannot start: %s", exc)
+            raise
+        watch = cls(crawler, config, pins, state)
         crawler.signals.connect(watch.spider_closed, signal=signals.spider_closed)
         return watch
 

@@ -27,7 +27,12 @@ from scrapy import Request
 from servers import Reply, ScriptedServer
 
 from scrapy_rep.config import Config
-from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtChanged, RobotsTxtUnavailable
+from scrapy_rep.exceptions import (
+    ForbiddenByRobots,
+    InvalidSetting,
+    RobotsTxtChanged,
+    RobotsTxtUnavailable,
+)
 from scrapy_rep.origin import origin_of
 from scrapy_rep.policy import PARSED, Entry
 from scrapy_rep.robotstxt import RobotsTxt
@@ -441,3 +446,13 @@ async def test_stored_rules_serve_while_the_site_is_down_in_a_later_crawl(
     assert site.url("/b") in result.responses
     assert result.failed_with(site.url("/private/1")) is ForbiddenByRobots
     assert result.stats["rep/robotstxt/stale_served"] == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_missing_pin_file_stops_the_crawl_at_start(
+    site: ScriptedServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR), pytest.raises(InvalidSetting, match="REP_PIN_FILE"):
+        await run_crawl([site.url("/a")], {"REP_PIN_FILE": str(tmp_path / "missing.json")})
+    assert site.hits() == 0
+    assert any(r.getMessage().startswith("Cannot start: REP_PIN_FILE") for r in caplog.records)
