@@ -238,7 +238,9 @@ class StateStore:
         except sqlite3.Error:
             return None
         for (body,) in rows:
-            if isinstance(body, bytes) and hashlib.sha256(body).hexdigest() == sha256:
+            if not isinstance(body, bytes):
+                continue
+            if hashlib.sha256(body[: self._config.max_size]).hexdigest() == sha256:
                 return body
         return None
 
@@ -298,6 +300,8 @@ class StateStore:
         queued = self._pending.get(text)
         if queued is not None and queued[1] == "new" and mode == "keep":
             mode, body = "new", queued[2]  # its body is not written yet
+        if body is not None:  # one byte more than read: the rules know they were cut
+            body = body[: self._config.max_size + 1]
         self._pending[text] = (entry, mode, body if mode == "new" else None)
         if len(self._pending) >= FLUSH_EVERY:
             self.flush()
