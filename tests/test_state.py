@@ -456,3 +456,20 @@ async def test_a_missing_pin_file_stops_the_crawl_at_start(
         await run_crawl([site.url("/a")], {"REP_PIN_FILE": str(tmp_path / "missing.json")})
     assert site.hits() == 0
     assert any(r.getMessage().startswith("Cannot start: REP_PIN_FILE") for r in caplog.records)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_dry_run_reports_a_changed_pin_but_stops_nothing(
+    site: ScriptedServer, tmp_path: Path
+) -> None:
+    RevalidatingRobots(site, SECOND)
+    settings = {
+        "REP_PIN_FILE": pin_file(tmp_path, site, FIRST),
+        "REP_PIN_ACTION": "stop_origin",
+        "REP_DRY_RUN": True,
+    }
+    result = await run_crawl([site.url("/a"), site.url("/new/1")], settings)
+    assert result.responses.keys() == {site.url("/a"), site.url("/new/1")}
+    assert result.stats["rep/pin/changed"] == 1
+    assert "rep/pin/dropped" not in result.stats
+    assert result.stats["rep/pin/forbidden"] == 1  # /new/1: the current rules forbid it
