@@ -20,6 +20,7 @@ _LAZY = {
     "RobotsTxtMiddleware": "scrapy_rep.middleware",
     "ForbiddenByRobots": "scrapy_rep.exceptions",
     "RobotsTxtUnavailable": "scrapy_rep.exceptions",
+    "RobotsTxtChanged": "scrapy_rep.exceptions",
     "MetaRobotsMiddleware": "scrapy_rep.meta",
     "PolitePriorityQueue": "scrapy_rep.frontier",
     "RedisPoliteQueue": "scrapy_rep.cluster.queue",
@@ -48,6 +49,7 @@ __all__ = [
     "RobotsSitemapMixin",
     "RobotsSitemapSpider",
     "RobotsTxt",
+    "RobotsTxtChanged",
     "RobotsTxtMiddleware",
     "RobotsTxtUnavailable",
     "UsageDecision",
@@ -60,7 +62,12 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers
     from scrapy_rep.addon import Addon
     from scrapy_rep.cluster.queue import RedisPoliteQueue
     from scrapy_rep.decompression import BoundedDecompressionMiddleware
-    from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtUnavailable, UsageDenied
+    from scrapy_rep.exceptions import (
+        ForbiddenByRobots,
+        RobotsTxtChanged,
+        RobotsTxtUnavailable,
+        UsageDenied,
+    )
     from scrapy_rep.frontier import PolitePriorityQueue
     from scrapy_rep.meta import MetaRobotsMiddleware
     from scrapy_rep.middleware import RobotsTxtMiddleware

@@ -114,9 +114,16 @@ class OwnDownloads:
         """What one fetch may spend: REP_FETCH_TIMEOUT, and ``retries``."""
         return Budget(self.config.fetch_timeout, retries)
 
-    def request(self, url: str, origin: Origin, budget: Budget) -> Request:
-        """The request for ``url`` with the time left; raises the timeout Scrapy
-        would when none is left (the fetch took REP_FETCH_TIMEOUT already)."""
+    def request(
+        self,
+        url: str,
+        origin: Origin,
+        budget: Budget,
+        extra_headers: dict[bytes, bytes] | None = None,
+    ) -> Request:
+        """The request for ``url`` with the time left (and ``extra_headers``:
+        validators); raises the timeout Scrapy would when none is left (the
+        fetch took REP_FETCH_TIMEOUT already)."""
         left = budget.left()
         if left <= 0:
             raise TIMEOUT(
@@ -135,11 +142,16 @@ class OwnDownloads:
         }
         if self._well_known is not None:
             meta[WELL_KNOWN_META] = self._well_known
+        # HttpCacheMiddleware neither reads nor stores it: when told so, and for
+        # a conditional request (its 304 would replace a cached 200)
+        if extra_headers or not self.config.httpcache_robotstxt:
+            meta["dont_cache"] = True
         return Request(
             url,
             callback=NO_CALLBACK,
             dont_filter=True,
-            headers=self._headers,  # only codings decoded with a bound
+            # only codings decoded with a bound
+            headers={**self._headers, **extra_headers} if extra_headers else self._headers,
             meta=meta,
         )
 

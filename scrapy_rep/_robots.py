@@ -31,9 +31,11 @@ from scrapy_rep.cache import MemoryRulesCache
 from scrapy_rep.cluster import SharedState
 from scrapy_rep.fetcher import RobotsFetcher
 from scrapy_rep.origin import Origin, OriginKeys
+from scrapy_rep.pins import PinWatch
 from scrapy_rep.policy import delay_for
 from scrapy_rep.report import CrawlReport
 from scrapy_rep.robotstxt._agent import product_token
+from scrapy_rep.state import open_state
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -98,6 +100,8 @@ class RobotsService:
             else MemoryRulesCache(config.cache_max_origins, config.backoff_max_origins)
         )
         self.report = CrawlReport(crawler, config)
+        state = open_state(crawler, config)
+        self.pins = PinWatch.open(crawler, config, state)
         self.fetcher = RobotsFetcher(
             crawler,
             config,
@@ -107,6 +111,8 @@ class RobotsService:
             sleep=self.waiting.sleep,
             report=self.report,
             uncapped=_startup.uncapped(crawler.settings),
+            state=state,
+            pins=self.pins,
         )
         self.pacing = Pacing(crawler, config, self.waiting, shared, self.report)
 
@@ -171,6 +177,8 @@ class RobotsService:
         entry = self.cache.get(origin)
         if entry is None:
             return UNKNOWN, 0.0, origin
+        if self.pins is not None and origin in self.pins.stopped:
+            return REFUSED, 0.0, origin  # dropped at once, not paced
         robots = entry.robots
         dry_run = self.config.dry_run
         if robots is None:

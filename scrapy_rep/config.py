@@ -39,6 +39,9 @@ NoindexMode = Literal["keep", "drop"]
 """REP_META_NOINDEX: what happens to the items of a page that says noindex."""
 UsageAction = Literal["annotate", "drop"]
 """REP_USAGE_ACTION: what happens to a request whose usage preferences deny every purpose."""
+PinAction = Literal["report", "stop_origin"]
+"""REP_PIN_ACTION: what happens to an origin whose robots.txt differs from its pin."""
+PIN_ACTIONS: Final[tuple[PinAction, ...]] = get_args(PinAction)
 UNREACHABLE_MODES: Final[tuple[UnreachableMode, ...]] = get_args(UnreachableMode)
 NOINDEX_MODES: Final[tuple[NoindexMode, ...]] = get_args(NoindexMode)
 USAGE_ACTIONS: Final[tuple[UsageAction, ...]] = get_args(UsageAction)
@@ -120,6 +123,16 @@ class Config:
     """REP_REPORT: file (.json or .jsonl) the per-origin report is written to; None: none."""
     report_top: int = 10
     """REP_REPORT_TOP: origins listed in the summary logged at spider close."""
+    # -- state across runs, pins (scrapy_rep.state, scrapy_rep.pins)
+    state_dir: str | None = None
+    """REP_STATE_DIR: directory of the robots.txt state kept across runs; None: none."""
+    httpcache_robotstxt: bool = True
+    """REP_HTTPCACHE_ROBOTSTXT: scrapy-rep's own requests may be served and
+    stored by Scrapy's HttpCacheMiddleware (False: meta ``dont_cache``)."""
+    pin_file: str | None = None
+    """REP_PIN_FILE: origin -> sha256 of its robots.txt (JSON, TSV or evidence.jsonl)."""
+    pin_action: PinAction = "report"
+    """REP_PIN_ACTION: "report", or "stop_origin" (drop the origin's requests)."""
 
     @property
     def policy(self) -> Policy:
@@ -186,6 +199,10 @@ class Config:
             redis_keep=read.number("REP_REDIS_KEEP", minimum=0.0),
             report=_report_path(read),
             report_top=read.integer("REP_REPORT_TOP", minimum=0),
+            state_dir=_path(read, "REP_STATE_DIR"),
+            httpcache_robotstxt=read.boolean("REP_HTTPCACHE_ROBOTSTXT"),
+            pin_file=_path(read, "REP_PIN_FILE"),
+            pin_action=read.choice("REP_PIN_ACTION", PIN_ACTIONS),
         )
         warnings = [problem] if problem else []
         warnings += odd_settings(settings, user_agent, explicit, read.names)
@@ -253,6 +270,19 @@ def _report_path(read: _Reader) -> str | None:
         raise InvalidSetting(
             "REP_REPORT", f"expected a file path ending in .json or .jsonl, got {raw!r}"
         )
+    return path
+
+
+def _path(read: _Reader, name: str) -> str | None:
+    """A file or directory path (str or os.PathLike), or None when unset or empty."""
+    raw = read._raw(name)
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, (str, os.PathLike)):
+        raise InvalidSetting(name, f"expected a path, got {raw!r}")
+    path = os.fspath(raw)
+    if not isinstance(path, str):
+        raise InvalidSetting(name, f"expected a path, got {raw!r}")
     return path
 
 

@@ -16,7 +16,13 @@ if TYPE_CHECKING:
     from scrapy_rep.robotstxt import Decision
 
 
-__all__ = ["ForbiddenByRobots", "InvalidSetting", "RobotsTxtUnavailable", "UsageDenied"]
+__all__ = [
+    "ForbiddenByRobots",
+    "InvalidSetting",
+    "RobotsTxtChanged",
+    "RobotsTxtUnavailable",
+    "UsageDenied",
+]
 
 
 class ForbiddenByRobots(IgnoreRequest):
@@ -44,6 +50,21 @@ class RobotsTxtUnavailable(IgnoreRequest):
         self.origin = origin
         self.reason = reason
         super().__init__(f"robots.txt of {origin} unavailable: {reason}")
+
+
+class RobotsTxtChanged(IgnoreRequest):
+    """Under ``REP_PIN_ACTION = "stop_origin"``: the origin's robots.txt is no
+    longer the one pinned in ``REP_PIN_FILE``, so its requests are dropped.
+
+    ``origin`` is the origin, ``pinned`` the SHA-256 pinned, ``current`` the
+    SHA-256 of the robots.txt now (``"none"``: it has none any more).
+    """
+
+    def __init__(self, origin: str, pinned: str, current: str) -> None:
+        self.origin = origin
+        self.pinned = pinned
+        self.current = current
+        super().__init__(f"robots.txt of {origin} changed since pinned")
 
 
 class UsageDenied(IgnoreRequest):

@@ -36,6 +36,7 @@ from scrapy_rep.policy import (
     REFUSED_LOCALLY,
     UNAVAILABLE,
     UNREACHABLE,
+    conditional_headers,
     delay_for,
     header_text,
     retry_after,
@@ -52,8 +53,10 @@ if TYPE_CHECKING:
     from scrapy_rep.cluster.link import Sleep
     from scrapy_rep.config import Config
     from scrapy_rep.origin import Origin
+    from scrapy_rep.pins import PinWatch
     from scrapy_rep.policy import Entry
     from scrapy_rep.report import CrawlReport
+    from scrapy_rep.state import StateStore
 
 __all__ = ["RobotsDownload", "RobotsFetcher"]
 
@@ -77,8 +80,12 @@ class RobotsFetcher:
         sleep: Sleep,
         report: CrawlReport,
         uncapped: bool = False,
+        state: StateStore | None = None,
+        pins: PinWatch | None = None,
     ) -> None:
         self.crawler = crawler
+        self._state = state
+        self._pins = pins
         self.config = config
         self._policy = config.policy
         self._cache = cache
@@ -108,11 +115,25 @@ class RobotsFetcher:
         previous = self._cache.get(origin)
         response: Response | None = None
         try:
+            if previous is None and self._state is not None:
+                previous = self._state.previous(origin)  # a past crawl's
+                if previous is not None and previous.expires > time.time():
+                    self._stats.inc_value("rep/state/used")
+                    entry = self._store(origin, previous, None)
+                    if self._pins is not None:
+                        self._pins.check(origin, entry, None, None)
+                    await self._announce(origin, entry, None, None, trigger)
+                    return entry
             if self._shared_rules is not None:
                 entry, response = await self._fetch_shared(origin, previous, self._shared_rules)
             else:
                 entry, response = await self.download.entry(origin, previous)
                 entry = self._store(origin, entry, previous)
+            body = _new_body(entry, response)
+            if self._pins is not None:  # first: the state may hold the pinned body
+                self._pins.check(origin, entry, previous, body)
+            if self._state is not None:
+                self._state.record(origin, entry, body)
             await self._announce(origin, entry, previous, response, trigger)
         except Exception:  # a bug here must not leave waiters hanging
             logger.exception("Error while fetching %s", origin.robots_url)
@@ -132,7 +153,7 @@ class RobotsFetcher:
         base = found or previous  # Redis's state is the cluster's latest
         entry, response = await self.download.entry(origin, base)
         entry = self._store(origin, entry, base, cache=False)
-        body = response.body if response is not None and entry.outcome == PARSED else None
+        body = _new_body(entry, response)  # none for a 304: Redis keeps the one it has
         # The turn first: a worker learning the rules from Redis, or from this
         # worker's cache (its next request, the Redis queue making the slot
         # ready), must find the robots.txt request counted.
@@ -280,9 +301,11 @@ class RobotsDownload:
         the last response (None when there was none)."""
         budget = self.files.budget(self.config.fetch_retries)
         failures: list[Entry] = []
+        validators = conditional_headers(previous)  # sent only to the URL they came from
 
         async def get(url: str) -> Response | None:
-            response, failed = await self._get(url, origin, previous, budget)
+            extra = validators[1] if validators is not None and url == validators[0] else None
+            response, failed = await self._get(url, origin, previous, budget, extra)
             if failed is not None:
                 failures.append(failed)
             return response
@@ -300,6 +323,8 @@ class RobotsDownload:
             entry = self._policy.unavailable(reason, now=time.time())
         else:
             headers = response.headers
+            sent = response.request.headers if response.request is not None else {}
+            conditional = b"If-None-Match" in sent or b"If-Modified-Since" in sent
             entry = self._policy.on_response(
                 status,
                 response.body,
@@ -309,17 +334,27 @@ class RobotsDownload:
                 cache_control=header_text(headers.get(b"Cache-Control")),
                 retry_after_header=header_text(headers.get(b"Retry-After")),
                 date_header=header_text(headers.get(b"Date")),
+                etag=header_text(headers.get(b"ETag")),
+                last_modified=header_text(headers.get(b"Last-Modified")),
+                conditional=conditional,
             )
+            if status == 304 and entry.outcome == PARSED:
+                self._stats.inc_value("rep/robotstxt/not_modified")
             entry = dataclasses.replace(
                 entry,
                 truncated=entry.truncated or "download_stopped" in response.flags,
-                size=len(response.body),
+                size=entry.size if status == 304 else len(response.body),
             )
         entry = dataclasses.replace(entry, status=status, url=response.url, redirects=redirects)
         return entry, response
 
     async def _get(
-        self, url: str, origin: Origin, previous: Entry | None, budget: Budget
+        self,
+        url: str,
+        origin: Origin,
+        previous: Entry | None,
+        budget: Budget,
+        validators: dict[bytes, bytes] | None = None,
     ) -> tuple[Response | None, Entry | None]:
         """One hop, tried again on the server's terms within the fetch's
         ``budget``: its last response, or the entry of the last failure."""
@@ -327,7 +362,10 @@ class RobotsDownload:
         for attempt in itertools.count():
             response: Response | None = None
             try:
-                response = await self._download(self.files.request(url, origin, budget))
+                request = self.files.request(url, origin, budget, validators)
+                if validators:
+                    self._stats.inc_value("rep/robotstxt/conditional")
+                response = await self._download(request)
             except IgnoreRequest as exc:
                 # Refused by a downloader middleware of this crawl, not by the site.
                 self._stats.inc_value("rep/robotstxt/refused_locally")
@@ -379,6 +417,14 @@ class RobotsDownload:
         stats.inc_value(f"rep/robotstxt/response_status_count/{status}")
         stats.inc_value(f"rep/robotstxt/response_status_class/{status // 100}xx")
         return response
+
+
+def _new_body(entry: Entry, response: Response | None) -> bytes | None:
+    """The body ``entry``'s rules were just read from (None: not read anew,
+    a 304 or stale rules)."""
+    if response is None or entry.outcome != PARSED or response.status == 304:
+        return None
+    return response.body
 
 
 def _reason(exc: BaseException) -> str:

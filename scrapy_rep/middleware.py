@@ -34,7 +34,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._robots import ALLOWED, REFUSED, UNKNOWN, RobotsService
-from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtUnavailable
+from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtChanged, RobotsTxtUnavailable
 from scrapy_rep.origin import Origin
 
 if TYPE_CHECKING:
@@ -72,6 +72,8 @@ class RobotsTxtMiddleware:
         self._delays = pacing.delays
         self._gates = pacing.gates
         self._limits = pacing.limits
+        self._pins = service.pins
+        self._stopped = service.pins.stopped if service.pins is not None else set()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RobotsTxtMiddleware:
@@ -117,6 +119,8 @@ class RobotsTxtMiddleware:
     ) -> Coroutine[Any, Any, None] | None:
         """Drop the request if its agent may not fetch it (unless dry run), then
         pace it by the origin's delay for that agent (None: no delay, it leaves)."""
+        if self._stopped and origin in self._stopped:
+            self._stop_changed(request, origin)
         meta_agent = request.meta.get("rep_user_agent")
         agent = self._ua
         if meta_agent or self._header_agents is not None:  # else the crawl's token
@@ -138,6 +142,8 @@ class RobotsTxtMiddleware:
         if decision.allowed:  # cannot differ from allowed(); never drop on doubt
             return
         self._stats.inc_value("rep/dry_run/forbidden" if self._dry_run else "rep/forbidden")
+        if self._pins is not None and origin in self._pins.changed:
+            self._pins.forbidden(origin, request.url, agent)
         self.report.forbidden(origin, decision, dry_run=self._dry_run)
         where = f" line {decision.line} ({decision.rule})" if decision.line else ""
         logger.debug(
@@ -153,6 +159,19 @@ class RobotsTxtMiddleware:
         )
         if not self._dry_run:
             raise ForbiddenByRobots(decision, text)
+
+    def _stop_changed(self, request: Request, origin: Origin) -> None:
+        """REP_PIN_ACTION = "stop_origin": the origin's robots.txt is not the pinned one."""
+        assert self._pins is not None
+        self._pins.dropped(origin)
+        logger.debug(
+            "Dropped: robots.txt of %s changed since pinned: %s",
+            origin.text,
+            request,
+            extra={"spider": self.crawler.spider},
+        )
+        pin = self._pins.pins[origin.text]
+        raise RobotsTxtChanged(origin.text, pin, self._pins.changed[origin].current)
 
     def _unreachable(
         self, request: Request, origin: Origin, entry: Entry, *, waited: bool = False

@@ -10,10 +10,16 @@ robots.txt fetch result     outcome              rules applied to the origin
                                                  ``stale_max`` (stale-if-error), else
                                                  none: :attr:`Entry.robots` is None and
                                                  REP_UNREACHABLE decides (§2.3.1.4)
+304 to a request that      ``unreachable``      as for a 5xx: it answers a question
+carried no validator                             that was not asked
 refused by a local          ``refused_locally``  none: everything allowed, as Scrapy's
 downloader middleware                            own middleware does (no server or
 (``IgnoreRequest``)                              network error happened)
 ==========================  ===================  ======================================
+
+A 304 Not Modified to a conditional request (the entry's ``ETag`` or
+``Last-Modified`` sent back, :func:`conditional_headers`) keeps the previous
+rules, fresh again from now.
 
 Good results stay fresh for ``Cache-Control: max-age`` clamped to
 ``[min_ttl, ttl]``, else ``ttl``. Unreachable results are retried after an
@@ -27,6 +33,7 @@ that answered 429 or 503 (:func:`pause_for`).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from datetime import timezone
@@ -44,6 +51,7 @@ __all__ = [
     "Entry",
     "Outcome",
     "Policy",
+    "conditional_headers",
     "delay_for",
     "header_text",
     "max_age",
@@ -65,6 +73,10 @@ _SECONDS = re.compile(r"[0-9]+")
 _MAX_DATE = 64  # longer than any HTTP date: not one
 _NO_CACHE = re.compile(r"(?:^|[,\s])(?:no-cache|no-store)\b", re.IGNORECASE)
 _MAX_DOUBLINGS = 64  # 2**64 x any positive minimum is past any cap
+MAX_VALIDATOR = 256
+"""Characters of an ETag kept (longer ones are not kept, so never sent back)."""
+# RFC 9110 §8.8.3: entity-tag = [ "W/" ] DQUOTE *etagc DQUOTE
+_ETAG = re.compile(r'(?:W/)?"[\x21\x23-\x7e\x80-\xff]*"')
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +106,16 @@ class Entry:
     """Redirects the latest fetch followed."""
     size: int = 0
     """Bytes of robots.txt body received by the latest fetch."""
+    etag: str = ""
+    """The ``ETag`` of the response ``robots`` was read from ("" if none or unusable)."""
+    last_modified: str = ""
+    """Its ``Last-Modified`` (an HTTP date, "" if none or unusable)."""
+    validators_url: str = ""
+    """The URL that response came from: where the validators are sent back."""
+    sha256: str = ""
+    """Hex SHA-256 of the bytes ``robots`` was read from: the body as received
+    (its Content-Encoding decoded) up to ``max_size`` bytes ("" for no body:
+    allow all, unreachable without rules)."""
 
     @property
     def ruleless(self) -> bool:
@@ -184,8 +206,12 @@ class Policy:
         cache_control: str | None = None,
         retry_after_header: str | None = None,
         date_header: str | None = None,
+        etag: str | None = None,
+        last_modified: str | None = None,
+        conditional: bool = False,
     ) -> Entry:
-        """The entry for a robots.txt response with this final status."""
+        """The entry for a robots.txt response with this final status
+        (``conditional``: its request carried validators)."""
         if 200 <= status < 300:
             robots = RobotsTxt.parse(body, url=url, max_size=self.max_size)
             return Entry(
@@ -194,6 +220,19 @@ class Policy:
                 now + self.freshness(cache_control),
                 now,
                 truncated=robots.truncated,
+                etag=valid_etag(etag),
+                last_modified=valid_date(last_modified),
+                validators_url=url,
+                sha256=hashlib.sha256(body[: self.max_size]).hexdigest(),
+            )
+        if status == 304:
+            return self.not_modified(
+                url=url,
+                now=now,
+                previous=previous if conditional else None,
+                cache_control=cache_control,
+                etag=etag,
+                last_modified=last_modified,
             )
         if status == 429 or status >= 500 or status < 200:
             return self.on_error(
@@ -204,6 +243,36 @@ class Policy:
             )
         # 3xx left unfollowed (no usable Location) and 4xx: "unavailable"
         return self.unavailable(f"HTTP {status}", now=now, cache_control=cache_control)
+
+    def not_modified(
+        self,
+        *,
+        url: str,
+        now: float,
+        previous: Entry | None,
+        cache_control: str | None = None,
+        etag: str | None = None,
+        last_modified: str | None = None,
+    ) -> Entry:
+        """A 304 Not Modified: ``previous``'s rules, fresh from now, when the
+        request sent its validators back; without them (``previous`` None, or
+        no rules read from a body) the server answered a question that was not
+        asked: unreachable, as for a 5xx (a 3xx it is not: there is nowhere to go)."""
+        if previous is None or previous.robots is None or not previous.sha256:
+            return self.on_error("HTTP 304 to a request without validators", now=now)
+        return Entry(
+            previous.robots,
+            PARSED,
+            now + self.freshness(cache_control),
+            now,
+            delay=previous.delay,
+            truncated=previous.truncated,
+            size=previous.size,
+            etag=valid_etag(etag) or previous.etag,
+            last_modified=valid_date(last_modified) or previous.last_modified,
+            validators_url=url,
+            sha256=previous.sha256,
+        )
 
     def unavailable(self, reason: str, *, now: float, cache_control: str | None = None) -> Entry:
         """Unavailable robots.txt (4xx, too many redirects): crawl everything."""
@@ -253,8 +322,47 @@ class Policy:
                 reason,
                 previous.delay,
                 previous.truncated,
+                size=previous.size,
+                etag=previous.etag,
+                last_modified=previous.last_modified,
+                validators_url=previous.validators_url,
+                sha256=previous.sha256,
             )
         return Entry(None, UNREACHABLE, expires, now, failures, reason)
+
+
+def valid_etag(value: str | None) -> str:
+    """``value`` if it is an entity-tag (RFC 9110 §8.8.3) of at most
+    MAX_VALIDATOR characters, else ""."""
+    if not value or len(value) > MAX_VALIDATOR:
+        return ""
+    value = value.strip()
+    return value if _ETAG.fullmatch(value) else ""
+
+
+def valid_date(value: str | None) -> str:
+    """``value`` if it is an HTTP date, else "" (sent back as If-Modified-Since)."""
+    if not value:
+        return ""
+    value = value.strip()
+    return value if _http_date(value) is not None else ""
+
+
+def conditional_headers(previous: Entry | None) -> tuple[str, dict[bytes, bytes]] | None:
+    """The URL and headers of a conditional request for ``previous``'s robots.txt:
+    ``If-None-Match`` with its ETag, else ``If-Modified-Since`` with its
+    Last-Modified (RFC 9110 §13.1.3: the ETag says more); None when it has
+    none, or no rules read from a body to keep on a 304."""
+    if previous is None or previous.robots is None or not previous.sha256:
+        return None
+    if not previous.validators_url:
+        return None
+    if previous.etag:
+        return previous.validators_url, {b"If-None-Match": previous.etag.encode("latin-1")}
+    if previous.last_modified:
+        header = previous.last_modified.encode("latin-1")
+        return previous.validators_url, {b"If-Modified-Since": header}
+    return None
 
 
 def delay_for(robots: RobotsTxt, agent: str, max_delay: float) -> tuple[float, float]:

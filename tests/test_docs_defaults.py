@@ -29,6 +29,10 @@ SAME_AS_SCRAPY = {
     "REP_REDIS_TIMEOUT": "only bounds the Redis calls of a shared crawl",
     "REP_REDIS_RETRY": "only paces reconnecting to Redis in a shared crawl",
     "REP_REDIS_KEEP": "only how long shared state outlives its expiry in Redis",
+    "REP_STATE_DIR": "unset by default: nothing kept across crawls",
+    "REP_HTTPCACHE_ROBOTSTXT": "True by default: robots.txt goes through HttpCacheMiddleware",
+    "REP_PIN_FILE": "unset by default: no pins",
+    "REP_PIN_ACTION": "used only with REP_PIN_FILE",
 }
 
 

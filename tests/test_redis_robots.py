@@ -320,3 +320,33 @@ def test_redis_settings_defaults_and_scrapy_redis_fallback() -> None:
 def test_invalid_redis_settings_are_named(setting: str, value: Any) -> None:
     with pytest.raises(InvalidSetting, match=setting):
         Config.from_settings({setting: value})
+
+
+@pytest_twisted.ensureDeferred
+async def test_workers_revalidate_the_shared_robots_txt_with_its_etag(
+    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """The validators travel with the shared state: once it expired, the next
+    worker asks with If-None-Match, and on a 304 Redis keeps the body, fresh
+    again, for the worker after it (which asks nothing)."""
+    etag = '"v1"'
+
+    def reply(number: int) -> Reply:
+        headers = {"ETag": etag, "Cache-Control": "max-age=2"}
+        if site.log()[-1].headers.get("If-None-Match") == etag:
+            return Reply(status=304, headers=headers)
+        return Reply(body=ROBOTS, headers=headers)
+
+    site.script("/robots.txt", reply)
+    settings = {**shared(redis_server, redis_prefix), "REP_CACHE_MIN_TTL": 0}
+    await run_crawl([site.url("/a")], settings)
+    await sleep(2.3)
+    second = await run_crawl([site.url("/private/b")], settings)
+    third = await run_crawl([site.url("/private/c")], settings)
+    robots = [hit for hit in site.log() if hit.path == "/robots.txt"]
+    assert [hit.headers.get("If-None-Match") for hit in robots] == [None, etag]
+    assert second.stats["rep/robotstxt/not_modified"] == 1
+    assert second.failed_with(site.url("/private/b")) is ForbiddenByRobots
+    assert third.stats["rep/redis/robots/received"] == 1
+    assert third.failed_with(site.url("/private/c")) is ForbiddenByRobots
+    assert state(redis_server, redis_prefix, site)[b"body"] == ROBOTS

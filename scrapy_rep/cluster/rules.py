@@ -5,18 +5,17 @@ See :mod:`scrapy_rep.cluster` for the protocol (claim, fetch lock, publish).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
+from scrapy_rep._entry_codec import Rules, decode, encode
 from scrapy_rep.cache import MemoryRulesCache
 from scrapy_rep.cluster.link import RedisUnavailable
-from scrapy_rep.policy import OUTCOMES, PARSED, REFUSED_LOCALLY, UNAVAILABLE, Entry
-from scrapy_rep.robotstxt import RobotsTxt
+from scrapy_rep.policy import PARSED, REFUSED_LOCALLY, UNAVAILABLE, Entry
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
@@ -26,10 +25,6 @@ if TYPE_CHECKING:
     from scrapy_rep.origin import Origin
 
 logger = logging.getLogger(__name__)
-
-_Rules = Literal["body", "allow_all", "none"]
-"""How a shared entry's rules are stored: the robots.txt body (a key of its own),
-none needed (everything allowed), or none at all (unreachable)."""
 
 LOCK_MARGIN = 5.0
 """Seconds a robots.txt fetch lock outlives the longest fetch (timeout x attempts)."""
@@ -170,13 +165,12 @@ class RedisRulesCache:
             meta, mode = _meta(entry, "none"), "plain"
         elif entry.outcome in (UNAVAILABLE, REFUSED_LOCALLY):
             meta, mode = _meta(entry, "allow_all"), "plain"
-        elif entry.outcome == PARSED:
-            if body is None:
-                return
+        elif entry.outcome == PARSED and body is not None:
             meta, mode = _meta(entry, "body"), "body"
-        else:  # stale: the last good rules, whose body Redis may still hold
+        else:  # stale, or a 304: the rules whose body Redis may still hold
             meta, mode = _meta(entry, "body"), "keep"
-            fallback = _meta(entry, "none")
+            # (a 304 whose body Redis lost: an unreadable state, fetched again)
+            fallback = "" if entry.outcome == PARSED else _meta(entry, "none")
         ttl_ms = max(int((entry.expires - time.time() + self._keep) * 1000), 1000)
         args = [
             meta,
@@ -200,37 +194,8 @@ class RedisRulesCache:
         if not meta:
             return None
         try:
-            data = json.loads(meta)
-            rules = data["rules"]
-            robots: RobotsTxt | None
-            if rules == "body":
-                if body is None:
-                    return None
-                url = base.decode("utf-8", "replace") if base else None
-                robots = RobotsTxt.parse(body, url=url, max_size=self._max_size)
-            elif rules == "allow_all":
-                robots = RobotsTxt.allow_all()
-            elif rules == "none":
-                robots = None
-            else:
-                raise ValueError(f"unknown rules {rules!r}")
-            outcome = data["outcome"]
-            if outcome not in OUTCOMES:
-                raise ValueError(f"unknown outcome {outcome!r}")
-            status = data["status"]
-            return Entry(
-                robots,
-                outcome,
-                float(data["expires"]),
-                float(data["fetched"]),
-                failures=int(data["failures"]),
-                reason=str(data["reason"]),
-                truncated=bool(data["truncated"]),
-                status=None if status is None else int(status),
-                url=str(data["url"]),
-                redirects=int(data["redirects"]),
-                size=int(data["size"]),
-            )
+            url = base.decode("utf-8", "replace") if base else None
+            return decode(meta, body, url, self._max_size)
         except (ValueError, KeyError, TypeError) as exc:
             logger.debug(
                 "Unreadable shared state of %s in Redis (%s): fetching robots.txt",
@@ -240,20 +205,5 @@ class RedisRulesCache:
             return None
 
 
-def _meta(entry: Entry, rules: _Rules) -> str:
-    return json.dumps(
-        {
-            "rules": rules,
-            "outcome": entry.outcome,
-            "expires": entry.expires,
-            "fetched": entry.fetched,
-            "failures": entry.failures,
-            "reason": entry.reason,
-            "truncated": entry.truncated,
-            "status": entry.status,
-            "url": entry.url,
-            "redirects": entry.redirects,
-            "size": entry.size,
-        },
-        separators=(",", ":"),
-    )
+def _meta(entry: Entry, rules: Rules) -> str:
+    return encode(entry, rules)

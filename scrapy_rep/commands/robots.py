@@ -12,6 +12,7 @@ unreachable), 2 on usage errors or when the check could not run.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -33,6 +34,7 @@ from twisted.python.failure import Failure
 from scrapy_rep import _compat, decompression
 from scrapy_rep._robots import robots_service
 from scrapy_rep.commands._explain import Report, explain, render_json, render_text
+from scrapy_rep.commands._pins import pin_report, render_pins
 from scrapy_rep.config import Config
 from scrapy_rep.decompression import ORDER as DECOMPRESSION_ORDER
 from scrapy_rep.decompression import BoundedDecompressionMiddleware
@@ -48,6 +50,8 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from scrapy.settings import BaseSettings
+
+    from scrapy_rep.pins import PinWatch
 
 __all__ = ["Command"]
 
@@ -71,6 +75,7 @@ class Command(ScrapyCommand):
         self._notes: list[str] = []
         self._urls: list[str] = []
         self._file_body: bytes | None = None
+        self._pins: list[dict[str, Any]] = []
 
     def syntax(self) -> str:
         return "[options] URL [URL ...]"
@@ -111,6 +116,18 @@ class Command(ScrapyCommand):
             "Content-Signal) state for this purpose: train-ai, search, ai-input "
             "(repeatable, or comma-separated; default: REP_PURPOSES)",
         )
+        parser.add_argument(
+            "--pins",
+            metavar="FILE",
+            help="compare each robots.txt with its pin in FILE (REP_PIN_FILE: JSON, "
+            "TSV or evidence.jsonl) and show the verdicts under the pinned rules",
+        )
+        parser.add_argument(
+            "--state",
+            metavar="DIR",
+            help="read (and update) the robots.txt state in DIR (REP_STATE_DIR): "
+            "what a crawl using it would decide",
+        )
         parser.add_argument("--json", action="store_true", help="print JSON")
 
     # -- options --------------------------------------------------------------
@@ -131,6 +148,10 @@ class Command(ScrapyCommand):
             )
         if opts.purpose:
             settings.set("REP_PURPOSES", ",".join(opts.purpose), priority="cmdline")
+        if opts.pins is not None:
+            settings.set("REP_PIN_FILE", opts.pins, priority="cmdline")
+        if opts.state is not None:
+            settings.set("REP_STATE_DIR", opts.state, priority="cmdline")
         checked = settings
         if opts.agent is not None:
             # --agent picks the group of the verdicts, which the command works out,
@@ -153,6 +174,9 @@ class Command(ScrapyCommand):
                     "groups use for it, e.g. --agent ExampleBot",
                     print_help=False,
                 ) from None
+            if opts.pins is not None and exc.setting == "REP_PIN_FILE":
+                reason = str(exc).removeprefix("REP_PIN_FILE: ")
+                raise UsageError(f"--pins: {reason}", print_help=False) from None
             raise UsageError(f"invalid setting {exc}", print_help=False) from None
         self._agent_source = _agent_source(checked, self._config, opts.agent)
         self._urls = _check_arguments(args, local=opts.file is not None)
@@ -179,12 +203,21 @@ class Command(ScrapyCommand):
                 return
             reports = fetched
         config = self._config
+        pins = self._pins if config.pin_file is not None and self._file_body is None else None
         if opts.json:
-            print(render_json(reports, config))
+            text = render_json(reports, config)
+            if pins is not None:
+                data = json.loads(text)
+                data["pins"] = pins
+                text = json.dumps(data, indent=2)
+            print(text)
         else:
             print(self._header())
             print()
             print(render_text(reports, config))
+            if pins is not None and config.pin_file is not None:
+                print()
+                print(render_pins(pins, config.pin_file))
         allowed = all(verdict.allowed for report in reports for verdict in report.verdicts)
         self.exitcode = 0 if allowed else 1
 
@@ -216,7 +249,8 @@ class Command(ScrapyCommand):
         problems: list[str] = []
         process = self.crawler_process
         assert process is not None
-        process.crawl(_RobotsSpider, urls=firsts, entries=entries, problems=problems)
+        pins: dict[str, PinWatch | None] = {}
+        process.crawl(_RobotsSpider, urls=firsts, entries=entries, problems=problems, pins=pins)
         process.start()
         missing = [url for url in firsts if entries.get(url) is None]
         if process.bootstrap_failed or problems or missing:
@@ -228,6 +262,10 @@ class Command(ScrapyCommand):
             entry = entries[urls[0]]
             assert entry is not None
             reports.append(explain(origin.robots_url, entry, urls, self._config))
+            watch = pins.get("watch")
+            if watch is not None:
+                agent = self._config.user_agent
+                self._pins.append(pin_report(watch, origin, entry, urls, agent))
         return reports
 
 
@@ -241,12 +279,14 @@ class _RobotsSpider(Spider):
         urls: list[str],
         entries: dict[str, Entry | None],
         problems: list[str],
+        pins: dict[str, PinWatch | None],
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.urls = urls
         self.entries = entries
         self.problems = problems
+        self.pins = pins
 
     async def start(self) -> AsyncIterator[Any]:
         await self._ask_all()
@@ -258,6 +298,7 @@ class _RobotsSpider(Spider):
         if robots is None:
             self.problems.append("scrapy_rep.RobotsTxtMiddleware did not start (see the log)")
             return
+        self.pins["watch"] = robots.pins
 
         async def ask(url: str) -> None:
             self.entries[url] = await robots.entry_for(url)

@@ -1,0 +1,68 @@
+"""``scrapy robots --pins FILE``: the pinned robots.txt beside the current one."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scrapy_rep.origin import Origin
+    from scrapy_rep.pins import PinWatch
+    from scrapy_rep.policy import Entry
+
+__all__ = ["pin_report", "render_pins"]
+
+
+def pin_report(
+    watch: PinWatch, origin: Origin, entry: Entry, urls: list[str], agent: str
+) -> dict[str, Any]:
+    """What the pin of ``origin`` says against ``entry`` (what the crawl found
+    now), and each URL's verdict under the pinned rules when they are at hand."""
+    pinned = watch.pins.get(origin.text)
+    report: dict[str, Any] = {
+        "robots_txt": origin.robots_url,
+        "pinned_sha256": pinned,
+        "current_sha256": entry.sha256 or None,
+    }
+    if pinned is None:
+        report["state"] = "not pinned"
+        return report
+    changed = watch.changed.get(origin)
+    if changed is None:
+        report["state"] = "matches" if entry.sha256 == pinned else "not compared"
+        report["reason"] = "" if entry.sha256 == pinned else entry.reason or entry.outcome
+        return report
+    report["state"] = "changed"
+    report["changes"] = changed.what
+    rules = changed.pinned_rules
+    if rules is not None:
+        report["pinned_verdicts"] = [
+            {"url": url, "allowed": rules.allowed(url, user_agent=agent)} for url in urls
+        ]
+    return report
+
+
+def render_pins(reports: list[dict[str, Any]], path: str) -> str:
+    lines = [f"pins from {path}"]
+    for report in reports:
+        lines.append("")
+        lines.append(report["robots_txt"])
+        pinned, current = report["pinned_sha256"], report["current_sha256"]
+        state = report["state"]
+        if pinned is None:
+            lines.append("  pin       none for this origin")
+            continue
+        lines.append(f"  pinned    sha256 {pinned}")
+        lines.append(f"  now       sha256 {current or '-'}")
+        if state == "matches":
+            lines.append("  pin       MATCHES: the verdicts are the pinned ones")
+        elif state == "not compared":
+            lines.append(f"  pin       not compared ({report['reason']}: nothing new was read)")
+        else:
+            lines.append(f"  pin       CHANGED: {report['changes']}")
+            verdicts = report.get("pinned_verdicts")
+            if verdicts is None:
+                lines.append("  pinned    rules not at hand (--state DIR may hold them)")
+            for verdict in verdicts or ():
+                word = "ALLOWED" if verdict["allowed"] else "FORBIDDEN"
+                lines.append(f"  pinned    {word:<10} {verdict['url']}")
+    return "\n".join(lines)

@@ -1,0 +1,306 @@
+"""Pins: robots.txt files the crawl expects unchanged (``REP_PIN_FILE``).
+
+A pin file maps origins to the SHA-256 of their robots.txt (the bytes its
+rules were read from: :attr:`scrapy_rep.policy.Entry.sha256`), in any of
+three forms (:func:`read_pins`):
+
+- a JSON object, ``{"https://example.com": "<64 hex digits>", ...}``;
+- lines of ``origin<TAB or spaces>sha256`` (``#`` starts a comment);
+- JSON lines with ``origin`` and ``sha256`` (or ``parsed_sha256``, preferred:
+  the bytes the rules were read from), such as an earlier crawl's
+  ``evidence.jsonl``; lines for other files (``/.well-known/...``) or without
+  a digest are skipped, and the last line of an origin wins.
+
+When a fetched robots.txt differs from its pin (another body, or none any
+more), :class:`PinWatch` says so once with what changed in its rule lines
+(when the pinned body is at hand: seen earlier in the crawl, or kept in
+``REP_STATE_DIR``), counts the requests refused since (and those the pinned
+rules allowed), and under ``REP_PIN_ACTION = "stop_origin"`` has the
+middleware drop the origin's requests with
+:class:`~scrapy_rep.exceptions.RobotsTxtChanged`. At spider close, one line
+per changed origin sums it up.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import Counter, OrderedDict
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from scrapy_rep.cache import lru_put
+from scrapy_rep.exceptions import InvalidSetting
+from scrapy_rep.origin import origin_of
+from scrapy_rep.policy import PARSED, UNAVAILABLE
+from scrapy_rep.robotstxt import RobotsTxt
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+    from scrapy_rep.config import Config
+    from scrapy_rep.origin import Origin
+    from scrapy_rep.policy import Entry
+    from scrapy_rep.state import StateStore
+
+__all__ = ["PinWatch", "read_pins", "rule_changes", "rule_lines"]
+
+RuleLines = Counter[tuple[str, bytes]]
+"""The Allow and Disallow lines of a robots.txt body, counted (:func:`rule_lines`)."""
+
+logger = logging.getLogger(__name__)
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_RULE = re.compile(
+    rb"^[ \t]*(allow|disallow)[ \t]*:?[ \t]*([^#\r\n]*)", re.IGNORECASE | re.MULTILINE
+)
+
+
+def read_pins(path: str) -> dict[str, str]:
+    """Origin text -> sha256 from the pin file at ``path`` (see the module
+    docstring); InvalidSetting when it cannot be read or holds no pin."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidSetting("REP_PIN_FILE", f"cannot read {path!r}: {exc}") from None
+    pins: dict[str, str] = {}
+    skipped = 0
+    whole = _json_object(text)
+    if whole is not None and "origin" not in whole:
+        items: list[tuple[Any, Any]] = list(whole.items())
+    else:
+        items = []
+        for line in text.splitlines():
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if line.startswith("{"):
+                found = _evidence_line(line)
+                if found is None:
+                    skipped += 1
+                elif found != ("", ""):
+                    items.append(found)
+                continue
+            parts = line.split()
+            if len(parts) == 2:
+                items.append((parts[0], parts[1]))
+            else:
+                skipped += 1
+    for origin_text, digest in items:
+        origin = _origin(origin_text)
+        digest = digest.strip().lower() if isinstance(digest, str) else ""
+        if origin is None or not _SHA256.fullmatch(digest):
+            skipped += 1
+            continue
+        pins[origin.text] = digest
+    if skipped:
+        logger.warning("REP_PIN_FILE %s: %d unreadable lines skipped", path, skipped)
+    if not pins:
+        raise InvalidSetting("REP_PIN_FILE", f"no pin (origin and sha256) in {path!r}")
+    return pins
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _evidence_line(line: str) -> tuple[Any, Any] | None:
+    """(origin, digest) of a JSON line; ("", "") for a line that is not about
+    a robots.txt body (another file, no body); None when unreadable."""
+    data = _json_object(line)
+    if data is None or "origin" not in data:
+        return None
+    url = data.get("url")
+    if isinstance(url, str) and urlparse(url).path.startswith("/.well-known/"):
+        return "", ""
+    digest = data.get("parsed_sha256") or data.get("sha256")
+    if not digest:
+        return "", ""
+    return data["origin"], digest
+
+
+def _origin(text: Any) -> Origin | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return origin_of(urlparse(text.strip()))
+    except ValueError:
+        return None
+
+
+def rule_changes(before: RuleLines, after: RuleLines) -> str:
+    """What changed in the Allow and Disallow lines (:func:`rule_lines`),
+    counted over the whole file: "+2 Disallow lines, -1 Allow line", or "no
+    rule line changed"."""
+    gained, lost = after - before, before - after
+    parts = []
+    for kind in ("disallow", "allow"):
+        added = sum(count for (found, _), count in gained.items() if found == kind)
+        removed = sum(count for (found, _), count in lost.items() if found == kind)
+        name = kind.capitalize()
+        for sign, count in (("+", added), ("-", removed)):
+            if count:
+                parts.append(f"{sign}{count} {name} line{'s' if count > 1 else ''}")
+    return ", ".join(parts) or "no rule line changed"
+
+
+def rule_lines(body: bytes) -> RuleLines:
+    """Each Allow and Disallow line of ``body`` (its kind and value, comments
+    left out), counted."""
+    return Counter(
+        (match[1].decode("ascii").lower(), match[2].strip()) for match in _RULE.finditer(body)
+    )
+
+
+class _Changed:
+    """One origin's robots.txt that differs from its pin."""
+
+    __slots__ = ("current", "dropped", "forbidden", "newly_forbidden", "pinned_rules", "what")
+
+    def __init__(self, current: str, what: str, pinned_rules: RobotsTxt | None) -> None:
+        self.current = current
+        self.what = what
+        self.pinned_rules = pinned_rules
+        self.forbidden = 0
+        self.newly_forbidden = 0
+        self.dropped = 0
+
+
+class PinWatch:
+    """The crawl's pins (see the module docstring)."""
+
+    def __init__(
+        self, crawler: Crawler, config: Config, pins: dict[str, str], state: StateStore | None
+    ) -> None:
+        self.pins = pins
+        self.stop = config.pin_action == "stop_origin" and not config.dry_run
+        self.user_agent = config.user_agent
+        self._max_size = config.max_size
+        assert crawler.stats is not None
+        self._stats = crawler.stats
+        self._state = state
+        self.changed: dict[Origin, _Changed] = {}
+        self.stopped: set[Origin] = set()
+        """Origins whose requests the middleware drops (REP_PIN_ACTION = "stop_origin")."""
+        # Pinned rules seen this crawl, and their lines (REP_CACHE_MAX_ORIGINS of them)
+        self._pinned: OrderedDict[Origin, tuple[RobotsTxt, RuleLines | None]] = OrderedDict()
+        self._bound = config.cache_max_origins
+
+    @classmethod
+    def open(cls, crawler: Crawler, config: Config, state: StateStore | None) -> PinWatch | None:
+        """The crawl's pins; None without REP_PIN_FILE."""
+        if config.pin_file is None:
+            return None
+        from scrapy import signals
+
+        try:
+            pins = read_pins(config.pin_file)
+        except InvalidSetting as exc:  # one clean line before Scrapy's traceback
+            logger.error("Cannot start: %s", exc)
+            raise
+        watch = cls(crawler, config, pins, state)
+        crawler.signals.connect(watch.spider_closed, signal=signals.spider_closed)
+        return watch
+
+    def check(
+        self, origin: Origin, entry: Entry, previous: Entry | None, body: bytes | None
+    ) -> None:
+        """After each robots.txt result of ``origin`` (``body``: the one just
+        read, None if not read anew)."""
+        pin = self.pins.get(origin.text)
+        if pin is None:
+            return
+        if entry.outcome == PARSED and entry.sha256 == pin:
+            if entry.robots is not None and origin not in self._pinned:
+                if body is None and self._state is not None:
+                    body = self._state.body(origin, pin)
+                lines = rule_lines(body) if body is not None else None
+                lru_put(self._pinned, origin, (entry.robots, lines), self._bound)
+            self._stats.inc_value("rep/pin/matched")
+            return
+        if entry.outcome == PARSED and entry.sha256:
+            current = entry.sha256
+        elif entry.outcome == UNAVAILABLE:
+            current = "none"  # robots.txt gone (4xx): everything allowed now
+        else:
+            return  # unreachable, refused locally: nothing new was said
+        known = self.changed.get(origin)
+        if known is not None and known.current == current:
+            return
+        pinned_rules, pinned_lines = self._pinned_of(origin, pin, previous)
+        if body is None and self._state is not None and current != "none":
+            body = self._state.body(origin, current)  # taken from the state, not fetched
+        if current == "none":
+            what = "no robots.txt any more (everything allowed)"
+        elif pinned_lines is not None and body is not None:
+            what = rule_changes(pinned_lines, rule_lines(body))
+        else:
+            what = "the pinned body is not at hand to compare lines"
+        self.changed[origin] = _Changed(current, what, pinned_rules)
+        self._stats.inc_value("rep/pin/changed")
+        if self.stop:
+            self.stopped.add(origin)
+        logger.warning(
+            "robots.txt of %s changed since pinned (sha256 %s... now %s...): %s; %s",
+            origin.text,
+            pin[:12],
+            current[:12],
+            what,
+            "its requests are dropped (REP_PIN_ACTION = 'stop_origin')"
+            if self.stop
+            else "the current rules apply",
+        )
+
+    def _pinned_of(
+        self, origin: Origin, pin: str, previous: Entry | None
+    ) -> tuple[RobotsTxt | None, RuleLines | None]:
+        """The pinned rules and their lines, when this crawl or the state has them."""
+        seen = self._pinned.get(origin)
+        if seen is not None:
+            return seen
+        rules = None
+        if previous is not None and previous.sha256 == pin:
+            rules = previous.robots
+        body = self._state.body(origin, pin) if self._state is not None else None
+        if body is None:
+            return rules, None
+        assert self._state is not None
+        self._state.keep_pinned(pin, body)  # the origin's row is about to get the new body
+        if rules is None:
+            rules = RobotsTxt.parse(body, url=origin.robots_url, max_size=self._max_size)
+        return rules, rule_lines(body)
+
+    # -- requests ------------------------------------------------------------------
+
+    def dropped(self, origin: Origin) -> None:
+        """A request of a stopped origin was dropped."""
+        self._stats.inc_value("rep/pin/dropped")
+        self.changed[origin].dropped += 1
+
+    def forbidden(self, origin: Origin, url: str, agent: str) -> None:
+        """A request of a changed origin was forbidden by its current rules."""
+        changed = self.changed[origin]
+        changed.forbidden += 1
+        self._stats.inc_value("rep/pin/forbidden")
+        pinned = changed.pinned_rules
+        if pinned is not None and pinned.allowed(url, user_agent=agent):
+            changed.newly_forbidden += 1
+            self._stats.inc_value("rep/pin/newly_forbidden")
+
+    def spider_closed(self) -> None:
+        for origin, changed in self.changed.items():
+            if self.stop:
+                tail = f"{changed.dropped} requests dropped (REP_PIN_ACTION = 'stop_origin')"
+            else:
+                tail = f"{changed.forbidden} requests forbidden since"
+                if changed.pinned_rules is not None:
+                    tail += f", {changed.newly_forbidden} of them allowed by the pinned rules"
+            logger.warning(
+                "robots.txt of %s changed since pinned: %s; %s", origin.text, changed.what, tail
+            )

@@ -1,0 +1,420 @@
+"""robots.txt state that outlives the crawl: ``REP_STATE_DIR``.
+
+One SQLite file (``robots-state.sqlite3``, from the standard library) in the
+directory keeps each origin's latest entry (:mod:`scrapy_rep._entry_codec`)
+and the body its rules were read from: validators, fetch time, expiry,
+failures and backoff. A crawl
+
+- reads an origin's stored entry when it first needs its robots.txt
+  (:meth:`StateStore.previous`): still fresh (rules at most ``REP_CACHE_TTL``
+  old, RFC 9309 §2.4, and not past their expiry; an unreachable origin's
+  backoff still running), it is used as if just fetched, with no request;
+  expired, its validators make the fetch a conditional request and its rules
+  serve on if the site is unreachable (stale-if-error, up to
+  ``REP_STALE_MAX``). A fetch time later than now by more than
+  :data:`CLOCK_SKEW` (a clock set back, a file from elsewhere) is not
+  trusted: that entry is not read. The crawl's LRU
+  (``REP_CACHE_MAX_ORIGINS``) bounds what is held in memory;
+- writes the entries it fetched in batches, off the request path: every
+  :data:`FLUSH_EVERY` changes, every :data:`FLUSH_INTERVAL` seconds, and when
+  the engine stops.
+
+Several processes may share the directory, one after another or at once: the
+file is in WAL mode (readers never wait for a writer), each batch is one
+transaction, and a process waits up to :data:`BUSY_TIMEOUT` seconds for
+another's. A file that is not ours (another application id or a schema this
+version does not read) or is corrupt is moved aside (``.unreadable``) with one
+WARNING, and the crawl starts with an empty cache; a write that fails logs one
+WARNING and the crawl goes on without the state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import logging
+import os
+import sqlite3
+import time
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import urlparse
+
+from scrapy_rep._entry_codec import Rules, decode, encode
+from scrapy_rep.origin import origin_of
+from scrapy_rep.policy import PARSED, REFUSED_LOCALLY, UNAVAILABLE, UNREACHABLE
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+
+    from scrapy_rep.config import Config
+    from scrapy_rep.origin import Origin
+    from scrapy_rep.policy import Entry
+
+__all__ = ["FILE_NAME", "StateStore"]
+
+logger = logging.getLogger(__name__)
+
+FILE_NAME = "robots-state.sqlite3"
+APPLICATION_ID = 0x52455053  # "REPS": SQLite's own mark of whose file it is
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT = 5.0
+"""Seconds a process waits for another's write before giving up on its own."""
+FLUSH_EVERY = 64
+FLUSH_INTERVAL = 5.0
+CLOCK_SKEW = 300.0
+"""Seconds a stored fetch time may lie in the future (clocks of machines
+sharing a directory); beyond, the entry is not trusted."""
+
+_Body = Literal["new", "keep", "none"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS robots (
+    origin  TEXT PRIMARY KEY,
+    outcome TEXT NOT NULL,
+    meta    TEXT NOT NULL,
+    body    BLOB,
+    fetched REAL NOT NULL,
+    expires REAL NOT NULL,
+    written REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS pinned (
+    sha256  TEXT PRIMARY KEY,
+    body    BLOB NOT NULL,
+    written REAL NOT NULL
+)
+"""
+_WRITE_NEW = (
+    "INSERT INTO robots (origin, outcome, meta, body, fetched, expires, written) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (origin) DO UPDATE SET "
+    "outcome = excluded.outcome, meta = excluded.meta, body = excluded.body, "
+    "fetched = excluded.fetched, expires = excluded.expires, written = excluded.written"
+)
+_WRITE_KEEP = (  # the rules' body stays (a 304, stale rules); none stored: nothing to keep
+    "INSERT INTO robots (origin, outcome, meta, body, fetched, expires, written) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (origin) DO UPDATE SET "
+    "outcome = excluded.outcome, meta = excluded.meta, "
+    "fetched = excluded.fetched, expires = excluded.expires, written = excluded.written"
+)
+
+
+class StateUnreadable(Exception):
+    """The state file is corrupt or not scrapy-rep's."""
+
+
+class StateStore:
+    """The state directory of one crawl (see the module docstring)."""
+
+    def __init__(self, directory: str, config: Config, stats: StatsCollector | None) -> None:
+        self.path = os.path.join(directory, FILE_NAME)
+        self._config = config
+        self._stats = stats
+        self._pending: dict[str, tuple[Entry, _Body, bytes | None]] = {}
+        self._db: sqlite3.Connection | None = None
+        self._failed = False
+        try:
+            os.makedirs(directory, exist_ok=True)
+            self._db = self._open()
+        except OSError as exc:
+            self._give_up("open", exc)
+        except (sqlite3.Error, StateUnreadable) as exc:
+            self._put_aside(exc)
+            try:
+                self._db = self._open()
+            except (sqlite3.Error, StateUnreadable, OSError) as again:
+                self._give_up("open", again)
+
+    # -- the file ------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            app, version = _marks(db)
+            if (app, version) == (0, 0) and not _tables(db):
+                with _transaction(db):
+                    if _marks(db) == (0, 0):  # not made meanwhile by another process
+                        for statement in _SCHEMA.split(";"):
+                            db.execute(statement)
+                        db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+                        db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                app, version = _marks(db)
+            if app != APPLICATION_ID or version != SCHEMA_VERSION:
+                raise StateUnreadable(
+                    f"application id {app:#x}, schema {version}: not scrapy-rep's "
+                    f"(schema {SCHEMA_VERSION})"
+                )
+            db.execute("SELECT origin, outcome, meta, body, fetched, expires FROM robots LIMIT 1")
+            db.execute("SELECT sha256, body, written FROM pinned LIMIT 1")
+            return db
+        except BaseException:
+            db.close()
+            raise
+
+    def _put_aside(self, problem: BaseException) -> None:
+        """An unreadable file (corrupt, or another program's) is kept beside,
+        never deleted, and replaced by an empty one."""
+        aside = self.path + ".unreadable"
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.replace(self.path + suffix, aside + suffix)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                break
+        logger.warning(
+            "The robots.txt state in %s is unreadable (%s): moved to %s; starting "
+            "with no robots.txt state",
+            self.path,
+            problem,
+            aside,
+        )
+        if self._stats is not None:
+            self._stats.inc_value("rep/state/unreadable")
+
+    def _give_up(self, doing: str, problem: BaseException) -> None:
+        """One WARNING, then the crawl goes on without the state."""
+        if not self._failed:
+            self._failed = True
+            logger.warning(
+                "Could not %s the robots.txt state in %s (%s): going on without it",
+                doing,
+                self.path,
+                problem,
+            )
+            if self._stats is not None:
+                self._stats.inc_value("rep/state/errors")
+        self._pending.clear()
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    # -- reading -------------------------------------------------------------------
+
+    def previous(self, origin: Origin, now: float | None = None) -> Entry | None:
+        """``origin``'s stored entry (fetched within REP_STALE_MAX, not from
+        the future), its expiry bounded by this crawl's REP_CACHE_TTL and
+        REP_RETRY_MAX: fresh, or what a fetch starts from."""
+        now = time.time() if now is None else now
+        text = origin.text
+        if text in self._pending:  # fetched this crawl, then left its LRU
+            self.flush()
+        db = self._db
+        if db is None:
+            return None
+        try:
+            row = db.execute(
+                "SELECT origin, meta, body FROM robots WHERE origin = ? AND fetched <= ?",
+                (text, now + CLOCK_SKEW),
+            ).fetchone()
+        except sqlite3.Error as exc:
+            self._give_up("read", exc)
+            return None
+        if row is None:
+            return None
+        found = self._decode(row[0], row[1], row[2], now)
+        if found is None or now - found[1].fetched > self._config.stale_max:
+            return None
+        return found[1]
+
+    def body(self, origin: Origin, sha256: str) -> bytes | None:
+        """The robots.txt body whose SHA-256 is ``sha256``, kept as a pinned
+        one (:meth:`keep_pinned`) or as ``origin``'s latest: what a pin
+        compares a new body with."""
+        if origin.text in self._pending:
+            self.flush()
+        db = self._db
+        if db is None:
+            return None
+        try:
+            rows = db.execute(
+                "SELECT body FROM pinned WHERE sha256 = ? UNION ALL "
+                "SELECT body FROM robots WHERE origin = ? AND body IS NOT NULL",
+                (sha256, origin.text),
+            ).fetchall()
+        except sqlite3.Error:
+            return None
+        for (body,) in rows:
+            if not isinstance(body, bytes):
+                continue
+            if hashlib.sha256(body[: self._config.max_size]).hexdigest() == sha256:
+                return body
+        return None
+
+    def keep_pinned(self, sha256: str, body: bytes) -> None:
+        """Keep a pinned body after its origin's robots.txt changed, so later
+        crawls can still say what changed (one row per pin, written at once)."""
+        db = self._db
+        if db is None:
+            return
+        try:
+            with _transaction(db):
+                db.execute(
+                    "INSERT OR REPLACE INTO pinned (sha256, body, written) VALUES (?, ?, ?)",
+                    (sha256, body, time.time()),
+                )
+        except sqlite3.Error as exc:
+            self._give_up("write", exc)
+
+    def _decode(
+        self, text: str, meta: str, body: bytes | None, now: float
+    ) -> tuple[Origin, Entry] | None:
+        origin = origin_of(urlparse(text))
+        if origin is None or origin.text != text:
+            return None
+        try:
+            entry = decode(meta, body, None, self._config.max_size)
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.debug("Unreadable robots.txt state of %s (%s): skipped", text, exc)
+            return None
+        if entry is None:
+            return None
+        # Nothing stored lasts longer than this crawl's settings allow; a fetch
+        # time a little in the future (CLOCK_SKEW) reads as now.
+        config = self._config
+        fetched = min(entry.fetched, now)
+        if entry.outcome == UNREACHABLE:
+            expires = min(entry.expires, now + config.retry_max)
+        else:
+            expires = min(entry.expires, fetched + config.cache_ttl)
+        return origin, dataclasses.replace(entry, fetched=fetched, expires=expires)
+
+    # -- writing -------------------------------------------------------------------
+
+    def record(self, origin: Origin, entry: Entry, body: bytes | None) -> None:
+        """Keep ``entry`` (``body``: the robots.txt body its rules were just read
+        from, None when they were not read anew); written with the next batch."""
+        if self._db is None or entry.outcome == REFUSED_LOCALLY:
+            return  # (refused by this crawl's own middlewares: not the site's answer)
+        mode: _Body
+        if entry.outcome == PARSED and body is not None:
+            mode = "new"
+        elif entry.robots is not None and entry.sha256:
+            mode = "keep"  # a 304, or stale rules: the stored body stays
+        else:
+            mode = "none"
+        text = origin.text
+        queued = self._pending.get(text)
+        if queued is not None and queued[1] == "new" and mode == "keep":
+            mode, body = "new", queued[2]  # its body is not written yet
+        if body is not None:  # one byte more than read: the rules know they were cut
+            body = body[: self._config.max_size + 1]
+        self._pending[text] = (entry, mode, body if mode == "new" else None)
+        if len(self._pending) >= FLUSH_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the changes kept since the last batch, in one transaction."""
+        db = self._db
+        pending = self._pending
+        if db is None or not pending:
+            return
+        self._pending = {}
+        now = time.time()
+        rows: dict[_Body, list[tuple[object, ...]]] = {"new": [], "keep": [], "none": []}
+        for text, (entry, mode, body) in pending.items():
+            meta = encode(entry, _rules(entry, mode))
+            row = (text, entry.outcome, meta, body, entry.fetched, entry.expires, now)
+            rows[mode].append(row)
+        try:
+            with _transaction(db):
+                db.executemany(_WRITE_NEW, rows["new"] + rows["none"])
+                db.executemany(_WRITE_KEEP, rows["keep"])
+        except sqlite3.Error as exc:
+            self._give_up("write", exc)
+            return
+        if self._stats is not None:
+            self._stats.inc_value("rep/state/written", len(pending))
+
+    def close(self) -> None:
+        """Write what is left, forget what is past REP_STALE_MAX, close the file."""
+        self.flush()
+        db = self._db
+        if db is None:
+            return
+        self._db = None
+        now = time.time()
+        old = now - max(self._config.stale_max, self._config.cache_ttl)
+        try:
+            db.execute("DELETE FROM robots WHERE expires < ? AND fetched < ?", (now, old))
+            db.execute("DELETE FROM pinned WHERE written < ?", (old,))
+        except sqlite3.Error:
+            pass  # kept for the next crawl to forget
+        finally:
+            db.close()
+
+
+def _rules(entry: Entry, mode: _Body) -> Rules:
+    if mode != "none":
+        return "body"
+    if entry.outcome in (UNAVAILABLE, REFUSED_LOCALLY):
+        return "allow_all"
+    return "none"
+
+
+def _marks(db: sqlite3.Connection) -> tuple[int, int]:
+    app = db.execute("PRAGMA application_id").fetchone()[0]
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    return int(app), int(version)
+
+
+def _tables(db: sqlite3.Connection) -> list[str]:
+    return [row[0] for row in db.execute("SELECT name FROM sqlite_master")]
+
+
+@contextlib.contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error): one writer at a time,
+    waiting BUSY_TIMEOUT for the others."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def stored_entries(directory: str, config: Config) -> Iterator[tuple[Origin, Entry]]:
+    """Every readable entry of a state directory, however old (``scrapy robots --state``)."""
+    store = StateStore(directory, config, None)
+    db = store._db
+    if db is None:
+        return
+    try:
+        rows = db.execute("SELECT origin, meta, body FROM robots").fetchall()
+    finally:
+        store._db = None
+        db.close()
+    now = time.time()
+    for row in rows:
+        found = store._decode(row[0], row[1], row[2], now)
+        if found is not None:
+            yield found
+
+
+def open_state(crawler: Crawler, config: Config) -> StateStore | None:
+    """The crawl's state directory (REP_STATE_DIR), written every
+    FLUSH_INTERVAL seconds and closed when the engine stops; None when unset."""
+    if config.state_dir is None:
+        return None
+    from scrapy import signals
+    from twisted.internet.task import LoopingCall
+
+    store = StateStore(config.state_dir, config, crawler.stats)
+    timer = LoopingCall(store.flush)
+
+    def started() -> None:
+        timer.start(FLUSH_INTERVAL, now=False)
+
+    def stopped() -> None:
+        if timer.running:
+            timer.stop()
+        store.close()
+
+    crawler.signals.connect(started, signal=signals.engine_started, weak=False)
+    crawler.signals.connect(stopped, signal=signals.engine_stopped, weak=False)
+    return store

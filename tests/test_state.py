@@ -1,0 +1,475 @@
+"""robots.txt state across crawls (REP_STATE_DIR), conditional GET, pins.
+
+Each ``run_crawl`` is a new crawler with an empty in-memory cache, as a new
+process would have: what it knows of an earlier crawl comes from the state
+directory only. The server (:class:`RevalidatingRobots`) counts robots.txt
+requests and answers 304 to an ``If-None-Match`` that names its body's ETag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse, urlsplit
+
+import pytest
+import pytest_twisted
+from crawls import run_crawl, sleep
+from scrapy import Request
+from servers import Reply, ScriptedServer
+
+from scrapy_rep.config import Config
+from scrapy_rep.exceptions import (
+    ForbiddenByRobots,
+    InvalidSetting,
+    RobotsTxtChanged,
+    RobotsTxtUnavailable,
+)
+from scrapy_rep.origin import origin_of
+from scrapy_rep.policy import PARSED, Entry
+from scrapy_rep.robotstxt import RobotsTxt
+from scrapy_rep.state import FILE_NAME, StateStore
+
+MAX_AGE = 2  # seconds robots.txt stays fresh (Cache-Control: max-age)
+FIRST = b"User-agent: *\nDisallow: /private\n"
+SECOND = b"User-agent: *\nDisallow: /private\nDisallow: /new\nDisallow: /more\n"
+
+
+class RevalidatingRobots:
+    """/robots.txt of ``site``: ``body`` with a strong ETag (its sha256) and
+    ``max-age``, or a 304 when the request names that ETag."""
+
+    def __init__(self, site: ScriptedServer, body: bytes, path: str = "/robots.txt") -> None:
+        self.site = site
+        self.body = body
+        self.path = path
+        site.script(path, self.reply)
+
+    @property
+    def etag(self) -> str:
+        return f'"{hashlib.sha256(self.body).hexdigest()[:16]}"'
+
+    def last_request(self) -> dict[str, str]:
+        return [hit for hit in self.site.log() if hit.path == self.path][-1].headers
+
+    def reply(self, number: int) -> Reply:
+        headers = {"ETag": self.etag, "Cache-Control": f"max-age={MAX_AGE}"}
+        if self.last_request().get("If-None-Match") == self.etag:
+            return Reply(status=304, headers=headers)
+        return Reply(body=self.body, headers={**headers, "Content-Type": "text/plain"})
+
+
+def state_settings(tmp_path: Path, **more: Any) -> dict[str, Any]:
+    return {"REP_STATE_DIR": str(tmp_path / "state"), "REP_CACHE_MIN_TTL": 0, **more}
+
+
+def pin_file(tmp_path: Path, site: ScriptedServer, body: bytes) -> str:
+    path = tmp_path / "pins.json"
+    path.write_text(json.dumps({site.origin: hashlib.sha256(body).hexdigest()}))
+    return str(path)
+
+
+def robots_hits(site: ScriptedServer) -> int:
+    return site.hits("/robots.txt")
+
+
+@pytest_twisted.ensureDeferred
+async def test_crawls_in_a_row_fetch_while_fresh_then_revalidate_then_see_a_change(
+    site: ScriptedServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """1: fetched. 2: fresh in the state, not asked. 3: past max-age, asked
+    with If-None-Match; the 304 keeps its rules. 4: the body changed: seen at
+    the next expiry, and reported against the pin of the first body."""
+    robots = RevalidatingRobots(site, FIRST)
+    settings = state_settings(tmp_path)
+
+    first = await run_crawl([site.url("/a"), site.url("/private/1")], settings)
+    assert robots_hits(site) == 1
+    assert first.failed_with(site.url("/private/1")) is ForbiddenByRobots
+    fetched_at = time.monotonic()
+
+    second = await run_crawl([site.url("/b"), site.url("/private/2")], settings)
+    assert robots_hits(site) == 1  # fresh in the state: not asked again
+    assert second.failed_with(site.url("/private/2")) is ForbiddenByRobots
+    assert second.stats["rep/state/used"] == 1
+    assert site.pages() == ["/a", "/b"]
+
+    await sleep(MAX_AGE + 0.3 - (time.monotonic() - fetched_at))
+    third = await run_crawl([site.url("/c"), site.url("/private/3")], settings)
+    assert robots_hits(site) == 2
+    assert robots.last_request().get("If-None-Match") == robots.etag
+    assert third.stats["rep/robotstxt/response_status_count/304"] == 1
+    assert third.stats["rep/robotstxt/not_modified"] == 1
+    assert third.failed_with(site.url("/private/3")) is ForbiddenByRobots  # rules kept
+    revalidated_at = time.monotonic()
+
+    pinned = robots.etag
+    robots.body = SECOND
+    settings["REP_PIN_FILE"] = pin_file(tmp_path, site, FIRST)
+    fourth = await run_crawl([site.url("/d"), site.url("/new/1"), site.url("/new/2")], settings)
+    assert robots_hits(site) == 2  # still fresh from the 304: the change is not seen yet
+    assert fourth.responses.keys() == {site.url("/d"), site.url("/new/1"), site.url("/new/2")}
+    assert "rep/pin/changed" not in fourth.stats
+
+    await sleep(MAX_AGE + 0.3 - (time.monotonic() - revalidated_at))
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="scrapy_rep"):
+        fifth = await run_crawl([site.url("/e"), site.url("/new/3"), site.url("/more/1")], settings)
+    assert robots_hits(site) == 3
+    assert robots.last_request().get("If-None-Match") == pinned  # the old ETag, answered 200
+    assert fifth.failed_with(site.url("/new/3")) is ForbiddenByRobots
+    assert fifth.failed_with(site.url("/more/1")) is ForbiddenByRobots
+    assert fifth.stats["rep/pin/changed"] == 1
+    assert fifth.stats["rep/pin/newly_forbidden"] == 2
+    changed = [r.getMessage() for r in caplog.records if "changed since pinned" in r.getMessage()]
+    assert len(changed) == 2  # when seen, and the summary at close
+    assert "+2 Disallow lines" in changed[0]
+    assert "2 requests forbidden since, 2 of them allowed by the pinned rules" in changed[1]
+
+
+@pytest_twisted.ensureDeferred
+async def test_stop_origin_drops_a_changed_origins_requests(
+    site: ScriptedServer, site2: ScriptedServer, tmp_path: Path
+) -> None:
+    """REP_PIN_ACTION = "stop_origin": every request of the origin whose
+    robots.txt is not the pinned one ends with RobotsTxtChanged, counted; the
+    other origin (its pin holds) is crawled."""
+    RevalidatingRobots(site, SECOND)
+    RevalidatingRobots(site2, FIRST)
+    pins = tmp_path / "pins.tsv"
+    pins.write_text(
+        f"# origin\tsha256\n{site.origin}\t{hashlib.sha256(FIRST).hexdigest()}\n"
+        f"{site2.origin}\t{hashlib.sha256(FIRST).hexdigest()}\n"
+    )
+    urls = [site.url(f"/page/{n}") for n in range(5)] + [site2.url("/ok")]
+    settings = {"REP_PIN_FILE": str(pins), "REP_PIN_ACTION": "stop_origin"}
+    result = await run_crawl(list(urls), settings)
+    assert {url: result.failed_with(url) for url in urls[:5]} == dict.fromkeys(
+        urls[:5], RobotsTxtChanged
+    )
+    assert site.pages() == []
+    assert result.responses.keys() == {site2.url("/ok")}
+    assert result.stats["rep/pin/dropped"] == 5
+    assert result.stats["rep/pin/changed"] == 1
+    assert result.stats["rep/pin/matched"] == 1
+    error = result.failures[urls[0]].value
+    assert isinstance(error, RobotsTxtChanged)
+    assert error.origin == site.origin
+    assert error.current == hashlib.sha256(SECOND).hexdigest()
+
+
+@pytest.mark.parametrize("content", ["garbage", "foreign"])
+@pytest_twisted.ensureDeferred
+async def test_an_unreadable_state_file_gives_one_warning_and_a_normal_crawl(
+    site: ScriptedServer, tmp_path: Path, caplog: pytest.LogCaptureFixture, content: str
+) -> None:
+    """A corrupt file, or another program's SQLite database where ours should
+    be: one WARNING, put aside (not deleted), an empty cache, a normal crawl;
+    the next crawl uses the new state."""
+    RevalidatingRobots(site, FIRST)
+    state = tmp_path / "state"
+    state.mkdir()
+    path = state / FILE_NAME
+    if content == "garbage":
+        path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 5000)
+    else:
+        with sqlite3.connect(path) as other:
+            other.execute("CREATE TABLE notes (text TEXT)")
+            other.execute("INSERT INTO notes VALUES ('mine')")
+        other.close()
+    settings = state_settings(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="scrapy_rep"):
+        result = await run_crawl([site.url("/a"), site.url("/private/1")], settings)
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    assert "unreadable" in warnings[0].getMessage()
+    assert result.stats["rep/state/unreadable"] == 1
+    assert site.url("/a") in result.responses
+    assert result.failed_with(site.url("/private/1")) is ForbiddenByRobots
+    assert (state / (FILE_NAME + ".unreadable")).exists()
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="scrapy_rep"):
+        again = await run_crawl([site.url("/b")], settings)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert again.stats["rep/state/used"] == 1
+    assert robots_hits(site) == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_304_to_a_request_without_validators_is_unreachable(site: ScriptedServer) -> None:
+    """A 304 answers a question the crawler did not ask: no rules to keep, so
+    the origin is unreachable (its requests dropped), not an unfollowable 3xx
+    (which would allow everything)."""
+    site.script("/robots.txt", Reply(status=304))
+    result = await run_crawl([site.url("/a")])
+    assert result.failed_with(site.url("/a")) is RobotsTxtUnavailable
+    assert site.pages() == []
+    assert result.stats["rep/robotstxt/outcome/unreachable"] == 1
+    assert "rep/robotstxt/not_modified" not in result.stats
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_refresh_within_a_crawl_is_conditional(site: ScriptedServer) -> None:
+    """The rules expire mid-crawl: the refresh sends If-None-Match and the 304
+    keeps the rules (no state directory needed)."""
+    robots = RevalidatingRobots(site, FIRST)
+    site.script("/wait", Reply(body=b"<html></html>", delay=MAX_AGE + 0.3))
+    after = {"/a": ["/wait"], "/wait": ["/private/x", "/b"]}
+
+    def follow(response: Any) -> list[Request]:
+        paths = after.get(urlsplit(response.url).path, [])
+        return [Request(site.url(path), dont_filter=True) for path in paths]
+
+    result = await run_crawl([site.url("/a")], {"REP_CACHE_MIN_TTL": 0}, follow=follow)
+    assert robots_hits(site) == 2
+    assert robots.last_request().get("If-None-Match") == robots.etag
+    assert result.stats["rep/robotstxt/not_modified"] == 1
+    assert result.failed_with(site.url("/private/x")) is ForbiddenByRobots
+
+
+@pytest_twisted.ensureDeferred
+async def test_validators_go_to_the_url_after_redirects(
+    site: ScriptedServer, tmp_path: Path
+) -> None:
+    """robots.txt redirects to another path: its validators belong to that
+    URL, so the first hop goes without them and the last carries them."""
+    site.script("/robots.txt", Reply(status=301, headers={"Location": "/rules.txt"}))
+    robots = RevalidatingRobots(site, FIRST, "/rules.txt")
+    settings = state_settings(tmp_path)
+    await run_crawl([site.url("/a")], settings)
+    await sleep(MAX_AGE + 0.3)
+    result = await run_crawl([site.url("/b"), site.url("/private/1")], settings)
+    hops = [hit for hit in site.log() if hit.path in ("/robots.txt", "/rules.txt")]
+    assert [hit.path for hit in hops] == ["/robots.txt", "/rules.txt"] * 2
+    assert "If-None-Match" not in hops[2].headers
+    assert hops[3].headers.get("If-None-Match") == robots.etag
+    assert result.stats["rep/robotstxt/not_modified"] == 1
+    assert result.failed_with(site.url("/private/1")) is ForbiddenByRobots
+
+
+@pytest.mark.parametrize("through_cache", [True, False])
+@pytest_twisted.ensureDeferred
+async def test_rep_httpcache_robotstxt_keeps_robots_txt_out_of_scrapys_cache(
+    site: ScriptedServer, tmp_path: Path, through_cache: bool
+) -> None:
+    """With HttpCacheMiddleware's default policy, a cached robots.txt is served
+    again (its age unchecked); REP_HTTPCACHE_ROBOTSTXT = False has it asked
+    for each time its rules expire, while pages still come from the cache."""
+    RevalidatingRobots(site, FIRST)
+    settings = {
+        "HTTPCACHE_ENABLED": True,
+        "HTTPCACHE_DIR": str(tmp_path / "httpcache"),
+        "REP_HTTPCACHE_ROBOTSTXT": through_cache,
+    }
+    for _ in range(2):
+        result = await run_crawl([site.url("/a")], settings)
+        assert site.url("/a") in result.responses
+    assert site.pages() == ["/a"]  # the second crawl's page came from the cache
+    assert robots_hits(site) == (1 if through_cache else 2)
+
+
+WRITER = """
+import sys, time
+from scrapy_rep.config import Config
+from scrapy_rep.origin import origin_of
+from scrapy_rep.policy import Entry, PARSED
+from scrapy_rep.robotstxt import RobotsTxt
+from scrapy_rep.state import StateStore
+from urllib.parse import urlparse
+
+directory, worker = sys.argv[1], int(sys.argv[2])
+store = StateStore(directory, Config(), None)
+now = time.time()
+for n in range(300):
+    origin = origin_of(urlparse(f"https://w{worker}-{n}.example"))
+    body = f"User-agent: *\\nDisallow: /{worker}/{n}\\n".encode()
+    entry = Entry(RobotsTxt.parse(body), PARSED, now + 600, now, sha256="0" * 64)
+    store.record(origin, entry, body)
+store.close()
+print(store._failed)
+"""
+
+
+def test_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
+    """Four processes write 300 origins each into one state directory at once
+    (64 to a transaction): every origin is there, no process failed."""
+    directory = str(tmp_path / "state")
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, directory, str(worker)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for worker in range(4)
+    ]
+    outputs = [run.communicate(timeout=60) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0, 0, 0], outputs
+    assert [out.strip() for out, _ in outputs] == ["False"] * 4, outputs
+    with sqlite3.connect(Path(directory) / FILE_NAME) as db:
+        assert db.execute("SELECT count(*) FROM robots").fetchone()[0] == 1200
+    db.close()
+
+
+SCRAPY = str(Path(sys.executable).with_name("scrapy"))
+
+
+def scrapy_robots(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
+    command = [SCRAPY, "robots", "--agent", "ExampleBot", "-s", "REP_CACHE_MIN_TTL=0", *args]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.slow
+@pytest.mark.reactor_free  # scrapy robots subprocesses
+def test_scrapy_robots_shows_the_pinned_verdicts_beside_the_current_ones(
+    site: ScriptedServer, tmp_path: Path
+) -> None:
+    """``--state`` keeps the body a first run read; once the site changed it,
+    ``--pins`` says the robots.txt changed, how, and what the pinned rules
+    said of each URL."""
+    robots = RevalidatingRobots(site, FIRST)
+    state = str(tmp_path / "state")
+    first = scrapy_robots("--state", state, site.url("/new/1"), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    robots.body = SECOND
+    time.sleep(MAX_AGE + 0.3)
+    pins = pin_file(tmp_path, site, FIRST)
+    urls = [site.url("/new/1"), site.url("/private/x")]
+    result = scrapy_robots("--state", state, "--pins", pins, *urls, cwd=tmp_path)
+    out = result.stdout
+    assert result.returncode == 1, result.stderr
+    assert robots_hits(site) == 2
+    assert robots.last_request().get("If-None-Match") is not None
+    assert f"  pinned    sha256 {hashlib.sha256(FIRST).hexdigest()}" in out
+    assert f"  now       sha256 {hashlib.sha256(SECOND).hexdigest()}" in out
+    assert "  pin       CHANGED: +2 Disallow lines" in out
+    assert f"  pinned    ALLOWED    {site.url('/new/1')}" in out
+    assert f"  pinned    FORBIDDEN  {site.url('/private/x')}" in out
+    as_json = scrapy_robots("--state", state, "--pins", pins, "--json", *urls, cwd=tmp_path)
+    pin = json.loads(as_json.stdout)["pins"][0]
+    assert pin["state"] == "changed"
+    assert pin["pinned_verdicts"] == [
+        {"url": urls[0], "allowed": True},
+        {"url": urls[1], "allowed": False},
+    ]
+
+
+def stored(tmp_path: Path, config: Config, **fields: Any) -> Entry | None:
+    """Write one entry of https://x.example with ``fields``, then read it back
+    as a new crawl would."""
+    origin = origin_of(urlparse("https://x.example"))
+    assert origin is not None
+    now = time.time()
+    entry = Entry(
+        RobotsTxt.parse(FIRST),
+        PARSED,
+        fields.pop("expires", now + 600),
+        fields.pop("fetched", now),
+        sha256=hashlib.sha256(FIRST).hexdigest(),
+        **fields,
+    )
+    writer = StateStore(str(tmp_path / "state"), config, None)
+    writer.record(origin, entry, FIRST)
+    writer.close()
+    reader = StateStore(str(tmp_path / "state"), config, None)
+    try:
+        return reader.previous(origin)
+    finally:
+        reader.close()
+
+
+def test_stored_rules_never_outlive_rep_cache_ttl(tmp_path: Path) -> None:
+    """An expiry written by a crawl with a longer REP_CACHE_TTL (or a wrong
+    one) is cut at this crawl's REP_CACHE_TTL after the fetch."""
+    now = time.time()
+    entry = stored(tmp_path, Config(cache_ttl=3600), fetched=now - 7200, expires=now + 86400)
+    assert entry is not None
+    assert entry.expires <= entry.fetched + 3600 < now  # expired: validators only
+
+
+@pytest.mark.parametrize(("ahead", "trusted"), [(60, True), (3600, False)])
+def test_a_fetch_time_in_the_future_is_trusted_only_within_the_skew(
+    tmp_path: Path, ahead: float, trusted: bool
+) -> None:
+    now = time.time()
+    entry = stored(tmp_path, Config(), fetched=now + ahead, expires=now + ahead + 600)
+    if not trusted:
+        assert entry is None
+    else:
+        assert entry is not None
+        assert entry.fetched <= time.time()  # read as now
+        assert entry.expires <= entry.fetched + Config().cache_ttl
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_unreachable_origins_backoff_outlives_the_crawl(
+    site: ScriptedServer, tmp_path: Path
+) -> None:
+    """robots.txt answered 503: the next crawl, before REP_RETRY_MIN has
+    passed, does not ask again and drops the origin's requests, as the first
+    crawl would have."""
+    site.script("/robots.txt", Reply(status=503))
+    settings = state_settings(tmp_path, REP_RETRY_MIN=60)
+    first = await run_crawl([site.url("/a")], settings)
+    assert first.failed_with(site.url("/a")) is RobotsTxtUnavailable
+    second = await run_crawl([site.url("/b")], settings)
+    assert second.failed_with(site.url("/b")) is RobotsTxtUnavailable
+    assert robots_hits(site) == 1
+    assert site.pages() == []
+    assert second.stats["rep/state/used"] == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_stored_rules_serve_while_the_site_is_down_in_a_later_crawl(
+    site: ScriptedServer, tmp_path: Path
+) -> None:
+    """Stale-if-error across crawls: the stored rules expired, the site now
+    answers 503; the next crawl applies the stored rules (younger than
+    REP_STALE_MAX) instead of dropping every request."""
+    robots = RevalidatingRobots(site, FIRST)
+    settings = state_settings(tmp_path)
+    await run_crawl([site.url("/a")], settings)
+    await sleep(MAX_AGE + 0.3)
+    site.script("/robots.txt", Reply(status=503))
+    result = await run_crawl([site.url("/b"), site.url("/private/1")], settings)
+    assert robots.last_request().get("If-None-Match") == robots.etag  # asked, conditionally
+    assert site.url("/b") in result.responses
+    assert result.failed_with(site.url("/private/1")) is ForbiddenByRobots
+    assert result.stats["rep/robotstxt/stale_served"] == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_missing_pin_file_stops_the_crawl_at_start(
+    site: ScriptedServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR), pytest.raises(InvalidSetting, match="REP_PIN_FILE"):
+        await run_crawl([site.url("/a")], {"REP_PIN_FILE": str(tmp_path / "missing.json")})
+    assert site.hits() == 0
+    assert any(r.getMessage().startswith("Cannot start: REP_PIN_FILE") for r in caplog.records)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_dry_run_reports_a_changed_pin_but_stops_nothing(
+    site: ScriptedServer, tmp_path: Path
+) -> None:
+    RevalidatingRobots(site, SECOND)
+    settings = {
+        "REP_PIN_FILE": pin_file(tmp_path, site, FIRST),
+        "REP_PIN_ACTION": "stop_origin",
+        "REP_DRY_RUN": True,
+    }
+    result = await run_crawl([site.url("/a"), site.url("/new/1")], settings)
+    assert result.responses.keys() == {site.url("/a"), site.url("/new/1")}
+    assert result.stats["rep/pin/changed"] == 1
+    assert "rep/pin/dropped" not in result.stats
+    assert result.stats["rep/pin/forbidden"] == 1  # /new/1: the current rules forbid it
