@@ -22,6 +22,7 @@ _LAZY = {
     "RobotsTxtUnavailable": "scrapy_rep.exceptions",
     "MetaRobotsMiddleware": "scrapy_rep.meta",
     "PolitePriorityQueue": "scrapy_rep.frontier",
+    "ProvenanceMiddleware": "scrapy_rep.evidence",
     "RedisPoliteQueue": "scrapy_rep.cluster.queue",
     "RobotsSitemapMixin": "scrapy_rep.sitemaps",
     "RobotsSitemapSpider": "scrapy_rep.sitemaps",
@@ -43,6 +44,7 @@ __all__ = [
     "ForbiddenByRobots",
     "MetaRobotsMiddleware",
     "PolitePriorityQueue",
+    "ProvenanceMiddleware",
     "RedisPoliteQueue",
     "RobotParser",
     "RobotsSitemapMixin",
@@ -60,6 +62,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers
     from scrapy_rep.addon import Addon
     from scrapy_rep.cluster.queue import RedisPoliteQueue
     from scrapy_rep.decompression import BoundedDecompressionMiddleware
+    from scrapy_rep.evidence import ProvenanceMiddleware
     from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtUnavailable, UsageDenied
     from scrapy_rep.frontier import PolitePriorityQueue
     from scrapy_rep.meta import MetaRobotsMiddleware

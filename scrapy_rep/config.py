@@ -120,6 +120,15 @@ class Config:
     """REP_REPORT: file (.json or .jsonl) the per-origin report is written to; None: none."""
     report_top: int = 10
     """REP_REPORT_TOP: origins listed in the summary logged at spider close."""
+    # -- evidence (scrapy_rep.evidence)
+    evidence: str | None = None
+    """REP_EVIDENCE: directory of the evidence archive (WARC + evidence.jsonl); None: none."""
+    evidence_max_file_size: int = 100_000_000
+    """REP_EVIDENCE_MAX_FILE_SIZE: bytes after which a new WARC file is started."""
+    evidence_required: bool = False
+    """REP_EVIDENCE_REQUIRED: a write error closes the spider."""
+    provenance_field: str | None = None
+    """REP_PROVENANCE_FIELD: item field rep_provenance is copied into; None: none."""
 
     @property
     def policy(self) -> Policy:
@@ -186,6 +195,10 @@ class Config:
             redis_keep=read.number("REP_REDIS_KEEP", minimum=0.0),
             report=_report_path(read),
             report_top=read.integer("REP_REPORT_TOP", minimum=0),
+            evidence=_optional_text(read, "REP_EVIDENCE", "a directory path"),
+            evidence_max_file_size=read.integer("REP_EVIDENCE_MAX_FILE_SIZE", minimum=1),
+            evidence_required=read.boolean("REP_EVIDENCE_REQUIRED"),
+            provenance_field=_optional_text(read, "REP_PROVENANCE_FIELD", "an item field name"),
         )
         warnings = [problem] if problem else []
         warnings += odd_settings(settings, user_agent, explicit, read.names)
@@ -254,6 +267,18 @@ def _report_path(read: _Reader) -> str | None:
             "REP_REPORT", f"expected a file path ending in .json or .jsonl, got {raw!r}"
         )
     return path
+
+
+def _optional_text(read: _Reader, name: str, what: str) -> str | None:
+    """A non-empty string (a path may be a PathLike), or None when unset or empty."""
+    raw = read._raw(name)
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, os.PathLike):
+        raw = os.fspath(raw)
+    if not isinstance(raw, str):
+        raise InvalidSetting(name, f"expected {what}, got {raw!r}")
+    return raw
 
 
 def _purposes(read: _Reader) -> tuple[str, ...]:

@@ -43,6 +43,8 @@ from scrapy_rep.policy import (
 from scrapy_rep.robotparser import RobotParser
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
@@ -89,6 +91,8 @@ class RobotsFetcher:
         self.download = RobotsDownload(crawler, config, sleep=sleep, uncapped=uncapped)
         self._stats = crawler.stats
         self._fetches: InFlight[Origin, Entry] = InFlight()
+        self.on_fetched: Callable[[Origin, Entry, Response | None], None] | None = None
+        """Told of each fetch's entry and last response (scrapy_rep.evidence)."""
 
     def join(
         self, origin: Origin, trigger: Request | None = None, *, timeout: float | None = None
@@ -113,6 +117,8 @@ class RobotsFetcher:
             else:
                 entry, response = await self.download.entry(origin, previous)
                 entry = self._store(origin, entry, previous)
+            if self.on_fetched is not None:  # (the worker that downloaded: response set)
+                self.on_fetched(origin, entry, response)
             await self._announce(origin, entry, previous, response, trigger)
         except Exception:  # a bug here must not leave waiters hanging
             logger.exception("Error while fetching %s", origin.robots_url)
