@@ -56,6 +56,14 @@ class Provenance:
         # The fetch each origin's rules were read from (kept while stale rules serve).
         self._rules_from: OrderedDict[Origin, dict[str, Any]] = OrderedDict()
         self._parts: OrderedDict[Origin, tuple[Entry, dict[str, Any]]] = OrderedDict()
+        self._second = (-1, "")  # the last whole second stamped, as text
+
+    def _stamp(self, now: float) -> str:
+        """warc_date(now), its date and time formatted once a second (every request pays it)."""
+        second = int(now)
+        if second != self._second[0]:
+            self._second = (second, warc_date(second)[:-8])
+        return f"{self._second[1]}.{int((now - second) * 1_000_000):06d}Z"
 
     # -- fetches ------------------------------------------------------------------
 
@@ -152,7 +160,7 @@ class Provenance:
             }
         return {
             "origin": origin.text,
-            "decided_at": warc_date(time.time()),
+            "decided_at": self._stamp(time.time()),
             "checked": True,
             "robotstxt": self._part(origin, entry),
             "decision": decision,
