@@ -20,6 +20,7 @@ it is recorded. A disk error costs one ERROR and a count
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -100,7 +101,7 @@ class Evidence:
         hop: dict[str, Any] = {"url": request.url, "status": response.status}
         try:
             self._write_exchange(request, response, started, hop)
-        except OSError as exc:
+        except Exception as exc:  # the archive never changes what the crawl obeys
             self._error(exc)
         self._pending.setdefault(_key(request), []).append(hop)
 
@@ -154,7 +155,7 @@ class Evidence:
             line["metadata_record_id"] = written.record_id
             self._count_record()
             self._append_line(line)
-        except OSError as exc:
+        except Exception as exc:
             self._error(exc)
         return line
 
@@ -274,10 +275,13 @@ class Evidence:
 
     # -- errors and the crawl's life -----------------------------------------------
 
-    def _error(self, exc: OSError) -> None:
+    def _error(self, exc: Exception) -> None:
+        """A disk error (OSError), or a bug: the record is lost, the crawl goes
+        on (or stops under REP_EVIDENCE_REQUIRED)."""
         self._stats.inc_value("rep/evidence/write_errors")
         self._errors += 1
-        self._files.close()  # the next record starts a new file
+        with contextlib.suppress(OSError):
+            self._files.close()  # the next record starts a new file
         required = self.config.evidence_required
         if self._errors == 1:
             logger.error(
@@ -288,6 +292,7 @@ class Evidence:
                 if required
                 else "the crawl goes on without it; further errors are counted "
                 "(rep/evidence/write_errors)",
+                exc_info=not isinstance(exc, OSError),
             )
         else:
             logger.debug("Evidence not written to %s: %s", self.directory, exc)

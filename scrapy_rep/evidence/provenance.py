@@ -15,6 +15,7 @@ request it costs one more match (:meth:`RobotsTxt.decide`) and a small dict.
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 __all__ = ["PROVENANCE_META", "Provenance", "unchecked"]
 
 PROVENANCE_META = "rep_provenance"
+
+logger = logging.getLogger(__name__)
 
 
 def unchecked(reason: str) -> dict[str, Any]:
@@ -69,7 +72,14 @@ class Provenance:
 
     def robots_fetched(self, origin: Origin, entry: Entry, response: Response | None) -> None:
         """A robots.txt fetch ended (``response``: its last answer, None when
-        none came or the rules came from the cluster)."""
+        none came or the rules came from the cluster). Never raises: what the
+        crawl obeys does not depend on it."""
+        try:
+            self._fetched(origin, entry, response)
+        except Exception:
+            logger.exception("Provenance of %s not recorded", origin.robots_url)
+
+    def _fetched(self, origin: Origin, entry: Entry, response: Response | None) -> None:
         robots = entry.robots
         parsed = sha = None
         if entry.outcome == PARSED and response is not None and robots is not None:
