@@ -411,3 +411,32 @@ def test_settings_are_checked() -> None:
     ):
         with pytest.raises(InvalidSetting, match=name):
             Config.from_settings({name: value})
+
+
+@pytest_twisted.ensureDeferred
+async def test_provenance_always_overwritten_and_unchecked_requests_say_so(
+    site: ScriptedServer,
+) -> None:
+    """A request carrying a provenance (meta copied from another response) gets
+    its own; one robots.txt does not apply to says it was not checked; without
+    REP_EVIDENCE nothing names a WARC record."""
+    site.robots("User-agent: *\nDisallow: /private\n")
+    stale = {"rep_provenance": {"origin": "https://elsewhere.example", "checked": True}}
+    urls: list[str | Request] = [
+        Request(site.url("/a"), meta=dict(stale)),
+        Request(site.url("/b"), meta={**stale, "dont_obey_robotstxt": True}),
+    ]
+    result = await run_crawl(urls, SETTINGS)
+    checked = result.responses[site.url("/a")].meta["rep_provenance"]
+    assert checked["origin"] == site.origin
+    assert checked["decision"]["allowed"] is True
+    assert checked["decision"]["line"] is None  # no rule matched
+    assert (
+        checked["robotstxt"]["parsed_sha256"]
+        == hashlib.sha256(b"User-agent: *\nDisallow: /private\n").hexdigest()
+    )
+    assert checked["robotstxt"]["warc_record_id"] is None
+    unchecked = result.responses[site.url("/b")].meta["rep_provenance"]
+    assert unchecked["checked"] is False
+    assert unchecked["reason"] == "dont_obey_robotstxt"
+    assert unchecked["origin"] is None
