@@ -26,10 +26,12 @@ import pytest
 import pytest_twisted
 import scrapy
 from crawls import BASE_SETTINGS, run_crawl
+from redis_server import RedisServer, shared
 from scrapy import Request, Spider
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.test import get_crawler
 from servers import Reply, ScriptedServer, refused_port
+from twisted.internet.defer import Deferred, gatherResults
 from warcio.archiveiterator import ArchiveIterator
 
 from scrapy_rep import RobotsTxt
@@ -440,3 +442,32 @@ async def test_provenance_always_overwritten_and_unchecked_requests_say_so(
     assert unchecked["checked"] is False
     assert unchecked["reason"] == "dont_obey_robotstxt"
     assert unchecked["origin"] is None
+
+
+@pytest.mark.asyncio_only
+@pytest_twisted.ensureDeferred
+async def test_in_a_cluster_only_the_fetching_worker_records(
+    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str, tmp_path: Path
+) -> None:
+    """Two workers sharing robots.txt through Redis, and one evidence directory:
+    the robots.txt is downloaded and archived once, by the worker that fetched
+    it; the other's responses name no parsed bytes of their own."""
+    site.robots(ROBOTS, delay=0.5)
+    evidence = tmp_path / "evidence"
+    settings = {**SETTINGS, **shared(redis_server, redis_prefix), "REP_EVIDENCE": str(evidence)}
+    results: list[Any] = await gatherResults(
+        [Deferred.fromCoroutine(run_crawl([site.url(f"/{n}")], settings)) for n in range(2)]
+    )
+    assert site.hits("/robots.txt") == 1
+    (line,) = jsonl(evidence)
+    assert line["parsed_sha256"] == hashlib.sha256(ROBOTS.encode()).hexdigest()
+    read_warcs(evidence)
+    warcio_check(evidence)
+    fetched = [r for r in results if r.stats.get("rep/evidence/fetches")]
+    assert len(fetched) == 1
+    shas = sorted(
+        str(r.responses[url].meta["rep_provenance"]["robotstxt"]["parsed_sha256"])
+        for r in results
+        for url in r.responses
+    )
+    assert shas == sorted([line["parsed_sha256"], "None"])

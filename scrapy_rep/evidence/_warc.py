@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import itertools
 import os
 import socket
 import time
@@ -24,6 +25,9 @@ from typing import BinaryIO, NamedTuple
 __all__ = ["WarcFiles", "Written", "digest", "http_block", "record_id", "warc_date"]
 
 CRLF = b"\r\n"
+_SERIALS = itertools.count(1)
+"""File numbers, for the whole process: several crawls of one process (or
+one crawl's rotations) never pick the same name in one directory."""
 
 
 def digest(data: bytes) -> str:
@@ -74,7 +78,6 @@ class WarcFiles:
         self._warcinfo = warcinfo
         self._file: BinaryIO | None = None
         self._name = ""
-        self._serial = 0
         host = socket.gethostname().split(".")[0] or "host"
         self._stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in host)
 
@@ -111,9 +114,9 @@ class WarcFiles:
             return file
         self.close()
         os.makedirs(self.directory, exist_ok=True)
-        self._serial += 1
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S")
-        self._name = f"rep-{stamp}-{self._stem}-{os.getpid()}-{self._serial:05d}.warc.gz"
+        serial = next(_SERIALS)
+        self._name = f"rep-{stamp}-{self._stem}-{os.getpid()}-{serial:05d}.warc.gz"
         file = open(os.path.join(self.directory, self._name), "xb")  # noqa: SIM115 (kept open)
         self._file = file
         info = "".join(f"{key}: {value}\r\n" for key, value in self._warcinfo().items())
