@@ -471,3 +471,23 @@ async def test_in_a_cluster_only_the_fetching_worker_records(
         for url in r.responses
     )
     assert shas == sorted([line["parsed_sha256"], "None"])
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_304_is_recorded_as_a_not_modified_revisit(make_site: Any, tmp_path: Path) -> None:
+    """A 304 answer is a revisit record (server-not-modified profile) that refers
+    to the latest copy of that URL the archive holds, when it holds one (here
+    none: the record refers to nothing)."""
+    site = make_site()
+    site.script("/robots.txt", Reply(status=304, headers={"ETag": '"v1"'}))
+    evidence = tmp_path / "evidence"
+    result = await run_crawl([site.url("/a")], {**SETTINGS, "REP_EVIDENCE": str(evidence)})
+    warcio_check(evidence)
+    (line,) = jsonl(evidence)
+    assert line["status"] == 304
+    assert line["validators"] == {"etag": '"v1"'}
+    headers = read_warcs(evidence)["records"][line["warc_record_id"]][0]
+    assert headers.get_header("WARC-Type") == "revisit"
+    assert headers.get_header("WARC-Profile").endswith("/revisit/server-not-modified")
+    assert headers.get_header("WARC-Refers-To") is None
+    assert result.stats["rep/evidence/revisits"] == 1

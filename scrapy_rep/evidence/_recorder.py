@@ -40,6 +40,7 @@ from scrapy.utils.defer import deferred_from_coro
 
 from scrapy_rep import __version__
 from scrapy_rep._download import ROBOTS_META, ROBOTS_PATH, WELL_KNOWN_META
+from scrapy_rep.cache import lru_put
 from scrapy_rep.decompression import DECODED_META
 from scrapy_rep.evidence._warc import WarcFiles, Written, digest, http_block, warc_date
 
@@ -56,6 +57,7 @@ logger = logging.getLogger(__name__)
 
 JSONL = "evidence.jsonl"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 _REWRITTEN = (b"Content-Length", b"Transfer-Encoding")
 _MAX_DIGESTS = 10_000
 _CONFORMS_TO = "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
@@ -90,6 +92,8 @@ class Evidence:
         self._pending: dict[tuple[str, str], list[dict[str, Any]]] = {}
         # payload digest -> (record id, target URI, WARC-Date) of its first response record
         self._digests: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
+        # URL -> the same, of its latest response with a body (what a 304 confirms)
+        self._latest: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
         self._errors = 0
         crawler.signals.connect(self._opened, signal=signals.spider_opened)
         crawler.signals.connect(self._closed, signal=signals.spider_closed)
@@ -212,7 +216,25 @@ class Evidence:
         payload_digest = digest(body)
         earlier = self._digests.get(payload_digest) if body and not truncated else None
         written: Written
-        if earlier is not None:
+        if response.status == 304:  # the server says the copy we hold is current
+            fields.append(("WARC-Profile", NOT_MODIFIED_PROFILE))
+            known = self._latest.get(uri)
+            if known is not None:
+                fields += [
+                    ("WARC-Refers-To", known[0]),
+                    ("WARC-Refers-To-Target-URI", known[1]),
+                    ("WARC-Refers-To-Date", known[2]),
+                ]
+                hop["revisit_of"] = known[0]
+            written = self._files.write(
+                "revisit",
+                fields,
+                head,
+                when=when,
+                content_type="application/http;msgtype=response",
+            )
+            self._stats.inc_value("rep/evidence/revisits")
+        elif earlier is not None:
             refers_to, refers_uri, refers_date = earlier
             fields += [
                 ("WARC-Profile", REVISIT_PROFILE),
@@ -243,6 +265,9 @@ class Evidence:
                 self._digests[payload_digest] = (written.record_id, uri, warc_date(when))
                 if len(self._digests) > _MAX_DIGESTS:
                     self._digests.popitem(last=False)
+        if body and response.status != 304:
+            target = earlier or (written.record_id, uri, warc_date(when))
+            lru_put(self._latest, uri, target, _MAX_DIGESTS)
         self._count_record()
         hop.update(warc_file=written.file, warc_offset=written.offset, record_id=written.record_id)
 

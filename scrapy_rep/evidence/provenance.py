@@ -82,7 +82,9 @@ class Provenance:
     def _fetched(self, origin: Origin, entry: Entry, response: Response | None) -> None:
         robots = entry.robots
         parsed = sha = None
-        if entry.outcome == PARSED and response is not None and robots is not None:
+        read_anew = response is not None and 200 <= response.status < 300
+        if entry.outcome == PARSED and read_anew and robots is not None:
+            assert response is not None
             parsed = parsed_bytes(response.body, self._max_size)
             sha = hashlib.sha256(parsed).hexdigest()
         line = None
@@ -100,8 +102,9 @@ class Provenance:
                 "warc_file": line.get("warc_file") if line else None,
             }
             lru_put(self._rules_from, origin, found, self._bound)
-        elif not entry.stale:
+        elif robots is None or entry.ruleless:
             self._rules_from.pop(origin, None)
+        # else the rules were kept from an earlier fetch (stale, or not modified)
         self._parts.pop(origin, None)
 
     def _reading(
@@ -124,8 +127,8 @@ class Provenance:
             "parsed_bytes": len(parsed) if parsed is not None else None,
             "max_size": self._max_size,
         }
-        if entry.stale:
-            reading["rules_from"] = self._rules_from.get(origin)
+        if sha is None and robots is not None and not entry.ruleless:
+            reading["rules_from"] = self._rules_from.get(origin)  # kept, not read anew
         if robots is not None and parsed is not None:
             root = origin.text + "/"
             delays = robots.delays(user_agent=token)
