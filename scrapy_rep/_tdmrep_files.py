@@ -28,8 +28,7 @@ from scrapy_rep import _startup
 from scrapy_rep._download import OwnDownloads
 from scrapy_rep._in_flight import InFlight
 from scrapy_rep.cache import lru_put
-from scrapy_rep.evidence import Evidence
-from scrapy_rep.evidence._warc import warc_date
+from scrapy_rep.evidence import Evidence, warc_date
 from scrapy_rep.origin import Origin
 from scrapy_rep.policy import header_text, pause_for, retry_after
 from scrapy_rep.usage import TdmRep

@@ -117,7 +117,7 @@ class RobotsFetcher:
             else:
                 entry, response = await self.download.entry(origin, previous)
                 entry = self._store(origin, entry, previous)
-            if self.on_fetched is not None:  # (the worker that downloaded: response set)
+            if self.on_fetched is not None:  # provenance, evidence (scrapy_rep.evidence)
                 self.on_fetched(origin, entry, response)
             await self._announce(origin, entry, previous, response, trigger)
         except Exception:  # a bug here must not leave waiters hanging

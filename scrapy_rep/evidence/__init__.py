@@ -12,6 +12,7 @@ See docs/evidence.md.
 """
 
 from scrapy_rep.evidence._recorder import JSONL, Evidence
+from scrapy_rep.evidence._warc import warc_date
 from scrapy_rep.evidence.items import ProvenanceMiddleware
 from scrapy_rep.evidence.provenance import PROVENANCE_META, Provenance, unchecked
 
@@ -22,4 +23,5 @@ __all__ = [
     "Provenance",
     "ProvenanceMiddleware",
     "unchecked",
+    "warc_date",
 ]
