@@ -64,10 +64,6 @@ _CONFORMS_TO = "https://iipc.github.io/warc-specifications/specifications/warc-f
 _BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, Evidence] = weakref.WeakKeyDictionary()
 
 
-def iso(timestamp: float) -> str:
-    return warc_date(timestamp)
-
-
 class Evidence:
     """One crawl's evidence archive (see the module docstring)."""
 
@@ -112,7 +108,7 @@ class Evidence:
     def failed(self, request: Request, error: BaseException) -> None:
         """A hop or attempt that got no answer (refused, timed out, ignored)."""
         reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-        hop = {"url": request.url, "status": None, "error": reason, "time": iso(time.time())}
+        hop = {"url": request.url, "status": None, "error": reason, "time": warc_date(time.time())}
         self._pending.setdefault(_key(request), []).append(hop)
 
     def finished(
@@ -135,7 +131,7 @@ class Evidence:
             "final_url": last["url"],
             "status": last["status"],
             **reading,
-            "time": iso(time.time()),
+            "time": warc_date(time.time()),
             "fetched_at": last.get("fetched_at"),
             "cached": last.get("cached", False),
             "sha256": last.get("sha256"),
@@ -181,7 +177,7 @@ class Evidence:
         sha = hashlib.sha256(body).hexdigest()
         truncated = "download_stopped" in response.flags or len(body) > self.config.max_size
         hop.update(
-            fetched_at=iso(when),
+            fetched_at=warc_date(when),
             cached=cached,
             sha256=sha,
             bytes=len(body),
