@@ -9,7 +9,9 @@ configurations, each in its own process:
 - ``builtin``: Scrapy's own RobotsTxtMiddleware;
 - ``rep``: scrapy-rep, enabled by its add-on with its defaults (robots.txt,
   and page-level <meta name="robots"> / X-Robots-Tag directives);
-- ``rep-txt``: the same with ``REP_META_ROBOTS = False`` (robots.txt alone).
+- ``rep-txt``: the same with ``REP_META_ROBOTS = False`` (robots.txt alone);
+- ``rep-evid``: ``rep`` with the evidence archive (``REP_EVIDENCE``, in a
+  temporary directory): its disk use per origin is printed too.
 
 It prints pages/s (pages parsed per second, from the spider's start to its
 last page), the crawler's CPU time per page, what reached the server (robots.txt
@@ -28,6 +30,7 @@ import argparse
 import inspect
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,6 +50,8 @@ MODE_SETTINGS: dict[str, dict[str, Any]] = {
         "ADDONS": {"scrapy_rep.Addon": 100},
         "REP_META_ROBOTS": False,
     },
+    # rep with the evidence archive (REP_EVIDENCE, in a temporary directory)
+    "rep-evid": {"ROBOTSTXT_OBEY": True, "ADDONS": {"scrapy_rep.Addon": 100}},
 }
 MODES = tuple(MODE_SETTINGS)
 COMMON_SETTINGS: dict[str, Any] = {
@@ -120,13 +125,23 @@ def crawl(mode: str, site: dict[str, Any], origins: list[str], check: bool) -> d
                 self.timing = time_cached_check(self.crawler, origins)
 
     settings = {**COMMON_SETTINGS, **MODE_SETTINGS[mode]}
+    evidence = tempfile.mkdtemp(prefix="rep-evidence-") if mode == "rep-evid" else None
+    if evidence is not None:
+        settings["REP_EVIDENCE"] = evidence
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(BenchSpider)
     process.crawl(crawler)
     process.start()
     spider = crawler.spider
     stats = crawler.stats.get_stats()
+    disk: dict[str, int] = {}
+    if evidence is not None:
+        for name in os.listdir(evidence):
+            kind = "jsonl" if name.endswith(".jsonl") else "warc"
+            disk[kind] = disk.get(kind, 0) + os.path.getsize(os.path.join(evidence, name))
+        shutil.rmtree(evidence)
     return {
+        "evidence_bytes": disk,
         "mode": mode,
         "pages": spider.pages,
         "seconds": spider.last_page - spider.started,
@@ -265,12 +280,19 @@ def print_results(results: dict[str, dict[str, Any]], origins: int) -> None:
             f"{served['robots_requests']:>10} {served['disallowed_pages']:>10} "
             f"{result['server_cpu'] / result['seconds']:>10.0%}"
         )
+    for result in results.values():
+        disk = result.get("evidence_bytes")
+        if disk:
+            print(
+                f"\nevidence archive: {disk.get('warc', 0) / origins:.0f} bytes of WARC and "
+                f"{disk.get('jsonl', 0) / origins:.0f} of evidence.jsonl per origin"
+            )
     ok = {mode: result for mode, result in results.items() if "error" not in result}
     rate = {mode: result["pages"] / result["seconds"] for mode, result in ok.items()}
     cpu = {mode: result["cpu_seconds"] / result["pages"] for mode, result in ok.items()}
     print("\nratios:               pages/s   CPU per page")
     pairs = [(rep, other) for rep in ("rep", "rep-txt") for other in ("none", "builtin")]
-    for left, right in [*pairs, ("builtin", "none")]:
+    for left, right in [*pairs, ("builtin", "none"), ("rep-evid", "rep")]:
         if left in rate and right in rate:
             print(
                 f"  {left + ' / ' + right:<18} {rate[left] / rate[right]:7.3f} "

@@ -23,6 +23,7 @@ _LAZY = {
     "RobotsTxtChanged": "scrapy_rep.exceptions",
     "MetaRobotsMiddleware": "scrapy_rep.meta",
     "PolitePriorityQueue": "scrapy_rep.frontier",
+    "ProvenanceMiddleware": "scrapy_rep.evidence",
     "RedisPoliteQueue": "scrapy_rep.cluster.queue",
     "RobotsSitemapMixin": "scrapy_rep.sitemaps",
     "RobotsSitemapSpider": "scrapy_rep.sitemaps",
@@ -44,6 +45,7 @@ __all__ = [
     "ForbiddenByRobots",
     "MetaRobotsMiddleware",
     "PolitePriorityQueue",
+    "ProvenanceMiddleware",
     "RedisPoliteQueue",
     "RobotParser",
     "RobotsSitemapMixin",
@@ -62,6 +64,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers
     from scrapy_rep.addon import Addon
     from scrapy_rep.cluster.queue import RedisPoliteQueue
     from scrapy_rep.decompression import BoundedDecompressionMiddleware
+    from scrapy_rep.evidence import ProvenanceMiddleware
     from scrapy_rep.exceptions import (
         ForbiddenByRobots,
         RobotsTxtChanged,

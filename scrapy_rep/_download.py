@@ -102,6 +102,9 @@ class OwnDownloads:
         self._out: set[Request] = set()  # taken out of the downloader's active set
         self._can_leave: bool | None = None  # engine internals there (checked once)
         crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
+        from scrapy_rep.evidence import Evidence  # (it reads this module's meta keys)
+
+        self._evidence = Evidence.of(crawler, config)  # None unless REP_EVIDENCE
         headers.install(config.headers_max)  # once per process; a problem was logged at start
 
     @property
@@ -193,8 +196,18 @@ class OwnDownloads:
         self._running += 1
         if self._running == 1:
             self._connect(True)
+        evidence = self._evidence
+        started = time.time()
         try:
-            return await engine.download_async(request)
+            response = await engine.download_async(request)
+        except Exception as exc:
+            if evidence is not None:
+                evidence.failed(request, exc)
+            raise
+        else:
+            if evidence is not None:
+                evidence.exchange(request, response, started)
+            return response
         finally:
             self._sizes.pop(request, None)
             if request in self._bounded:

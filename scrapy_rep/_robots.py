@@ -29,6 +29,7 @@ from scrapy_rep._pacing import Pacing
 from scrapy_rep._waiting import Waiting
 from scrapy_rep.cache import MemoryRulesCache
 from scrapy_rep.cluster import SharedState
+from scrapy_rep.evidence import Evidence, Provenance
 from scrapy_rep.fetcher import RobotsFetcher
 from scrapy_rep.origin import Origin, OriginKeys
 from scrapy_rep.pins import PinWatch
@@ -115,6 +116,8 @@ class RobotsService:
             pins=self.pins,
         )
         self.pacing = Pacing(crawler, config, self.waiting, shared, self.report)
+        self.provenance = Provenance(config, Evidence.of(crawler, config))
+        self.fetcher.on_fetched = self.provenance.robots_fetched
 
     # -- agents ----------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from scrapy_rep import _startup
 from scrapy_rep._download import OwnDownloads
 from scrapy_rep._in_flight import InFlight
 from scrapy_rep.cache import lru_put
+from scrapy_rep.evidence import Evidence, warc_date
 from scrapy_rep.origin import Origin
 from scrapy_rep.policy import header_text, pause_for, retry_after
 from scrapy_rep.usage import TdmRep
@@ -67,6 +68,7 @@ class TdmRepFiles:
         self._began: dict[Origin, float] = {}  # when each fetch in flight began (monotonic)
         uncapped = _startup.uncapped(crawler.settings, warn=False)
         self._download = OwnDownloads(crawler, config, TDMREP_PATH, uncapped=uncapped)
+        self._evidence = Evidence.of(crawler, config)
 
     async def fetched(self, origin: Origin) -> TdmEntry | None:
         """The origin's entry once the fetch under way ends; None: none known, or
@@ -107,6 +109,10 @@ class TdmRepFiles:
         finally:
             self._began.pop(origin, None)
         self._stats.inc_value(f"rep/usage/tdmrep/outcome/{entry.outcome}")
+        if self._evidence is not None:
+            reading = {"outcome": entry.outcome, "expires": warc_date(entry.expires)}
+            parsed = entry.rules is not None
+            self._evidence.finished(TDMREP_PATH, origin.text, reading, whole=parsed)
         self._remember(origin, entry)
         return entry
 

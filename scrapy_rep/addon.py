@@ -19,6 +19,11 @@
   purpose, unless DOWNLOADER_MIDDLEWARES mentions it: without purposes a
   crawl reads and fetches nothing more.
 
+- enables ``scrapy_rep.ProvenanceMiddleware`` at spider-middleware order 40
+  (below every other, so it fills the items they let out) when
+  ``REP_PROVENANCE_FIELD`` names an item field, unless SPIDER_MIDDLEWARES
+  mentions it.
+
 - makes ``scrapy_rep.PolitePriorityQueue`` the scheduler's priority queue
   (``SCHEDULER_PRIORITY_QUEUE``) when the project keeps Scrapy's default,
   unless ``REP_FRONTIER = False``; a project with a queue of its own keeps it,
@@ -48,6 +53,7 @@ MIDDLEWARE = "scrapy_rep.RobotsTxtMiddleware"
 META_MIDDLEWARE = "scrapy_rep.MetaRobotsMiddleware"
 DECOMPRESSION_MIDDLEWARE = "scrapy_rep.BoundedDecompressionMiddleware"
 USAGE_MIDDLEWARE = "scrapy_rep.UsageMiddleware"
+PROVENANCE_MIDDLEWARE = "scrapy_rep.ProvenanceMiddleware"
 FRONTIER_QUEUE = "scrapy_rep.PolitePriorityQueue"
 
 logger = logging.getLogger(__name__)
@@ -134,6 +140,18 @@ class Addon:
                 USAGE_ORDER,
                 default=True,
                 path=USAGE_MIDDLEWARE,
+            )
+        if settings.get("REP_PROVENANCE_FIELD"):
+            from scrapy_rep.evidence.items import ORDER as PROVENANCE_ORDER
+            from scrapy_rep.evidence.items import ProvenanceMiddleware
+
+            _compat.set_component(
+                settings,
+                "SPIDER_MIDDLEWARES",
+                ProvenanceMiddleware,
+                PROVENANCE_ORDER,
+                default=True,
+                path=PROVENANCE_MIDDLEWARE,
             )
         from scrapy_rep.config import frontier_wanted
 

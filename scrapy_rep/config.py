@@ -133,6 +133,15 @@ class Config:
     """REP_PIN_FILE: origin -> sha256 of its robots.txt (JSON, TSV or evidence.jsonl)."""
     pin_action: PinAction = "report"
     """REP_PIN_ACTION: "report", or "stop_origin" (drop the origin's requests)."""
+    # -- evidence (scrapy_rep.evidence)
+    evidence: str | None = None
+    """REP_EVIDENCE: directory of the evidence archive (WARC + evidence.jsonl); None: none."""
+    evidence_max_file_size: int = 100_000_000
+    """REP_EVIDENCE_MAX_FILE_SIZE: bytes after which a new WARC file is started."""
+    evidence_required: bool = False
+    """REP_EVIDENCE_REQUIRED: a write error closes the spider."""
+    provenance_field: str | None = None
+    """REP_PROVENANCE_FIELD: item field rep_provenance is copied into; None: none."""
 
     @property
     def policy(self) -> Policy:
@@ -203,6 +212,10 @@ class Config:
             httpcache_robotstxt=read.boolean("REP_HTTPCACHE_ROBOTSTXT"),
             pin_file=_path(read, "REP_PIN_FILE"),
             pin_action=read.choice("REP_PIN_ACTION", PIN_ACTIONS),
+            evidence=_optional_text(read, "REP_EVIDENCE", "a directory path"),
+            evidence_max_file_size=read.integer("REP_EVIDENCE_MAX_FILE_SIZE", minimum=1),
+            evidence_required=read.boolean("REP_EVIDENCE_REQUIRED"),
+            provenance_field=_optional_text(read, "REP_PROVENANCE_FIELD", "an item field name"),
         )
         warnings = [problem] if problem else []
         warnings += odd_settings(settings, user_agent, explicit, read.names)
@@ -284,6 +297,18 @@ def _path(read: _Reader, name: str) -> str | None:
     if not isinstance(path, str):
         raise InvalidSetting(name, f"expected a path, got {raw!r}")
     return path
+
+
+def _optional_text(read: _Reader, name: str, what: str) -> str | None:
+    """A non-empty string (a path may be a PathLike), or None when unset or empty."""
+    raw = read._raw(name)
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, os.PathLike):
+        raw = os.fspath(raw)
+    if not isinstance(raw, str):
+        raise InvalidSetting(name, f"expected {what}, got {raw!r}")
+    return raw
 
 
 def _purposes(read: _Reader) -> tuple[str, ...]:

@@ -50,6 +50,9 @@ logger = logging.getLogger(__name__)
 
 ORDER = 595
 """Just after HttpCompressionMiddleware (590), before RedirectMiddleware (600)."""
+DECODED_META = "rep_decoded"
+"""Meta key set on a request whose answer was decoded here: the codings it came
+in (``"gzip"``), for the evidence archive (:mod:`scrapy_rep.evidence`)."""
 
 
 class BoundedDecompressionMiddleware:
@@ -98,6 +101,7 @@ class BoundedDecompressionMiddleware:
                 response.url,
                 exc,
             )
+        request.meta[DECODED_META] = ", ".join(v.decode("latin-1") for v in values)
         headers = response.headers.copy()
         del headers[b"Content-Encoding"]
         return response.replace(body=body, headers=headers)

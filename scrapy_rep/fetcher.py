@@ -44,6 +44,8 @@ from scrapy_rep.policy import (
 from scrapy_rep.robotparser import RobotParser
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
@@ -96,6 +98,8 @@ class RobotsFetcher:
         self.download = RobotsDownload(crawler, config, sleep=sleep, uncapped=uncapped)
         self._stats = crawler.stats
         self._fetches: InFlight[Origin, Entry] = InFlight()
+        self.on_fetched: Callable[[Origin, Entry, Response | None], None] | None = None
+        """Told of each fetch's entry and last response (scrapy_rep.evidence)."""
 
     def join(
         self, origin: Origin, trigger: Request | None = None, *, timeout: float | None = None
@@ -134,6 +138,8 @@ class RobotsFetcher:
                 self._pins.check(origin, entry, previous, body)
             if self._state is not None:
                 self._state.record(origin, entry, body)
+            if self.on_fetched is not None:  # provenance, evidence (scrapy_rep.evidence)
+                self.on_fetched(origin, entry, response)
             await self._announce(origin, entry, previous, response, trigger)
         except Exception:  # a bug here must not leave waiters hanging
             logger.exception("Error while fetching %s", origin.robots_url)

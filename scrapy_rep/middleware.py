@@ -34,6 +34,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._robots import ALLOWED, REFUSED, UNKNOWN, RobotsService
+from scrapy_rep.evidence import PROVENANCE_META, unchecked
 from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtChanged, RobotsTxtUnavailable
 from scrapy_rep.origin import Origin
 
@@ -74,6 +75,7 @@ class RobotsTxtMiddleware:
         self._limits = pacing.limits
         self._pins = service.pins
         self._stopped = service.pins.stopped if service.pins is not None else set()
+        self._provenance = service.provenance
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RobotsTxtMiddleware:
@@ -85,6 +87,7 @@ class RobotsTxtMiddleware:
         self, request: Request, spider: Spider | None = None
     ) -> Coroutine[Any, Any, None] | None:
         if request.meta.get("dont_obey_robotstxt"):
+            request.meta[PROVENANCE_META] = unchecked("dont_obey_robotstxt")
             return None
         url = urlparse_cached(request)
         checked = self._check(request, url)
@@ -102,6 +105,7 @@ class RobotsTxtMiddleware:
     def _check(self, request: Request, url: ParseResult) -> Coroutine[Any, Any, None] | None:
         origin = self._keys.get(url)
         if origin is None:  # not http(s): robots.txt does not apply
+            request.meta[PROVENANCE_META] = unchecked("not http(s)")
             return None
         entry = self._cache.get(origin)
         if entry is None:
@@ -127,6 +131,9 @@ class RobotsTxtMiddleware:
             agent = self.service.agent_of(request, meta_agent)
         if not robots.allowed(request.url, user_agent=agent):
             self._forbid(request, origin, robots, agent)
+        request.meta[PROVENANCE_META] = self._provenance.decided(
+            origin, entry, robots, request.url, agent
+        )
         if self._delays is None:
             return None
         delay = entry.delay if agent == self._ua else self.service.delay_of(entry, robots, agent)
@@ -177,6 +184,9 @@ class RobotsTxtMiddleware:
         self, request: Request, origin: Origin, entry: Entry, *, waited: bool = False
     ) -> Coroutine[Any, Any, None] | None:
         mode = self.config.unreachable
+        request.meta[PROVENANCE_META] = self._provenance.decided(  # if let through
+            origin, entry, None, request.url, self._ua
+        )
         if mode == "allow":
             self._stats.inc_value("rep/unreachable/allowed")
             return None

@@ -119,7 +119,9 @@ def _evidence_line(line: str) -> tuple[Any, Any] | None:
     url = data.get("url")
     if isinstance(url, str) and urlparse(url).path.startswith("/.well-known/"):
         return "", ""
-    digest = data.get("parsed_sha256") or data.get("sha256")
+    # An evidence.jsonl line names the bytes parsed; null there means no rules
+    # were read (a 404 page, an outage), whatever its body's sha256.
+    digest = data["parsed_sha256"] if "parsed_sha256" in data else data.get("sha256")
     if not digest:
         return "", ""
     return data["origin"], digest

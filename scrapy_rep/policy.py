@@ -41,6 +41,7 @@ from email.utils import parsedate_to_datetime
 from typing import Final, Literal, get_args
 
 from scrapy_rep.robotstxt import RobotsTxt
+from scrapy_rep.robotstxt._groups import parsed_bytes
 
 __all__ = [
     "OUTCOMES",
@@ -223,7 +224,7 @@ class Policy:
                 etag=valid_etag(etag),
                 last_modified=valid_date(last_modified),
                 validators_url=url,
-                sha256=hashlib.sha256(body[: self.max_size]).hexdigest(),
+                sha256=hashlib.sha256(parsed_bytes(body, self.max_size)).hexdigest(),
             )
         if status == 304:
             return self.not_modified(

@@ -43,6 +43,7 @@ from urllib.parse import urlparse
 from scrapy_rep._entry_codec import Rules, decode, encode
 from scrapy_rep.origin import origin_of
 from scrapy_rep.policy import PARSED, REFUSED_LOCALLY, UNAVAILABLE, UNREACHABLE
+from scrapy_rep.robotstxt._groups import parsed_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -240,7 +241,7 @@ class StateStore:
         for (body,) in rows:
             if not isinstance(body, bytes):
                 continue
-            if hashlib.sha256(body[: self._config.max_size]).hexdigest() == sha256:
+            if hashlib.sha256(parsed_bytes(body, self._config.max_size)).hexdigest() == sha256:
                 return body
         return None
 

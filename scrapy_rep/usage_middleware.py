@@ -45,6 +45,7 @@ from scrapy_rep._tdmrep_files import TdmEntry, TdmRepFiles
 from scrapy_rep._waiting import Waiting
 from scrapy_rep.cache import lru_put
 from scrapy_rep.config import Config, crawl_config
+from scrapy_rep.evidence import PROVENANCE_META
 from scrapy_rep.exceptions import UsageDenied
 from scrapy_rep.meta import is_html
 from scrapy_rep.origin import Origin, OriginKeys
@@ -192,6 +193,12 @@ class UsageMiddleware:
         request.meta[REASONS_META] = {
             purpose: tuple(s.where for s in v.reasons) for purpose, v in verdicts.items()
         }
+        provenance = request.meta.get(PROVENANCE_META)
+        if isinstance(provenance, dict):  # the usage statements that applied
+            provenance["usage"] = {
+                purpose: {"allowed": v.allowed, "statements": [s.where for s in v.reasons]}
+                for purpose, v in verdicts.items()
+            }
         stats = self._stats
         for purpose, verdict in verdicts.items():
             outcome = {True: "allowed", False: "denied", None: "unknown"}[verdict.allowed]

@@ -96,6 +96,14 @@ def body_text(body: bytes | str, max_size: int) -> tuple[str, bool]:
     return "\n" + text, truncated
 
 
+def parsed_bytes(body: bytes | str, max_size: int) -> bytes:
+    """The bytes of ``body`` that :func:`body_text` reads: all of them, or the
+    first ``max_size`` without a line cut there. Parsed again with the same
+    ``max_size``, they give the same rules (the evidence archive's ``parsed_sha256``)."""
+    data = _to_bytes(body)
+    return _cut(data, max_size) if len(data) > max_size else data
+
+
 def _to_bytes(body: bytes | str) -> bytes:
     if isinstance(body, str):
         try:
