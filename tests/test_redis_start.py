@@ -1,0 +1,64 @@
+"""Three workers on ``RedisPoliteQueue`` starting together with many origins.
+
+At crawl start each worker's event loop is busy for a second or more (its
+start requests pushed to Redis, the burst of robots.txt lookups): a Redis call
+that spans such a moment outlives ``REP_REDIS_TIMEOUT`` on the clock, though
+Redis answered at once. That is no outage (issue 26): no worker may declare
+one, and each origin's robots.txt is fetched once in the cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from redis_server import RedisServer
+from test_redis_cluster import finish, start_workers
+from test_redis_frontier import ManySites, frontier_settings, interleaved
+
+pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # worker subprocesses
+
+ORIGINS = 626
+WORKERS = 3
+
+
+@pytest.fixture
+def sites() -> Any:
+    served = ManySites()
+    yield served
+    served.close()
+
+
+def test_three_workers_starting_together_declare_no_outage_and_fetch_robots_once(
+    sites: ManySites, redis_server: RedisServer, redis_prefix: str
+) -> None:
+    hosts = [f"a{n}.test" for n in range(ORIGINS)]
+    urls = interleaved(hosts, dict.fromkeys(hosts, 2), sites)
+    # As docs/cluster.md's recipe runs: every worker starts from all the URLs
+    # (the shared dupefilter lets each through once). REP_REDIS_RETRY at its
+    # default (30 s): after a false outage a worker fetches robots.txt files
+    # on its own for the rest of the crawl.
+    settings = frontier_settings(redis_server, redis_prefix, REP_REDIS_RETRY=30.0)
+    configs = [
+        {
+            "name": f"w{n}",
+            "urls": urls,
+            "settings": settings,
+            "scrapy_redis": True,
+            "loopback": True,
+        }
+        for n in range(WORKERS)
+    ]
+    reports = finish(start_workers(configs), timeout=300)
+
+    for report in reports:
+        stats: dict[str, Any] = report["stats"]
+        assert "unavailable" not in report["log"], report["log"][-3000:]
+        assert stats.get("rep/redis/outages", 0) == 0, stats
+        assert stats.get("rep/redis/frontier/outages", 0) == 0, stats
+    robots = [h.host for h in sites.hits if h.path == "/robots.txt"]
+    twice = sorted({host for host in robots if robots.count(host) > 1})
+    assert twice == [], (len(twice), twice[:10])
+    assert sorted(set(robots)) == sorted(hosts)
+    responses = {url for report in reports for url in report["responses"]}
+    assert responses == set(urls)
