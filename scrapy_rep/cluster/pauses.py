@@ -161,7 +161,9 @@ class ClusterPauses:
         args = [slot, asked, self._min_us, self._max_us, self._keep_ms]
         args += [self.channel, self._me, origin]
         try:
-            left, level, changed = await self.link.call(self._pause, self._keys(slot), args)
+            left, level, changed = await self.link.call(
+                self._pause, self._keys(slot), args, urgent=True
+            )
         except RedisUnavailable:
             self._stats.inc_value("rep/slowdown/redis/local")
             if not self._unshared:
