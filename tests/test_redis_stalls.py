@@ -22,6 +22,7 @@ from scrapy.utils.test import get_crawler
 from twisted.internet.defer import Deferred
 
 from scrapy_rep.cluster import RedisLink, RedisUnavailable
+from scrapy_rep.cluster.link import STALLED_ATTEMPTS
 from scrapy_rep.config import Config
 
 pytestmark = pytest.mark.asyncio_only
@@ -29,6 +30,9 @@ pytestmark = pytest.mark.asyncio_only
 TIMEOUT = 1.0  # REP_REDIS_TIMEOUT, its default
 STALL = 1.6  # the loop blocked this long: a crawl's start was seen to block it 1.2-1.8 s
 ECHO = "return ARGV[1]"
+BUSY = STALLED_ATTEMPTS * TIMEOUT + 1
+"""Seconds Redis is busy (``DEBUG SLEEP``): longer than every attempt of a call
+(a loaded machine stalls the loop too, and a call may be made again)."""
 
 
 def make_link(redis: RedisServer, prefix: str) -> tuple[RedisLink, Any]:
@@ -97,7 +101,7 @@ async def test_a_redis_slower_than_the_timeout_is_still_an_outage(
         try:
             assert int(await link.call(script, [], [1])) == 1  # connected
             sleeper = threading.Thread(
-                target=lambda: own_redis.client().execute_command("DEBUG", "SLEEP", 2)
+                target=lambda: own_redis.client().execute_command("DEBUG", "SLEEP", BUSY)
             )
             sleeper.start()
             await asyncio.sleep(0.1)  # the sleep is under way
@@ -112,10 +116,11 @@ async def test_a_redis_slower_than_the_timeout_is_still_an_outage(
 
     with caplog.at_level(logging.WARNING, logger="scrapy_rep"):
         took = await on_asyncio(scenario())
-    assert took < TIMEOUT + 0.5, took  # one timeout, not one per attempt
+    # One timeout (made again only if this loaded machine stalled the loop meanwhile)
+    again = stats.get_value("rep/redis/stalled", 0)
+    assert took < (again + 1) * TIMEOUT + 0.5, (took, again)
     assert not link.up
     assert stats.get_value("rep/redis/outages") == 1
-    assert stats.get_value("rep/redis/stalled") is None
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1, warnings
     assert "Timeout" in warnings[0], warnings
