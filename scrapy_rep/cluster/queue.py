@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 
-from scrapy_rep.cluster._queue_scripts import KNOWN, POP, PUSH, RELEASE
+from scrapy_rep.cluster._queue_scripts import KNOWN, POP, PUSH, RELEASE, SENT
 from scrapy_rep.cluster.link import Outage
 from scrapy_rep.cluster.pacing import hand_over_turn
 
@@ -77,6 +77,11 @@ IDLE_POLL = 0.2
 """Seconds at most between two pops of a worker that found no slot ready while
 requests are queued: other workers make slots ready (a robots.txt they
 fetched, a place they gave back) without a word to this one."""
+HOLD_MAX = 30.0
+"""Seconds at most a Crawl-delay slot is held for a request handed out (less
+with a shorter DOWNLOAD_TIMEOUT): the hold ends when the request reaches the
+site; a worker that dies meanwhile holds the slot no longer than this."""
+HOLD_MARGIN = 1.0
 SWEEP_AFTER = 2.0
 """Seconds after which a request handed out and no longer in the downloader
 (dropped before its slot: robots.txt forbids it) gives its place back."""
@@ -125,12 +130,17 @@ class RedisPoliteQueue:
         )
         timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT")
         self._lease = int((timeout + LEASE_MARGIN) * 1e6)
+        self._hold_ms = int((min(timeout, HOLD_MAX) + HOLD_MARGIN) * 1000)
         self._push_script = server.register_script(PUSH)
         self._pop_script = server.register_script(POP)
         self._release_script = server.register_script(RELEASE)
         self._known_script = server.register_script(KNOWN)
+        self._sent_script = server.register_script(SENT)
         self._tokens = (f"{uuid.uuid4().hex[:12]}:{n}" for n in itertools.count())
         self._out: dict[Request, tuple[str, str, float]] = {}  # request -> slot, token, when
+        # requests holding their Crawl-delay slot until they reach the site:
+        # request -> slot, token, spacing (us)
+        self._holding: dict[Request, tuple[str, str, int]] = {}
         # origin -> one of its requests, and the slots parked for its robots.txt
         self._awaiting: dict[Origin, tuple[Request, set[str]]] = {}
         self._forbidden: deque[Request] = deque()  # dropped by the middleware at once
@@ -140,6 +150,7 @@ class RedisPoliteQueue:
         self._outage = Outage()
         self._next_try = 0.0
         crawler.signals.connect(self._left_downloader, signal=signals.request_left_downloader)
+        crawler.signals.connect(self._answer_began, signal=signals.headers_received)
 
     # -- scrapy-redis's queue interface ------------------------------------------------
 
@@ -179,7 +190,14 @@ class RedisPoliteQueue:
                 self._release(slot, token)
             reply = self._pop_script(
                 keys=[f"{self.key}:slots", f"{self.key}:count"],
-                args=[self.key, self._prefix, SCAN, self._lease, token := next(self._tokens)],
+                args=[
+                    self.key,
+                    self._prefix,
+                    SCAN,
+                    self._lease,
+                    token := next(self._tokens),
+                    self._hold_ms,
+                ],
             )
         except self._errors() as exc:
             self._failed(exc)
@@ -196,8 +214,11 @@ class RedisPoliteQueue:
             self._stats.inc_value("rep/redis/frontier/not_ready")
             return None
         request: Request = self._codec._decode_request(reply[1])
-        if int(reply[2]) >= 0:  # the script took the slot's Crawl-delay turn
+        spacing = int(reply[2])
+        if spacing >= 0:  # the script took the slot's Crawl-delay turn
             hand_over_turn(request)
+        if spacing > 0:  # and holds the slot until the request reaches the site
+            self._holding[request] = (slot, token, spacing)
         self._out[request] = (slot, token, time.monotonic())
         self._stats.inc_value("rep/redis/frontier/handed")
         return request
@@ -208,7 +229,7 @@ class RedisPoliteQueue:
         Redis (one ``DEL`` of 190k keys took 571 ms) while other workers call."""
         try:
             self._unlink([self.key, f"{self.key}:slots", f"{self.key}:count"])
-            for pattern in (":q:*", ":meta:*", ":out:*"):
+            for pattern in (":q:*", ":meta:*", ":out:*", ":hold:*"):
                 batch: list[Any] = []
                 for name in self.server.scan_iter(match=f"{self.key}{pattern}", count=CLEAR_BATCH):
                     batch.append(name)
@@ -294,7 +315,36 @@ class RedisPoliteQueue:
             return
         self._wakeup.now()
 
+    def _answer_began(self, request: Request) -> None:
+        if self._holding:
+            self._reached_site(request)
+
+    def _reached_site(self, request: Request) -> None:
+        """``request`` reached its site (its answer began), or left without an
+        answer: its slot's next Crawl-delay turn, any worker's, is a spacing
+        from now (see ``SENT``)."""
+        held = self._holding.pop(request, None)
+        if held is None or self._down():
+            return  # (Redis down: the hold ends by its expiry)
+        slot, token, spacing = held
+        try:
+            self._sent_script(
+                keys=[
+                    f"{self.key}:hold:{slot}",
+                    f"{self._prefix}delay:{slot}",
+                    f"{self.key}:slots",
+                    f"{self.key}:q:{slot}",
+                ],
+                args=[token, spacing, slot],
+            )
+        except self._errors() as exc:
+            self._failed(exc)
+            return
+        self._wakeup.now()
+
     def _left_downloader(self, request: Request) -> None:
+        if self._holding:
+            self._reached_site(request)
         held = self._out.pop(request, None)
         if held is not None:
             self._release(held[0], held[1])
@@ -311,6 +361,7 @@ class RedisPoliteQueue:
             if now - when > SWEEP_AFTER and not self._slots.in_downloader(request)
         ]
         for request in gone:
+            self._reached_site(request)
             slot, token, _ = self._out.pop(request)
             self._release(slot, token)
 
