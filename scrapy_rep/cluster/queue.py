@@ -13,7 +13,11 @@ cluster:
   :mod:`scrapy_rep.cluster.pacing`, which a 429/503 pause pushes past its end)
   and its pause (:mod:`scrapy_rep.cluster.pauses`) have passed. The script
   takes the turn as it hands out the request (``next free = now + spacing``),
-  so two workers never take the same one;
+  so two workers never take the same one, and holds a slot with a spacing
+  (``K:hold:<slot>``) until the worker tells that the request reached the site
+  (``headers_received``, or it left the downloader unanswered): the next
+  turn counts from then (``SENT``), so however late a busy worker sends it,
+  the site sees the spacing;
 - the slot has fewer requests out, in all workers, than its concurrency: each
   request handed out holds a place (a sorted set of leases) until it leaves
   the downloader (``request_left_downloader``), or until its lease ends
@@ -27,7 +31,7 @@ cluster:
 Redis keys, under scrapy-redis's queue key ``K`` (``SCHEDULER_QUEUE_KEY``):
 ``K:slots`` (sorted set: slot -> when it may be ready, microseconds of Redis's
 clock), ``K:q:<slot>`` (the slot's requests), ``K:meta:<slot>`` (its spacing
-and concurrency), ``K:out:<slot>`` (leases), ``K:count``. The turn and the
+and concurrency), ``K:out:<slot>`` (leases), ``K:hold:<slot>``, ``K:count``. The turn and the
 pause are scrapy-rep's own keys (``REP_REDIS_PREFIX``), shared with requests
 that reach the robots middleware by other ways.
 
