@@ -77,9 +77,9 @@ PAUSED = 20  # of the ORIGINS: pN.test, answering their first page 503 + Retry-A
 REACH = IN_FLIGHT
 """Seconds after a 503 reached a worker during which the other workers may
 still send to its site (0.5 s): requests they let go before the pause reached
-them, through Redis on connections of its own and each worker's event loop
-(at most 0.25 s measured under load 7 on two cores). Before pauses had a path
-of their own they queued behind the start's robots.txt lookups: up to 1.5 s."""
+them (written to Redis at once, then each worker's event loop turning to read
+it: at most 0.25 s measured under load 7 on two cores). Before, the pause
+queued behind the start's robots.txt lookups: up to 1.5 s late."""
 
 
 def test_a_pause_at_crawl_start_reaches_the_other_workers_at_once(

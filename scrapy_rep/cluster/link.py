@@ -57,8 +57,6 @@ STALLED_ATTEMPTS = 3
 (:mod:`~scrapy_rep.cluster.stalls`): Redis may have answered in time, the
 worker was busy. The scripts are safe to run again (a claim of a lock this
 worker holds already answers that the lock is its own)."""
-URGENT_POOL_SIZE = 2
-"""Connections of the urgent calls (slow-down pauses), besides ``POOL_SIZE``."""
 
 SAME_OUTAGE = 60.0
 """Seconds after Redis answers again during which a new failure continues the
@@ -130,17 +128,17 @@ class RedisLink:
         )
         self._pool = pool
         self.client: Any = Redis(connection_pool=pool)
-        # Slow-down pauses go by connections of their own, never queued
-        # behind a burst of other calls (see ``call``).
-        self._urgent_pool = BlockingConnectionPool.from_url(
+        # Slow-down pauses are written at once, by a blocking client of their
+        # own (see ``call_now``).
+        import redis
+        from redis.retry import Retry as SyncRetry
+
+        self._now_client: Any = redis.Redis.from_url(
             config.redis_url,
-            max_connections=URGENT_POOL_SIZE,
-            timeout=None,
             socket_timeout=config.redis_timeout,
             socket_connect_timeout=config.redis_timeout,
-            retry=Retry(NoBackoff(), 0),
+            retry=SyncRetry(NoBackoff(), 0),
         )
-        self._urgent: Any = Redis(connection_pool=self._urgent_pool)
         # A burst of calls (hundreds of new origins at once) queues here for
         # a place. Queueing is no sign of a slow Redis (a busy worker queues
         # too), so it has no timeout; calls do.
@@ -162,38 +160,55 @@ class RedisLink:
     def script(self, source: str) -> Any:
         return self.client.register_script(source)
 
-    async def call(
-        self, script: Any, keys: list[str], args: list[Any], *, urgent: bool = False
-    ) -> Any:
-        """One script call (one round trip); RedisUnavailable when it fails.
+    def script_now(self, source: str) -> Any:
+        """A script for :meth:`call_now`."""
+        return self._now_client.register_script(source)
 
-        ``urgent`` (a slow-down pause, which other workers must learn at
-        once): on connections of its own, not queued for a place behind the
-        other calls (a crawl's start queues hundreds of robots.txt lookups)."""
+    def call_now(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """One script call made at once, blocking the event loop for its round
+        trip (``REP_REDIS_TIMEOUT`` at most); RedisUnavailable when it fails.
+
+        For a slow-down pause, which other workers must learn before this one
+        does anything else: a call through :meth:`call` waits for the loop's
+        next turn and may queue for a place behind hundreds of others (a
+        crawl's start), and the pause reached the other workers up to 1.5 s
+        late. Rare (a 429/503 answer), and one round trip."""
         if not self.up:
             raise RedisUnavailable
-        if urgent:
-            return await self._call(script, keys, args, self._urgent)
+        self._stats.inc_value("rep/redis/calls")
+        started = time.monotonic()
+        try:
+            reply = script(keys=keys, args=args)
+        except self._errors as exc:
+            self._failed(exc)
+            raise RedisUnavailable from exc
+        self._answered(started)
+        return reply
+
+    async def call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """One script call (one round trip); RedisUnavailable when it fails."""
+        if not self.up:
+            raise RedisUnavailable
         async with self._places:
             if not self.up:  # failed while this call queued
                 raise RedisUnavailable
-            return await self._call(script, keys, args, None)
+            self._stalls.start()
+            first = time.monotonic()
+            for attempt in range(1, STALLED_ATTEMPTS + 1):
+                self._stats.inc_value("rep/redis/calls")
+                started = time.monotonic()
+                try:
+                    reply = await script(keys=keys, args=args)
+                    break
+                except self._errors as exc:
+                    if attempt < STALLED_ATTEMPTS and self._stalled_out(exc, started):
+                        continue
+                    self._failed(exc)
+                    raise RedisUnavailable from exc
+        self._answered(first)
+        return reply
 
-    async def _call(self, script: Any, keys: list[str], args: list[Any], client: Any) -> Any:
-        self._stalls.start()
-        first = time.monotonic()
-        for attempt in range(1, STALLED_ATTEMPTS + 1):
-            self._stats.inc_value("rep/redis/calls")
-            started = time.monotonic()
-            try:
-                reply = await script(keys=keys, args=args, client=client)
-                break
-            except self._errors as exc:
-                if attempt < STALLED_ATTEMPTS and self._stalled_out(exc, started):
-                    continue
-                self._failed(exc)
-                raise RedisUnavailable from exc
-        started = first
+    def _answered(self, started: float) -> None:
         # Only a call made after the outage began ends it: one that was under
         # way before proves little.
         if self._outage.on and started >= self._outage.since:
@@ -201,7 +216,6 @@ class RedisLink:
                 logger.info("Redis at %s answers again: shared state resumed", self.url)
             else:
                 logger.debug("Redis at %s answers again", self.url)
-        return reply
 
     def _stalled_out(self, exc: BaseException, started: float) -> bool:
         """Whether ``exc`` is a timeout that this worker's own stalled event
@@ -241,8 +255,7 @@ class RedisLink:
         with contextlib.suppress(*self._errors):
             await self.client.aclose()
             await self._pool.disconnect()  # a pool given to the client is not closed by it
-            await self._urgent.aclose()
-            await self._urgent_pool.disconnect()
+            self._now_client.close()
 
 
 def _redis_errors() -> tuple[type[BaseException], ...]:
