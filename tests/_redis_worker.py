@@ -9,11 +9,13 @@ received each host's first 429/503 answer, its ``rep/`` stats and finish
 reason. With ``"scrapy_redis": true`` it schedules through scrapy-redis's
 scheduler and dupefilter (settings must hold their keys);
 with ``"loopback": true`` every ``*.test`` host name resolves to 127.0.0.1
-(one local server stands for many origins).
+(one local server stands for many origins); with ``"stall": seconds`` the
+spider blocks the event loop that long halfway through its start requests.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -70,14 +72,21 @@ class LoopbackResolver(CachingThreadedResolver):
 class WorkerSpider(Spider):
     name = "rep-worker"
 
-    def __init__(self, urls: list[str], **kwargs: Any) -> None:
+    def __init__(self, urls: list[str], stall: float = 0.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.urls = urls
+        self.stall = stall
         self.responses: list[str] = []
         self.failures: dict[str, str] = {}
 
     async def start(self) -> AsyncIterator[Request]:
-        for url in self.urls:
+        for n, url in enumerate(self.urls):
+            if self.stall and n == len(self.urls) // 2:
+                # The robots.txt lookups of the first half start (connections
+                # to Redis open), then the event loop blocks, as a burst of
+                # work at crawl start blocks it.
+                await asyncio.sleep(0.02)
+                time.sleep(self.stall)  # noqa: ASYNC251
             yield Request(url, callback=self.parse, errback=self.failed)
 
     def parse(self, response: Response) -> None:
@@ -112,7 +121,7 @@ def main() -> None:
         opened.append(time.time())
 
     crawler.signals.connect(spider_opened, signal=signals.spider_opened)
-    process.crawl(crawler, urls=config["urls"])
+    process.crawl(crawler, urls=config["urls"], stall=config.get("stall", 0.0))
     process.start()
     spider = crawler.spider
     stats = crawler.stats.get_stats()

@@ -47,8 +47,9 @@ Crawl-delay (``REP_REDIS_DELAY``): :class:`ClusterDelay`
 
 Slow-down pauses (``REP_REDIS_SLOWDOWN``): :class:`ClusterPauses`
     A worker whose request is answered 429 or 503 pauses the download slot at
-    once, locally (:mod:`scrapy_rep.slowdown`), and calls one script in the
-    background. On Redis's clock, the script keeps the slot's ``{until,
+    once, locally (:mod:`scrapy_rep.slowdown`), and calls one script at once,
+    a blocking round trip of its own client (before the worker schedules the
+    retry or hands out anything else). On Redis's clock, the script keeps the slot's ``{until,
     level}`` (the pause is computed there by the same rule, so workers agree on
     its length and on the backoff level), adds the slot to the sorted set
     ``pauses`` (score: its end; ended pauses pruned at each call), pushes the

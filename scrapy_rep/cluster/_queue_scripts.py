@@ -28,9 +28,12 @@ return added
 """
 
 # KEYS: the slots, the count. ARGV: queue key K, scrapy-rep's prefix, slots to
-# look at, lease (us), token.
+# look at, lease (us), token, hold (ms).
 # -> {slot, request, spacing (-1: unknown), count} or {'', now, first due or -1, count}
 # (count: requests still queued, for len()).
+# A slot with a Crawl-delay (spacing > 0) is held (K:hold:<slot>: the token)
+# from the request handed out until the worker tells that it reached the site
+# (SENT): the next turn counts from then.
 POP = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -49,8 +52,11 @@ for _, slot in ipairs(due) do
     local turn = P .. 'delay:' .. slot
     local ready = math.max(tonumber(redis.call('GET', turn) or '0'),
       tonumber(redis.call('HGET', P .. 'slowdown:' .. slot, 'until') or '0'))
+    local hold = K .. ':hold:' .. slot
     if ready > now then
       redis.call('ZADD', KEYS[1], fmt(ready), slot)
+    elseif spacing > 0 and redis.call('EXISTS', hold) == 1 then
+      redis.call('ZADD', KEYS[1], fmt(now + math.max(redis.call('PTTL', hold), 1) * 1000), slot)
     else
       local out = K .. ':out:' .. slot
       redis.call('ZREMRANGEBYSCORE', out, '-inf', fmt(now))
@@ -65,7 +71,8 @@ for _, slot in ipairs(due) do
         redis.call('PEXPIRE', out, math.ceil(lease / 1000))
         if spacing > 0 then
           redis.call('SET', turn, fmt(now + spacing), 'PX', math.ceil(spacing / 1000) + 1000)
-          redis.call('ZADD', KEYS[1], fmt(now + spacing), slot)
+          redis.call('SET', hold, ARGV[5], 'PX', ARGV[6])
+          redis.call('ZADD', KEYS[1], fmt(now + tonumber(ARGV[6]) * 1000), slot)
         end
         if redis.call('ZCARD', q) == 0 then
           redis.call('ZREM', KEYS[1], slot)
@@ -98,5 +105,25 @@ redis.call('HSET', KEYS[2], 'spacing', ARGV[2], 'limit', ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 redis.call('ZADD', KEYS[1], 'XX', 'LT', string.format('%.0f', now), ARGV[1])
+return 1
+"""
+
+# KEYS: the slot's hold, its turn (scrapy-rep's delay key), the slots, the
+# slot's queue. ARGV: the token that holds it, spacing (us), slot.
+# The request handed out with that token reached the site (its answer began),
+# or left without an answer: the slot's next turn is a spacing from now, on
+# Redis's clock, however late the worker sent it (never earlier than a turn
+# already set: another worker's, a pause's end).
+SENT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+local spacing = tonumber(ARGV[2])
+local turn = math.max(now + spacing, tonumber(redis.call('GET', KEYS[2]) or '0'))
+redis.call('SET', KEYS[2], string.format('%.0f', turn), 'PX',
+  math.ceil((turn - now) / 1000) + 1000)
+if redis.call('ZCARD', KEYS[4]) > 0 then
+  redis.call('ZADD', KEYS[3], 'XX', 'LT', string.format('%.0f', turn), ARGV[3])
+end
 return 1
 """

@@ -1,12 +1,17 @@
 """The Redis client of a worker, and whether Redis is worth trying now.
 
-Calls time out after ``REP_REDIS_TIMEOUT`` seconds and are not retried. On a
-failure: one WARNING per outage, and for ``REP_REDIS_RETRY`` seconds no call
-is tried at all (the callers fall back to local state). Needs an asyncio loop
-(``redis.asyncio``): :func:`reactor_problem` says when there is none.
+Calls time out after ``REP_REDIS_TIMEOUT`` seconds and are not retried (but
+see a busy worker below). On a failure: one WARNING per outage, and for
+``REP_REDIS_RETRY`` seconds no call is tried at all (the callers fall back to
+local state). Needs an asyncio loop (``redis.asyncio``): :func:`reactor_problem`
+says when there is none.
 
-A busy worker is no outage: calls beyond ``CALLS_AT_ONCE`` queue for a place,
-below the pool's size, so a call never finds the pool empty; only Redis
+A busy worker is no outage. A call that times out while this worker's own
+event loop was stalled (:mod:`~scrapy_rep.cluster.stalls`) long enough to
+explain the timeout is made again, up to ``STALLED_ATTEMPTS`` times, and only
+a timeout that the loop's stall does not explain counts as Redis failing. Calls
+beyond ``CALLS_AT_ONCE`` queue for a place, below the pool's size, so a call
+never finds the pool empty; only Redis
 failing to answer (refused, reset, timed out) switches to local state, or
 refusing a call (an error reply: a full Redis, ``maxmemory`` with
 ``noeviction``, answers OOM to scripts that write): what that call would have
@@ -26,6 +31,8 @@ import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from scrapy_rep.cluster.stalls import LoopStalls
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
@@ -44,6 +51,12 @@ CALLS_AT_ONCE = POOL_SIZE - 2
 """Script calls in flight at once; more queue for a place. The pool keeps one
 connection for the slow-down subscriber and one spare."""
 
+
+STALLED_ATTEMPTS = 3
+"""Tries of a call whose timeouts this worker's stalled event loop explains
+(:mod:`~scrapy_rep.cluster.stalls`): Redis may have answered in time, the
+worker was busy. The scripts are safe to run again (a claim of a lock this
+worker holds already answers that the lock is its own)."""
 
 SAME_OUTAGE = 60.0
 """Seconds after Redis answers again during which a new failure continues the
@@ -115,11 +128,25 @@ class RedisLink:
         )
         self._pool = pool
         self.client: Any = Redis(connection_pool=pool)
+        # Slow-down pauses are written at once, by a blocking client of their
+        # own (see ``call_now``).
+        import redis
+        from redis.retry import Retry as SyncRetry
+
+        self._now_client: Any = redis.Redis.from_url(
+            config.redis_url,
+            socket_timeout=config.redis_timeout,
+            socket_connect_timeout=config.redis_timeout,
+            retry=SyncRetry(NoBackoff(), 0),
+        )
         # A burst of calls (hundreds of new origins at once) queues here for
         # a place. Queueing is no sign of a slow Redis (a busy worker queues
         # too), so it has no timeout; calls do.
         self._places = asyncio.Semaphore(CALLS_AT_ONCE)
         self._errors: tuple[type[BaseException], ...] = _redis_errors()
+        self._timeouts = _timeouts()
+        self._timeout = config.redis_timeout
+        self._stalls = LoopStalls()
         self._retry = config.redis_retry
         self._stats = stats
         self._outage = Outage()
@@ -133,6 +160,31 @@ class RedisLink:
     def script(self, source: str) -> Any:
         return self.client.register_script(source)
 
+    def script_now(self, source: str) -> Any:
+        """A script for :meth:`call_now`."""
+        return self._now_client.register_script(source)
+
+    def call_now(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """One script call made at once, blocking the event loop for its round
+        trip (``REP_REDIS_TIMEOUT`` at most); RedisUnavailable when it fails.
+
+        For a slow-down pause, which other workers must learn before this one
+        does anything else: a call through :meth:`call` waits for the loop's
+        next turn and may queue for a place behind hundreds of others (a
+        crawl's start), and the pause reached the other workers up to 1.5 s
+        late. Rare (a 429/503 answer), and one round trip."""
+        if not self.up:
+            raise RedisUnavailable
+        self._stats.inc_value("rep/redis/calls")
+        started = time.monotonic()
+        try:
+            reply = script(keys=keys, args=args)
+        except self._errors as exc:
+            self._failed(exc)
+            raise RedisUnavailable from exc
+        self._answered(started)
+        return reply
+
     async def call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         """One script call (one round trip); RedisUnavailable when it fails."""
         if not self.up:
@@ -140,13 +192,23 @@ class RedisLink:
         async with self._places:
             if not self.up:  # failed while this call queued
                 raise RedisUnavailable
-            self._stats.inc_value("rep/redis/calls")
-            started = time.monotonic()
-            try:
-                reply = await script(keys=keys, args=args)
-            except self._errors as exc:
-                self._failed(exc)
-                raise RedisUnavailable from exc
+            self._stalls.start()
+            first = time.monotonic()
+            for attempt in range(1, STALLED_ATTEMPTS + 1):
+                self._stats.inc_value("rep/redis/calls")
+                started = time.monotonic()
+                try:
+                    reply = await script(keys=keys, args=args)
+                    break
+                except self._errors as exc:
+                    if attempt < STALLED_ATTEMPTS and self._stalled_out(exc, started):
+                        continue
+                    self._failed(exc)
+                    raise RedisUnavailable from exc
+        self._answered(first)
+        return reply
+
+    def _answered(self, started: float) -> None:
         # Only a call made after the outage began ends it: one that was under
         # way before proves little.
         if self._outage.on and started >= self._outage.since:
@@ -154,7 +216,22 @@ class RedisLink:
                 logger.info("Redis at %s answers again: shared state resumed", self.url)
             else:
                 logger.debug("Redis at %s answers again", self.url)
-        return reply
+
+    def _stalled_out(self, exc: BaseException, started: float) -> bool:
+        """Whether ``exc`` is a timeout that this worker's own stalled event
+        loop explains: without the stall, the call had time left."""
+        if not isinstance(exc, self._timeouts):
+            return False
+        busy = time.monotonic() - started - self._stalls.stalled(started)
+        if busy >= self._timeout:
+            return False
+        self._stats.inc_value("rep/redis/stalled")
+        logger.debug(
+            "A Redis call timed out while this worker's event loop was stalled "
+            "(%.2f s of the call's own time): not an outage, calling again",
+            busy,
+        )
+        return True
 
     def _failed(self, exc: BaseException) -> None:
         self._stats.inc_value("rep/redis/errors")
@@ -174,15 +251,23 @@ class RedisLink:
         )
 
     async def close(self) -> None:
+        self._stalls.stop()
         with contextlib.suppress(*self._errors):
             await self.client.aclose()
             await self._pool.disconnect()  # a pool given to the client is not closed by it
+            self._now_client.close()
 
 
 def _redis_errors() -> tuple[type[BaseException], ...]:
     from redis.exceptions import RedisError
 
     return (RedisError, OSError, asyncio.TimeoutError)
+
+
+def _timeouts() -> tuple[type[BaseException], ...]:
+    from redis.exceptions import TimeoutError as RedisTimeout
+
+    return (RedisTimeout, asyncio.TimeoutError, TimeoutError)
 
 
 def reactor_problem() -> str | None:

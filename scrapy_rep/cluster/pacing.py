@@ -46,12 +46,10 @@ def hand_over_turn(request: Request) -> None:
 
 
 def turn_taken(request: Request) -> bool:
-    """Whether ``request`` took its turn in the Redis queue and reaches the
-    robots middleware in time to use it (asked once). One that comes more than
-    ``LATE`` after its turn (a busy event loop) reserves a turn again, as a
-    late sleeper does: sent late, it would be too close to the next turn."""
-    taken = _TAKEN.pop(request, None)
-    return taken is not None and time.monotonic() - taken <= LATE
+    """Whether ``request`` took its turn in the Redis queue (asked once). However
+    late it goes, it is in time: the queue holds the slot until the request
+    reaches the site, and counts the next turn from then."""
+    return _TAKEN.pop(request, None) is not None
 
 
 Pace = Literal["paced", "local", "closing"]

@@ -105,9 +105,10 @@ RESUBSCRIBE_MIN = 1.0
 class ClusterPauses:
     """This worker's side of the cluster-wide pauses (see :mod:`scrapy_rep.cluster`).
 
-    ``publish`` and ``resume`` are called on the answers that change a pause
-    and return at once (the script call runs in the background: the local
-    pause already holds); the subscriber, started with :meth:`start`, applies
+    ``publish`` and ``resume`` are called on the answers that change a pause:
+    ``publish`` writes the pause to Redis at once (one blocking round trip, so
+    that the other workers learn it before this one does anything else),
+    ``resume`` in the background; the subscriber, started with :meth:`start`, applies
     the other workers' pauses. No Redis call is made per request.
     """
 
@@ -124,7 +125,7 @@ class ClusterPauses:
         # minute: a slow-down answer later than that starts from the minimum.
         self._keep_ms = int(max(config.slowdown_max_delay, 60.0) * 1000)
         self._resubscribe = max(config.redis_retry, RESUBSCRIBE_MIN)
-        self._pause = link.script(_PAUSE)
+        self._pause_now = link.script_now(_PAUSE)
         self._resume = link.script(_RESUME)
         self._running = link.script(_RUNNING)
         self._apply: Apply | None = None
@@ -144,24 +145,16 @@ class ClusterPauses:
     # -- this worker's answers -----------------------------------------------------
 
     def publish(self, slot: str, origin: str, retry_after: float | None) -> None:
-        """A slow-down answer from ``slot`` (``retry_after``: seconds asked, capped)."""
-        self._background(self._publish(slot, origin, retry_after))
+        """A slow-down answer from ``slot`` (``retry_after``: seconds asked, capped).
 
-    def resume(self, slot: str) -> None:
-        """A good answer from ``slot`` after its pause."""
-        self._background(self._call_resume(slot))
-
-    def _background(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)  # the loop keeps weak references only
-        task.add_done_callback(self._tasks.discard)
-
-    async def _publish(self, slot: str, origin: str, retry_after: float | None) -> None:
+        Written to Redis at once (:meth:`RedisLink.call_now`): before this
+        worker schedules the answer's retry or hands out another request, and
+        never queued behind its other Redis calls."""
         asked = -1 if retry_after is None else int(retry_after * 1e6)
         args = [slot, asked, self._min_us, self._max_us, self._keep_ms]
         args += [self.channel, self._me, origin]
         try:
-            left, level, changed = await self.link.call(self._pause, self._keys(slot), args)
+            left, level, changed = self.link.call_now(self._pause_now, self._keys(slot), args)
         except RedisUnavailable:
             self._stats.inc_value("rep/slowdown/redis/local")
             if not self._unshared:
@@ -177,8 +170,21 @@ class ClusterPauses:
         if int(changed):
             self._stats.inc_value("rep/slowdown/redis/published")
         if self._apply is not None:
-            # The cluster may know more slow-down answers in a row than this worker.
-            self._apply(slot, int(left) / 1e6, origin, int(level), True)
+            # The cluster may know more slow-down answers in a row than this
+            # worker: applied once the caller has paused the slot its own way.
+            apply = self._apply
+            asyncio.get_running_loop().call_soon(
+                apply, slot, int(left) / 1e6, origin, int(level), True
+            )
+
+    def resume(self, slot: str) -> None:
+        """A good answer from ``slot`` after its pause."""
+        self._background(self._call_resume(slot))
+
+    def _background(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)  # the loop keeps weak references only
+        task.add_done_callback(self._tasks.discard)
 
     async def _call_resume(self, slot: str) -> None:
         with contextlib.suppress(RedisUnavailable):

@@ -13,7 +13,11 @@ cluster:
   :mod:`scrapy_rep.cluster.pacing`, which a 429/503 pause pushes past its end)
   and its pause (:mod:`scrapy_rep.cluster.pauses`) have passed. The script
   takes the turn as it hands out the request (``next free = now + spacing``),
-  so two workers never take the same one;
+  so two workers never take the same one, and holds a slot with a spacing
+  (``K:hold:<slot>``) until the worker tells that the request reached the site
+  (``headers_received``, or it left the downloader unanswered): the next
+  turn counts from then (``SENT``), so however late a busy worker sends it,
+  the site sees the spacing;
 - the slot has fewer requests out, in all workers, than its concurrency: each
   request handed out holds a place (a sorted set of leases) until it leaves
   the downloader (``request_left_downloader``), or until its lease ends
@@ -27,7 +31,7 @@ cluster:
 Redis keys, under scrapy-redis's queue key ``K`` (``SCHEDULER_QUEUE_KEY``):
 ``K:slots`` (sorted set: slot -> when it may be ready, microseconds of Redis's
 clock), ``K:q:<slot>`` (the slot's requests), ``K:meta:<slot>`` (its spacing
-and concurrency), ``K:out:<slot>`` (leases), ``K:count``. The turn and the
+and concurrency), ``K:out:<slot>`` (leases), ``K:hold:<slot>``, ``K:count``. The turn and the
 pause are scrapy-rep's own keys (``REP_REDIS_PREFIX``), shared with requests
 that reach the robots middleware by other ways.
 
@@ -52,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 
-from scrapy_rep.cluster._queue_scripts import KNOWN, POP, PUSH, RELEASE
+from scrapy_rep.cluster._queue_scripts import KNOWN, POP, PUSH, RELEASE, SENT
 from scrapy_rep.cluster.link import Outage
 from scrapy_rep.cluster.pacing import hand_over_turn
 
@@ -71,10 +75,17 @@ SCAN = 64
 """Due slots one pop looks at, at most, before it answers None."""
 LEASE_MARGIN = 60.0
 """A place is held this long past DOWNLOAD_TIMEOUT, then it comes back."""
+CLEAR_BATCH = 1000
+"""Keys one ``UNLINK`` of :meth:`RedisPoliteQueue.clear` deletes at most."""
 IDLE_POLL = 0.2
 """Seconds at most between two pops of a worker that found no slot ready while
 requests are queued: other workers make slots ready (a robots.txt they
 fetched, a place they gave back) without a word to this one."""
+HOLD_MAX = 30.0
+"""Seconds at most a Crawl-delay slot is held for a request handed out (less
+with a shorter DOWNLOAD_TIMEOUT): the hold ends when the request reaches the
+site; a worker that dies meanwhile holds the slot no longer than this."""
+HOLD_MARGIN = 1.0
 SWEEP_AFTER = 2.0
 """Seconds after which a request handed out and no longer in the downloader
 (dropped before its slot: robots.txt forbids it) gives its place back."""
@@ -123,12 +134,17 @@ class RedisPoliteQueue:
         )
         timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT")
         self._lease = int((timeout + LEASE_MARGIN) * 1e6)
+        self._hold_ms = int((min(timeout, HOLD_MAX) + HOLD_MARGIN) * 1000)
         self._push_script = server.register_script(PUSH)
         self._pop_script = server.register_script(POP)
         self._release_script = server.register_script(RELEASE)
         self._known_script = server.register_script(KNOWN)
+        self._sent_script = server.register_script(SENT)
         self._tokens = (f"{uuid.uuid4().hex[:12]}:{n}" for n in itertools.count())
         self._out: dict[Request, tuple[str, str, float]] = {}  # request -> slot, token, when
+        # requests holding their Crawl-delay slot until they reach the site:
+        # request -> slot, token, spacing (us)
+        self._holding: dict[Request, tuple[str, str, int]] = {}
         # origin -> one of its requests, and the slots parked for its robots.txt
         self._awaiting: dict[Origin, tuple[Request, set[str]]] = {}
         self._forbidden: deque[Request] = deque()  # dropped by the middleware at once
@@ -138,6 +154,7 @@ class RedisPoliteQueue:
         self._outage = Outage()
         self._next_try = 0.0
         crawler.signals.connect(self._left_downloader, signal=signals.request_left_downloader)
+        crawler.signals.connect(self._answer_began, signal=signals.headers_received)
 
     # -- scrapy-redis's queue interface ------------------------------------------------
 
@@ -153,7 +170,7 @@ class RedisPoliteQueue:
 
     def push(self, request: Request) -> None:
         verdict, delay, origin = self._readiness(request)
-        from scrapy_rep._robots import REFUSED, UNKNOWN
+        from scrapy_rep._robots import REFUSED
 
         if verdict == REFUSED:  # the robots middleware drops it at once
             self._forbidden.append(request)
@@ -161,9 +178,6 @@ class RedisPoliteQueue:
         if self._down() or not self._push_redis(request, verdict, delay, origin):
             self._local.append(request)
             self._stats.inc_value("rep/redis/frontier/local")
-            return
-        if verdict == UNKNOWN and origin is not None and self._prefetch is not None:
-            self._prefetch.want(origin, request)
 
     def pop(self, timeout: int = 0) -> Request | None:
         if self._forbidden:
@@ -180,7 +194,14 @@ class RedisPoliteQueue:
                 self._release(slot, token)
             reply = self._pop_script(
                 keys=[f"{self.key}:slots", f"{self.key}:count"],
-                args=[self.key, self._prefix, SCAN, self._lease, token := next(self._tokens)],
+                args=[
+                    self.key,
+                    self._prefix,
+                    SCAN,
+                    self._lease,
+                    token := next(self._tokens),
+                    self._hold_ms,
+                ],
             )
         except self._errors() as exc:
             self._failed(exc)
@@ -197,20 +218,35 @@ class RedisPoliteQueue:
             self._stats.inc_value("rep/redis/frontier/not_ready")
             return None
         request: Request = self._codec._decode_request(reply[1])
-        if int(reply[2]) >= 0:  # the script took the slot's Crawl-delay turn
+        spacing = int(reply[2])
+        if spacing >= 0:  # the script took the slot's Crawl-delay turn
             hand_over_turn(request)
+        if spacing > 0:  # and holds the slot until the request reaches the site
+            self._holding[request] = (slot, token, spacing)
         self._out[request] = (slot, token, time.monotonic())
         self._stats.inc_value("rep/redis/frontier/handed")
         return request
 
     def clear(self) -> None:
+        """Delete the queue's keys: ``UNLINK`` (Redis frees the memory in the
+        background) in batches of ``CLEAR_BATCH``, so that no one command holds
+        Redis (one ``DEL`` of 190k keys took 571 ms) while other workers call."""
         try:
-            names = [self.key, f"{self.key}:slots", f"{self.key}:count"]
-            for pattern in (":q:*", ":meta:*", ":out:*"):
-                names += list(self.server.scan_iter(match=f"{self.key}{pattern}", count=1000))
-            self.server.delete(*names)
+            self._unlink([self.key, f"{self.key}:slots", f"{self.key}:count"])
+            for pattern in (":q:*", ":meta:*", ":out:*", ":hold:*"):
+                batch: list[Any] = []
+                for name in self.server.scan_iter(match=f"{self.key}{pattern}", count=CLEAR_BATCH):
+                    batch.append(name)
+                    if len(batch) >= CLEAR_BATCH:
+                        self._unlink(batch)
+                        batch = []
+                self._unlink(batch)
         except self._errors() as exc:
             self._failed(exc)
+
+    def _unlink(self, names: list[Any]) -> None:
+        if names:
+            self.server.unlink(*names)
 
     def close(self) -> None:
         self._wakeup.cancel()
@@ -259,6 +295,10 @@ class RedisPoliteQueue:
         self._answered()
         if not known and origin is not None:
             self._awaiting.setdefault(origin, (request, set()))[1].add(slot)
+            # Its slot waits for the rules: fetch them (also for a request kept
+            # in memory during an outage and pushed now, or it waits AWAIT_ROBOTS).
+            if self._prefetch is not None:
+                self._prefetch.want(origin, request)
         self._stats.inc_value("rep/redis/frontier/pushed")
         return True
 
@@ -279,7 +319,36 @@ class RedisPoliteQueue:
             return
         self._wakeup.now()
 
+    def _answer_began(self, request: Request) -> None:
+        if self._holding:
+            self._reached_site(request)
+
+    def _reached_site(self, request: Request) -> None:
+        """``request`` reached its site (its answer began), or left without an
+        answer: its slot's next Crawl-delay turn, any worker's, is a spacing
+        from now (see ``SENT``)."""
+        held = self._holding.pop(request, None)
+        if held is None or self._down():
+            return  # (Redis down: the hold ends by its expiry)
+        slot, token, spacing = held
+        try:
+            self._sent_script(
+                keys=[
+                    f"{self.key}:hold:{slot}",
+                    f"{self._prefix}delay:{slot}",
+                    f"{self.key}:slots",
+                    f"{self.key}:q:{slot}",
+                ],
+                args=[token, spacing, slot],
+            )
+        except self._errors() as exc:
+            self._failed(exc)
+            return
+        self._wakeup.now()
+
     def _left_downloader(self, request: Request) -> None:
+        if self._holding:
+            self._reached_site(request)
         held = self._out.pop(request, None)
         if held is not None:
             self._release(held[0], held[1])
@@ -296,6 +365,7 @@ class RedisPoliteQueue:
             if now - when > SWEEP_AFTER and not self._slots.in_downloader(request)
         ]
         for request in gone:
+            self._reached_site(request)
             slot, token, _ = self._out.pop(request)
             self._release(slot, token)
 
@@ -331,10 +401,14 @@ class RedisPoliteQueue:
 
     def _flush_local(self) -> None:
         """Requests pushed while Redis was down go to Redis once it answers."""
+        from scrapy_rep._robots import REFUSED
+
         while self._local:
             request = self._local[0]
             verdict, delay, origin = self._readiness(request)
-            if not self._push_redis(request, verdict, delay, origin):
+            if verdict == REFUSED:  # learnt meanwhile: the middleware drops it
+                self._forbidden.append(request)
+            elif not self._push_redis(request, verdict, delay, origin):
                 raise _Down
             self._local.popleft()
 

@@ -35,13 +35,17 @@ LAST_POLL = 1.0
 # KEYS: the origin's state (a hash), its fetch lock. ARGV: now (the caller's
 # clock, like Entry.expires), lock token, lock lifetime (ms).
 # -> {1, meta, body, base}: fresh state; {2, meta, body, base}: the lock is
-# ours (meta may be nil, or an expired state); {3}: someone else fetches.
+# ours (meta may be nil, or an expired state; also when this worker took it
+# already: a claim made again after a timeout); {3}: someone else fetches.
 _CLAIM = """
 local state = redis.call('HMGET', KEYS[1], 'meta', 'expires', 'body', 'base')
 if state[1] and tonumber(state[2] or '0') > tonumber(ARGV[1]) then
   return {1, state[1], state[3], state[4]}
 end
 if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then
+  return {2, state[1], state[3], state[4]}
+end
+if redis.call('GET', KEYS[2]) == ARGV[2] then
   return {2, state[1], state[3], state[4]}
 end
 return {3}
