@@ -20,6 +20,8 @@ _LAZY = {
     "RobotsTxtMiddleware": "scrapy_rep.middleware",
     "ForbiddenByRobots": "scrapy_rep.exceptions",
     "RobotsTxtUnavailable": "scrapy_rep.exceptions",
+    "SiteChallenged": "scrapy_rep.exceptions",
+    "PaymentRequired": "scrapy_rep.exceptions",
     "MetaRobotsMiddleware": "scrapy_rep.meta",
     "PolitePriorityQueue": "scrapy_rep.frontier",
     "RedisPoliteQueue": "scrapy_rep.cluster.queue",
@@ -42,6 +44,7 @@ __all__ = [
     "Delays",
     "ForbiddenByRobots",
     "MetaRobotsMiddleware",
+    "PaymentRequired",
     "PolitePriorityQueue",
     "RedisPoliteQueue",
     "RobotParser",
@@ -50,6 +53,7 @@ __all__ = [
     "RobotsTxt",
     "RobotsTxtMiddleware",
     "RobotsTxtUnavailable",
+    "SiteChallenged",
     "UsageDecision",
     "UsageDenied",
     "UsageLine",
@@ -60,7 +64,13 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers
     from scrapy_rep.addon import Addon
     from scrapy_rep.cluster.queue import RedisPoliteQueue
     from scrapy_rep.decompression import BoundedDecompressionMiddleware
-    from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtUnavailable, UsageDenied
+    from scrapy_rep.exceptions import (
+        ForbiddenByRobots,
+        PaymentRequired,
+        RobotsTxtUnavailable,
+        SiteChallenged,
+        UsageDenied,
+    )
     from scrapy_rep.frontier import PolitePriorityQueue
     from scrapy_rep.meta import MetaRobotsMiddleware
     from scrapy_rep.middleware import RobotsTxtMiddleware

@@ -29,9 +29,11 @@ from scrapy.exceptions import IgnoreRequest
 
 from scrapy_rep import _slots
 from scrapy_rep._slots import SlotDelays, SlotLimits, SlotPauses
+from scrapy_rep.challenges import Challenges
 from scrapy_rep.cluster import CLOSING, LOCAL, PACED
 from scrapy_rep.cluster.pacing import turn_taken
 from scrapy_rep.slowdown import SlowDown
+from scrapy_rep.slowdown.gates import Gates
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -46,7 +48,6 @@ if TYPE_CHECKING:
     from scrapy_rep.config import Config
     from scrapy_rep.origin import Origin
     from scrapy_rep.report import CrawlReport
-    from scrapy_rep.slowdown.gates import Gates
 
 
 class Pacing:
@@ -70,12 +71,18 @@ class Pacing:
         self._stats = stats
         self._waiting = waiting
         self._report = report
+        pauses = SlotPauses(crawler)
+        # Built first: its response_downloaded handler marks a stop signal
+        # before the slow-down's reads the answer (which then ignores it).
+        self.challenges = Challenges(crawler, config, None, pauses) if config.stop_signals else None
         self.slowdown = (
-            SlowDown(crawler, config, waiting, SlotPauses(crawler), shared.pauses)
-            if config.slowdown
-            else None
+            SlowDown(crawler, config, waiting, pauses, shared.pauses) if config.slowdown else None
         )
         self.gates: Gates | None = self.slowdown.gates if self.slowdown is not None else None
+        if self.challenges is not None:  # challenge pauses hold slots through the same gates
+            if self.gates is None:
+                self.gates = Gates(crawler, stats, waiting, pauses, config.cache_max_origins)
+            self.challenges.gates = self.gates
         self.delays = (
             SlotDelays(
                 crawler,
@@ -174,6 +181,8 @@ class Pacing:
 
     async def _gated(self, request: Request, held: Coroutine[Any, Any, None]) -> None:
         await held
+        if self.challenges is not None and self.challenges.stopped:  # stopped meanwhile
+            self.challenges.check(request)
         if self.limits is not None:
             placed = self.limits.admit(request)
             if placed is not None:
