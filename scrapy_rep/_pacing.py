@@ -177,7 +177,31 @@ class Pacing:
                 self._stats.inc_value("rep/waited/gate")
                 return self._gated(request, held)
         limits = self.limits
-        return limits.admit(request, url) if limits is not None else None
+        placed = limits.admit(request, url) if limits is not None else None
+        return placed if placed is None else self.placed(request, placed)
+
+    def placed(
+        self, request: Request, placed: Coroutine[Any, Any, None]
+    ) -> Coroutine[Any, Any, None]:
+        """``placed`` (a wait for a place in the request's slot), then the
+        slot's gate again if a pause began meanwhile (a challenge, a 429/503
+        to a request already out): requests kept waiting for a place must
+        not all go when the pause ends."""
+        if self.gates is None:
+            return placed
+        return self._regated(request, placed)
+
+    async def _regated(self, request: Request, placed: Coroutine[Any, Any, None]) -> None:
+        await placed
+        gates = self.gates
+        assert gates is not None
+        if gates.holding:
+            held = gates.gate(request)
+            if held is not None:
+                self._stats.inc_value("rep/waited/gate")
+                await held
+        if self.challenges is not None and self.challenges.stopped:  # stopped meanwhile
+            self.challenges.check(request)
 
     async def _gated(self, request: Request, held: Coroutine[Any, Any, None]) -> None:
         await held
@@ -186,7 +210,7 @@ class Pacing:
         if self.limits is not None:
             placed = self.limits.admit(request)
             if placed is not None:
-                await placed
+                await self.placed(request, placed)
 
     def gate_state(self, key: str) -> tuple[float, int, int, int] | None:
         """Download slot ``key``'s 429/503 gate: None when it holds nothing (not

@@ -100,7 +100,8 @@ class RobotsTxtMiddleware:
             if gates is not None and gates.holding:
                 return self._pacing.leave(request, url)
             limits = self._limits  # leave()'s last step, inline: every request passes here
-            return limits.admit(request, url) if limits is not None else None
+            placed = limits.admit(request, url) if limits is not None else None
+            return placed if placed is None else self._pacing.placed(request, placed)
         return checked
 
     def process_response(

@@ -8,6 +8,8 @@ was retried by Scrapy, and a 402 was recorded nowhere.
 from __future__ import annotations
 
 import itertools
+import logging
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -79,10 +81,21 @@ CHALLENGES = [
 async def test_an_origin_challenging_every_page_is_paused_then_stopped(
     own_site: ScriptedServer, reply: Reply
 ) -> None:
-    script_pages(own_site, reply, 30)
-    urls = pages(own_site, 30)
-    result = await run_crawl(urls, FAST)
-    hits = own_site.page_hits()
+    await paused_then_stopped(own_site, reply, FAST)
+
+
+@pytest_twisted.ensureDeferred
+async def test_without_the_frontier_too(own_site: ScriptedServer) -> None:
+    """Requests that left the scheduler wait at the slot's gate instead."""
+    reply = Reply(403, CHALLENGE_PAGE, {"cf-mitigated": "challenge"})
+    await paused_then_stopped(own_site, reply, {**FAST, "REP_FRONTIER": False})
+
+
+async def paused_then_stopped(site: ScriptedServer, reply: Reply, settings: dict[str, Any]) -> None:
+    script_pages(site, reply, 30)
+    urls = pages(site, 30)
+    result = await run_crawl(urls, settings)
+    hits = site.page_hits()
     stats = result.stats
     # Before the first answer at most the slot's concurrency (8) left; after
     # it, one probe per pause, 3 in all (REP_CHALLENGE_GIVE_UP), then none.
@@ -106,6 +119,36 @@ async def test_an_origin_challenging_every_page_is_paused_then_stopped(
     assert stats["rep/challenge/dropped"] == 30 - len(hits)
     assert sum(v for k, v in stats.items() if k.startswith("rep/challenge/responses/")) == len(hits)
     assert not any(k.startswith("rep/slowdown/pauses") for k in stats)
+
+
+@pytest_twisted.ensureDeferred
+async def test_told_once_per_origin_and_in_the_close_section(
+    own_site: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    script_pages(own_site, Reply(403, CHALLENGE_PAGE, {"cf-mitigated": "challenge"}), 10)
+    caplog.set_level(logging.INFO, logger="scrapy_rep.challenges")
+    await run_crawl(pages(own_site, 10), {**FAST, "CONCURRENT_REQUESTS_PER_DOMAIN": 1})
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    origin = own_site.origin
+    assert lines[0] == (
+        f"{origin} challenged by Cloudflare (cf-mitigated: challenge); "
+        f"paused {PAUSE:g} s (REP_CHALLENGE_PAUSE), then one probe"
+    )
+    assert lines[1] == (
+        f"{origin} challenged by Cloudflare (cf-mitigated: challenge), 3 probes in a row: "
+        "stopped, its requests are not sent"
+    )
+    section = lines[2].splitlines()
+    assert (
+        section[0]
+        == "Stop signals: 1 origin(s) answered with one, 1 stopped, 6 request(s) not sent"
+    )
+    assert re.fullmatch(
+        rf"  {re.escape(origin)}: challenged by Cloudflare \(cf-mitigated: challenge\) at "
+        r"\d\d:\d\d:\d\d; 3 probe\(s\); stopped: 6 request\(s\) not sent",
+        section[1],
+    )
+    assert len(lines) == 3
 
 
 @pytest_twisted.ensureDeferred

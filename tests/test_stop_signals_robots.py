@@ -8,7 +8,12 @@ challenge page was parsed as an empty robots.txt (allow all).
 from __future__ import annotations
 
 import itertools
+import os
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -114,3 +119,28 @@ async def test_a_challenge_on_refresh_keeps_the_good_rules(
     assert result.stats["rep/robotstxt/outcome/challenged"] == 1
     assert result.stats["rep/robotstxt/stale_served"] == 1
     assert result.stats["rep/forbidden"] == 1
+
+
+def test_scrapy_robots_shows_a_challenged_robots_txt(
+    own_site: ScriptedServer, tmp_path: Any
+) -> None:
+    """``scrapy robots URL``, as a user runs it."""
+    own_site.script("/robots.txt", Reply(403, CHALLENGE_PAGE, {"cf-mitigated": "challenge"}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("scrapy")), "robots", own_site.url("/a")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1, result.stderr
+    assert re.search(
+        r"fetched +challenged \(HTTP 403, challenge by Cloudflare \(cf-mitigated: challenge\)\): "
+        r"not a robots.txt, read as unreachable",
+        result.stdout,
+    ), result.stdout
+    assert f"FORBIDDEN {own_site.url('/a')} robots.txt unreachable" in " ".join(
+        result.stdout.split()
+    )
