@@ -32,6 +32,7 @@ from scrapy_rep._slots import SlotDelays, SlotLimits, SlotPauses
 from scrapy_rep.challenges import Challenges
 from scrapy_rep.cluster import CLOSING, LOCAL, PACED
 from scrapy_rep.cluster.pacing import turn_taken
+from scrapy_rep.cluster.stops import ClusterStops
 from scrapy_rep.slowdown import SlowDown
 from scrapy_rep.slowdown.gates import Gates
 
@@ -83,6 +84,10 @@ class Pacing:
             if self.gates is None:
                 self.gates = Gates(crawler, stats, waiting, pauses, config.cache_max_origins)
             self.challenges.gates = self.gates
+            if shared.pauses is not None:  # with pauses, stops are shared too
+                self.challenges.share(
+                    shared.pauses, ClusterStops(shared.pauses.link, config, stats)
+                )
         self.delays = (
             SlotDelays(
                 crawler,

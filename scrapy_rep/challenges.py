@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from scrapy import signals
 from scrapy.utils.httpobj import urlparse_cached
@@ -47,7 +47,7 @@ from scrapy_rep import signals as rep_signals
 from scrapy_rep._download import ROBOTS_META
 from scrapy_rep.exceptions import PaymentRequired, SiteChallenged
 from scrapy_rep.origin import origin_of
-from scrapy_rep.stop_signals import RULES, Detector, StopSignal
+from scrapy_rep.stop_signals import KINDS, RULES, Detector, StopSignal
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 
     from scrapy_rep._slots import SlotPauses
     from scrapy_rep._slots.pauses import Queued
+    from scrapy_rep.cluster import ClusterPauses
+    from scrapy_rep.cluster.stops import ClusterStops
     from scrapy_rep.config import Config
     from scrapy_rep.slowdown.gates import Gates
 
@@ -124,8 +126,43 @@ class Challenges:
         self._top = config.report_top
         self.records: OrderedDict[str, SlotRecord] = OrderedDict()
         self.stopped: dict[str, SlotRecord] = {}
+        self._shared_pauses: ClusterPauses | None = None
+        self._shared_stops: ClusterStops | None = None
         crawler.signals.connect(self._downloaded, signal=signals.response_downloaded)
         crawler.signals.connect(self._closed, signal=signals.spider_closed)
+
+    def share(self, pauses: ClusterPauses, stops: ClusterStops) -> None:
+        """Share pauses and stops with the other workers through Redis."""
+        self._shared_pauses = pauses
+        self._shared_stops = stops
+        self._crawler.signals.connect(self._opened, signal=signals.spider_opened)
+
+    async def _opened(self) -> None:
+        assert self._shared_stops is not None
+        await self._shared_stops.start(self._from_cluster)
+
+    def _from_cluster(self, key: str, what: dict[str, Any]) -> None:
+        """Another worker stopped slot ``key``: stop it here too."""
+        record = self.records.get(key)
+        if record is not None and record.stopped:
+            return
+        if record is None:
+            if len(self.records) >= self._bound:
+                self._evict()
+            record = self.records[key] = SlotRecord(what.get("origin") or key)
+        kind = what.get("kind")
+        record.signal = StopSignal(
+            kind if kind in KINDS else "challenge",
+            what.get("provider") or "another worker",
+            what.get("marker") or "",
+            what.get("price"),
+            what.get("scheme"),
+        )
+        record.first = record.first or time.time()
+        self._stats.inc_value("rep/challenge/stopped/cluster")
+        signal = record.signal
+        why = f"{signal.kind} by {signal.provider} ({signal.marker}), told by another worker"
+        self._stop(key, record, why, shared=False)
 
     # -- answers -------------------------------------------------------------------
 
@@ -217,6 +254,8 @@ class Challenges:
             return
         now = time.monotonic()
         self.gates.pause(key, now + seconds, now)
+        if self._shared_pauses is not None:  # the others pause too (at most REP_SLOWDOWN_MAX_DELAY)
+            self._shared_pauses.publish(key, record.origin, seconds)
         logger.log(
             logging.INFO if record.pauses == 1 else logging.DEBUG,
             "%s %s; paused %g s (REP_CHALLENGE_PAUSE), then one probe",
@@ -251,13 +290,27 @@ class Challenges:
 
     # -- stopping ------------------------------------------------------------------
 
-    def _stop(self, key: str, record: SlotRecord, why: str) -> None:
+    def _stop(self, key: str, record: SlotRecord, why: str, *, shared: bool = True) -> None:
         record.stopped = True
         self.stopped[key] = record
         self.records.move_to_end(key)
         payment = record.signal is not None and record.signal.kind == "payment"
-        self._stats.inc_value("rep/payment/stopped" if payment else "rep/challenge/stopped")
+        if shared:  # this worker's own decision (another worker's is counted as such)
+            self._stats.inc_value("rep/payment/stopped" if payment else "rep/challenge/stopped")
         logger.info("%s %s: stopped, its requests are not sent", record.origin, why)
+        signal = record.signal
+        if shared and self._shared_stops is not None and signal is not None:
+            self._shared_stops.publish(
+                key,
+                {
+                    "origin": record.origin,
+                    "provider": signal.provider,
+                    "kind": signal.kind,
+                    "marker": signal.marker,
+                    "price": signal.price,
+                    "scheme": signal.scheme,
+                },
+            )
         if self.gates is not None:
             self.gates.stop(key, lambda queued: self._end_queued(key, record, queued))
         else:
@@ -333,6 +386,8 @@ class Challenges:
     # -- the close report -----------------------------------------------------------
 
     def _closed(self) -> None:
+        if self._shared_stops is not None:
+            self._shared_stops.close()
         told = [record for record in self.records.values() if record.signal is not None]
         if not told:
             return
