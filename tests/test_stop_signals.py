@@ -12,6 +12,8 @@ import timeit
 import pytest
 from scrapy.http import Headers
 
+from scrapy_rep.config import Config
+from scrapy_rep.exceptions import InvalidSetting
 from scrapy_rep.stop_signals import BODY_WINDOW, RULES, Detector, user_rules
 
 pytestmark = pytest.mark.reactor_free
@@ -224,3 +226,68 @@ def test_cost_on_a_plain_response_is_tiny() -> None:
     per = timeit.timeit(lambda: DETECT(200, headers, body), number=runs) / runs
     print(f"detect() on a plain 200: {per * 1e6:.2f} us")
     assert DETECT(200, headers, body) is None
+
+
+# -- the settings and the robots.txt outcome (Scrapy-free parts) -------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("REP_ON_PAYMENT", "pay"),
+        ("REP_CHALLENGE_PAUSE", 0),
+        ("REP_CHALLENGE_GIVE_UP", 0),
+        ("REP_BLOCK_AFTER", -1),
+        ("REP_BLOCK_MARKERS", [{"name": "x"}]),
+        ("REP_STOP_SIGNALS", "maybe"),
+    ],
+)
+def test_bad_settings_stop_the_crawl_at_start(name: str, value: object) -> None:
+    with pytest.raises(InvalidSetting, match=name):
+        Config.from_settings({name: value})
+
+
+def test_the_max_pause_is_at_least_the_pause() -> None:
+    with pytest.raises(InvalidSetting, match="REP_CHALLENGE_MAX_PAUSE"):
+        Config.from_settings({"REP_CHALLENGE_PAUSE": 100, "REP_CHALLENGE_MAX_PAUSE": 50})
+
+
+def test_defaults() -> None:
+    config = Config.from_settings({})
+    assert (config.stop_signals, config.challenge_pause, config.challenge_max_pause) == (
+        True,
+        300.0,
+        3600.0,
+    )
+    assert (config.challenge_give_up, config.block_after, config.on_payment) == (
+        3,
+        20,
+        "stop_origin",
+    )
+
+
+POLICY = Config.from_settings({"REP_RETRY_MIN": 60, "REP_RETRY_MAX": 3600}).policy
+
+
+def test_a_challenged_robots_txt_backs_off_as_an_unreachable_one() -> None:
+    """RFC 9309 §2.3.1.4 applied: no rules learnt, asked again after 60 s, 120 s..."""
+    first = POLICY.challenged("challenge by Cloudflare", now=1000.0)
+    assert (first.robots, first.outcome, first.failures) == (None, "challenged", 1)
+    assert first.expires == 1060.0
+    second = POLICY.challenged("challenge by Cloudflare", now=1060.0, previous=first)
+    assert (second.failures, second.expires) == (2, 1060.0 + 120.0)
+    unreachable = POLICY.on_error("HTTP 503", now=1180.0, previous=second)
+    assert unreachable.failures == 3  # one outage, whatever its answers
+
+
+def test_a_challenge_keeps_the_last_good_rules() -> None:
+    good = POLICY.on_response(
+        200, b"User-agent: *\nDisallow: /x\n", url="http://a/robots.txt", now=0.0
+    )
+    entry = POLICY.challenged("challenge", now=100.0, previous=good)
+    assert entry.robots is good.robots
+    assert entry.stale
+    assert entry.failed
+    assert not entry.ruleless
+    too_old = POLICY.challenged("challenge", now=31 * 86_400.0, previous=good)
+    assert too_old.robots is None
