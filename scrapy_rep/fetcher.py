@@ -31,6 +31,7 @@ from scrapy_rep import signals as rep_signals
 from scrapy_rep._download import ROBOTS_PATH, OwnDownloads
 from scrapy_rep._in_flight import InFlight
 from scrapy_rep.cluster import RedisUnavailable
+from scrapy_rep.exceptions import PaymentRequired, SiteChallenged
 from scrapy_rep.policy import (
     CHALLENGED,
     PARSED,
@@ -347,6 +348,8 @@ class RobotsDownload:
             response: Response | None = None
             try:
                 response = await self._download(self.files.request(url, origin, budget))
+            except (SiteChallenged, PaymentRequired) as exc:  # its slot is stopped: not sent
+                return None, self._policy.challenged(str(exc), now=time.time(), previous=previous)
             except IgnoreRequest as exc:
                 # Refused by a downloader middleware of this crawl, not by the site.
                 self._stats.inc_value("rep/robotstxt/refused_locally")
