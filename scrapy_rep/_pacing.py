@@ -105,7 +105,7 @@ class Pacing:
         _slots.log_problems(
             self._crawler,
             delays=self.delays is not None,
-            pauses=self.slowdown is not None,
+            pauses=self.gates is not None,  # 429/503 or challenge pauses
             limits=self.limits is not None,
         )
 

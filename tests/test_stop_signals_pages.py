@@ -91,6 +91,13 @@ async def test_without_the_frontier_too(own_site: ScriptedServer) -> None:
     await paused_then_stopped(own_site, reply, {**FAST, "REP_FRONTIER": False})
 
 
+@pytest_twisted.ensureDeferred
+async def test_with_the_slow_down_off_too(own_site: ScriptedServer) -> None:
+    """REP_SLOWDOWN = False: the gates are built for challenge pauses alone."""
+    reply = Reply(429, CHALLENGE_PAGE, {"x-vercel-mitigated": "challenge"})
+    await paused_then_stopped(own_site, reply, {**FAST, "REP_SLOWDOWN": False})
+
+
 async def paused_then_stopped(site: ScriptedServer, reply: Reply, settings: dict[str, Any]) -> None:
     script_pages(site, reply, 30)
     urls = pages(site, 30)
