@@ -14,8 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_twisted
+from crawls import run_crawl
 from redis_server import RedisServer, shared
 from servers import Reply, ScriptedServer
+
+from scrapy_rep import RobotsTxtUnavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio_only]  # worker subprocesses
 
@@ -122,3 +126,22 @@ def test_three_workers_at_once_account_for_every_request(
     assert stopped_here + stopped_there == 3
     dropped = sum(r["stats"].get("rep/challenge/dropped", 0) for r in reports)
     assert dropped + len(hits) == 30
+
+
+@pytest.mark.asyncio_only
+@pytest_twisted.ensureDeferred
+async def test_a_challenged_robots_txt_is_shared_as_such(
+    redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """The second worker learns the challenge from Redis: no fetch, no allow-all."""
+    with ScriptedServer("127.0.0.252") as site:
+        site.script("/robots.txt", Reply(202, b"<html>", {"x-amzn-waf-action": "challenge"}))
+        settings = shared(redis_server, redis_prefix)
+        first = await run_crawl([site.url("/a")], settings)
+        second = await run_crawl([site.url("/b")], settings)
+        assert site.hits("/robots.txt") == 1
+        assert site.pages() == []
+        assert first.failed_with(site.url("/a")) is RobotsTxtUnavailable
+        assert second.failed_with(site.url("/b")) is RobotsTxtUnavailable
+        assert second.stats["rep/redis/robots/received"] == 1
+        assert second.stats["rep/robotstxt/outcome/challenged"] == 1
