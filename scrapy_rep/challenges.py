@@ -388,9 +388,13 @@ class Challenges:
     def _closed(self) -> None:
         if self._shared_stops is not None:
             self._shared_stops.close()
+
+    def section(self) -> str | None:
+        """The close report's section (scrapy_rep.report), None if no origin
+        answered with a stop signal."""
         told = [record for record in self.records.values() if record.signal is not None]
         if not told:
-            return
+            return None
         told.sort(key=lambda record: (not record.stopped, -record.dropped, record.first))
         lines = [
             f"Stop signals: {len(told)} origin(s) answered with one, "
@@ -401,7 +405,7 @@ class Challenges:
             lines.append("  " + _line(record))
         if len(told) > self._top:
             lines.append(f"  ... and {len(told) - self._top} more")
-        logger.info("%s", "\n".join(lines))
+        return "\n".join(lines)
 
 
 def _line(record: SlotRecord) -> str:

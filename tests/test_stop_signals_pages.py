@@ -133,9 +133,19 @@ async def test_told_once_per_origin_and_in_the_close_section(
     own_site: ScriptedServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     script_pages(own_site, Reply(403, CHALLENGE_PAGE, {"cf-mitigated": "challenge"}), 10)
-    caplog.set_level(logging.INFO, logger="scrapy_rep.challenges")
+    caplog.set_level(logging.INFO, logger="scrapy_rep")
     await run_crawl(pages(own_site, 10), {**FAST, "CONCURRENT_REQUESTS_PER_DOMAIN": 1})
-    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    lines = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.INFO and r.name == "scrapy_rep.challenges"
+    ]
+    closing = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "scrapy_rep.report" and r.getMessage().startswith("Stop signals")
+    ]
+    lines += closing  # the close report's section, after its summary
     origin = own_site.origin
     assert lines[0] == (
         f"{origin} challenged by Cloudflare (cf-mitigated: challenge); "
@@ -217,7 +227,10 @@ async def test_a_block_stops_the_origin_at_once(own_site: ScriptedServer) -> Non
 
 
 @pytest_twisted.ensureDeferred
-async def test_a_402_with_a_price_stops_the_origin(own_site: ScriptedServer) -> None:
+async def test_a_402_with_a_price_stops_the_origin(
+    own_site: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="scrapy_rep")
     script_pages(own_site, Reply(402, b"", {"crawler-price": "USD 0.01"}), 10)
     urls = pages(own_site, 10)
     offers: list[Any] = []
@@ -238,6 +251,12 @@ async def test_a_402_with_a_price_stops_the_origin(own_site: ScriptedServer) -> 
     stats = result.stats
     assert (stats["rep/payment/responses"], stats["rep/payment/origins"]) == (1, 1)
     assert (stats["rep/payment/stopped"], stats["rep/payment/dropped"]) == (1, 9)
+    (section,) = [r.getMessage() for r in caplog.records if "Stop signals" in r.getMessage()]
+    assert (
+        f"{own_site.origin}: asks for payment: crawler-price USD 0.01 (Cloudflare pay per crawl)"
+        in section
+    )
+    assert section.endswith("stopped: 9 request(s) not sent")
 
 
 @pytest_twisted.ensureDeferred

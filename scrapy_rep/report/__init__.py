@@ -42,6 +42,8 @@ from scrapy_rep.report._output import OriginText, ReportFile, Summary, cause
 from scrapy_rep.report._records import OriginRecord, Totals, asked_delay, count_rule
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy.crawler import Crawler
 
     from scrapy_rep.config import Config
@@ -72,6 +74,8 @@ class CrawlReport:
         self._evicted_top: list[tuple[int, int, OriginRecord]] = []
         self._order = count()
         self.file = ReportFile(config.report) if config.report else None
+        self.sections: list[Callable[[], str | None]] = []
+        """More of the summary at close, each after it (stop signals: scrapy_rep.challenges)."""
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
 
@@ -201,6 +205,10 @@ class CrawlReport:
             self.totals, self._top_records(held), bound=self._max, report_file=self.file
         )
         logger.info("%s", summary)
+        for section in self.sections:
+            text = section()
+            if text:
+                logger.info("%s", text)
 
     def _top_records(self, held: list[OriginRecord]) -> list[tuple[OriginRecord, int]]:
         """The REP_REPORT_TOP origins with the most requests affected, each with the
