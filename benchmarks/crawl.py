@@ -12,6 +12,8 @@ configurations, each in its own process:
 - ``rep-txt``: the same with ``REP_META_ROBOTS = False`` (robots.txt alone);
 - ``rep-evid``: ``rep`` with the evidence archive (``REP_EVIDENCE``, in a
   temporary directory): its disk use per origin is printed too.
+- ``rep-nostop``: ``rep`` with ``REP_STOP_SIGNALS = False``: what reading stop
+  signals (challenges, blocks, 402s) costs on answers that carry none.
 
 It prints pages/s (pages parsed per second, from the spider's start to its
 last page), the crawler's CPU time per page, what reached the server (robots.txt
@@ -52,6 +54,11 @@ MODE_SETTINGS: dict[str, dict[str, Any]] = {
     },
     # rep with the evidence archive (REP_EVIDENCE, in a temporary directory)
     "rep-evid": {"ROBOTSTXT_OBEY": True, "ADDONS": {"scrapy_rep.Addon": 100}},
+    "rep-nostop": {
+        "ROBOTSTXT_OBEY": True,
+        "ADDONS": {"scrapy_rep.Addon": 100},
+        "REP_STOP_SIGNALS": False,
+    },
 }
 MODES = tuple(MODE_SETTINGS)
 COMMON_SETTINGS: dict[str, Any] = {
@@ -292,7 +299,7 @@ def print_results(results: dict[str, dict[str, Any]], origins: int) -> None:
     cpu = {mode: result["cpu_seconds"] / result["pages"] for mode, result in ok.items()}
     print("\nratios:               pages/s   CPU per page")
     pairs = [(rep, other) for rep in ("rep", "rep-txt") for other in ("none", "builtin")]
-    for left, right in [*pairs, ("builtin", "none"), ("rep-evid", "rep")]:
+    for left, right in [*pairs, ("builtin", "none"), ("rep-evid", "rep"), ("rep", "rep-nostop")]:
         if left in rate and right in rate:
             print(
                 f"  {left + ' / ' + right:<18} {rate[left] / rate[right]:7.3f} "

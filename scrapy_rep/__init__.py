@@ -21,6 +21,8 @@ _LAZY = {
     "ForbiddenByRobots": "scrapy_rep.exceptions",
     "RobotsTxtUnavailable": "scrapy_rep.exceptions",
     "RobotsTxtChanged": "scrapy_rep.exceptions",
+    "SiteChallenged": "scrapy_rep.exceptions",
+    "PaymentRequired": "scrapy_rep.exceptions",
     "MetaRobotsMiddleware": "scrapy_rep.meta",
     "PolitePriorityQueue": "scrapy_rep.frontier",
     "ProvenanceMiddleware": "scrapy_rep.evidence",
@@ -44,6 +46,7 @@ __all__ = [
     "Delays",
     "ForbiddenByRobots",
     "MetaRobotsMiddleware",
+    "PaymentRequired",
     "PolitePriorityQueue",
     "ProvenanceMiddleware",
     "RedisPoliteQueue",
@@ -54,6 +57,7 @@ __all__ = [
     "RobotsTxtChanged",
     "RobotsTxtMiddleware",
     "RobotsTxtUnavailable",
+    "SiteChallenged",
     "UsageDecision",
     "UsageDenied",
     "UsageLine",
@@ -67,8 +71,10 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers
     from scrapy_rep.evidence import ProvenanceMiddleware
     from scrapy_rep.exceptions import (
         ForbiddenByRobots,
+        PaymentRequired,
         RobotsTxtChanged,
         RobotsTxtUnavailable,
+        SiteChallenged,
         UsageDenied,
     )
     from scrapy_rep.frontier import PolitePriorityQueue

@@ -29,9 +29,12 @@ from scrapy.exceptions import IgnoreRequest
 
 from scrapy_rep import _slots
 from scrapy_rep._slots import SlotDelays, SlotLimits, SlotPauses
+from scrapy_rep.challenges import Challenges
 from scrapy_rep.cluster import CLOSING, LOCAL, PACED
 from scrapy_rep.cluster.pacing import turn_taken
+from scrapy_rep.cluster.stops import ClusterStops
 from scrapy_rep.slowdown import SlowDown
+from scrapy_rep.slowdown.gates import Gates
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -46,7 +49,6 @@ if TYPE_CHECKING:
     from scrapy_rep.config import Config
     from scrapy_rep.origin import Origin
     from scrapy_rep.report import CrawlReport
-    from scrapy_rep.slowdown.gates import Gates
 
 
 class Pacing:
@@ -70,12 +72,23 @@ class Pacing:
         self._stats = stats
         self._waiting = waiting
         self._report = report
+        pauses = SlotPauses(crawler)
+        # Built first: its response_downloaded handler marks a stop signal
+        # before the slow-down's reads the answer (which then ignores it).
+        self.challenges = Challenges(crawler, config, None, pauses) if config.stop_signals else None
         self.slowdown = (
-            SlowDown(crawler, config, waiting, SlotPauses(crawler), shared.pauses)
-            if config.slowdown
-            else None
+            SlowDown(crawler, config, waiting, pauses, shared.pauses) if config.slowdown else None
         )
         self.gates: Gates | None = self.slowdown.gates if self.slowdown is not None else None
+        if self.challenges is not None:  # challenge pauses hold slots through the same gates
+            report.sections.append(self.challenges.section)
+            if self.gates is None:
+                self.gates = Gates(crawler, stats, waiting, pauses, config.cache_max_origins)
+            self.challenges.gates = self.gates
+            if shared.pauses is not None:  # with pauses, stops are shared too
+                self.challenges.share(
+                    shared.pauses, ClusterStops(shared.pauses.link, config, stats)
+                )
         self.delays = (
             SlotDelays(
                 crawler,
@@ -93,7 +106,7 @@ class Pacing:
         _slots.log_problems(
             self._crawler,
             delays=self.delays is not None,
-            pauses=self.slowdown is not None,
+            pauses=self.gates is not None,  # 429/503 or challenge pauses
             limits=self.limits is not None,
         )
 
@@ -170,14 +183,40 @@ class Pacing:
                 self._stats.inc_value("rep/waited/gate")
                 return self._gated(request, held)
         limits = self.limits
-        return limits.admit(request, url) if limits is not None else None
+        placed = limits.admit(request, url) if limits is not None else None
+        return placed if placed is None else self.placed(request, placed)
+
+    def placed(
+        self, request: Request, placed: Coroutine[Any, Any, None]
+    ) -> Coroutine[Any, Any, None]:
+        """``placed`` (a wait for a place in the request's slot), then the
+        slot's gate again if a pause began meanwhile (a challenge, a 429/503
+        to a request already out): requests kept waiting for a place must
+        not all go when the pause ends."""
+        if self.gates is None:
+            return placed
+        return self._regated(request, placed)
+
+    async def _regated(self, request: Request, placed: Coroutine[Any, Any, None]) -> None:
+        await placed
+        gates = self.gates
+        assert gates is not None
+        if gates.holding:
+            held = gates.gate(request)
+            if held is not None:
+                self._stats.inc_value("rep/waited/gate")
+                await held
+        if self.challenges is not None and self.challenges.stopped:  # stopped meanwhile
+            self.challenges.check(request)
 
     async def _gated(self, request: Request, held: Coroutine[Any, Any, None]) -> None:
         await held
+        if self.challenges is not None and self.challenges.stopped:  # stopped meanwhile
+            self.challenges.check(request)
         if self.limits is not None:
             placed = self.limits.admit(request)
             if placed is not None:
-                await placed
+                await self.placed(request, placed)
 
     def gate_state(self, key: str) -> tuple[float, int, int, int] | None:
         """Download slot ``key``'s 429/503 gate: None when it holds nothing (not

@@ -58,7 +58,7 @@ UNKNOWN: Final = "unknown"
 ALLOWED: Final = "allowed"
 """Its verdict is known: it would pass (after its delay and its slot's pause)."""
 REFUSED: Final = "refused"
-"""It would be dropped at once (forbidden, or robots.txt unreachable)."""
+"""It would be dropped at once (forbidden, robots.txt unreachable, its slot stopped)."""
 
 _SERVICES: weakref.WeakKeyDictionary[Crawler, RobotsService] = weakref.WeakKeyDictionary()
 
@@ -171,7 +171,11 @@ class RobotsService:
         origin's delay for its agent, 0 if none; its origin, None if robots.txt
         does not cover it). Under REP_UNREACHABLE = 'defer', an unreachable
         origin's requests read ALLOWED: they wait in the middleware, for its
-        next attempts, at most REP_DEFER_MAX seconds."""
+        next attempts, at most REP_DEFER_MAX seconds. A request of a slot
+        stopped by a stop signal reads REFUSED (scrapy_rep.challenges)."""
+        challenges = self.pacing.challenges
+        if challenges is not None and challenges.is_stopped(request):
+            return REFUSED, 0.0, self.origin_of(request)
         if request.meta.get("dont_obey_robotstxt"):
             return ALLOWED, 0.0, None
         origin = self.origin_of(request)

@@ -76,7 +76,7 @@ class MemoryRulesCache:
             self._backoffs.pop(origin)
         while len(entries) > self.max_origins:
             evicted, old = entries.popitem(last=False)
-            if old.outcome == UNREACHABLE:  # its backoff over or not: its failures count on
+            if old.failed:  # its backoff over or not: its failures count on
                 self._backoffs.remember(evicted, old.expires, old.failures, old.reason)
 
     def _backoff(self, origin: Origin) -> Entry | None:

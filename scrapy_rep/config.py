@@ -28,6 +28,7 @@ from scrapy_rep.exceptions import InvalidSetting
 from scrapy_rep.policy import Policy
 from scrapy_rep.robotstxt import DEFAULT_MAX_SIZE
 from scrapy_rep.robotstxt._agent import product_token
+from scrapy_rep.stop_signals import Rule, user_rules
 from scrapy_rep.usage._labels import PURPOSES
 
 if TYPE_CHECKING:
@@ -42,6 +43,9 @@ UsageAction = Literal["annotate", "drop"]
 PinAction = Literal["report", "stop_origin"]
 """REP_PIN_ACTION: what happens to an origin whose robots.txt differs from its pin."""
 PIN_ACTIONS: Final[tuple[PinAction, ...]] = get_args(PinAction)
+PaymentAction = Literal["stop_origin", "skip"]
+"""REP_ON_PAYMENT: what a 402 answer does beyond ending its own request."""
+PAYMENT_ACTIONS: Final[tuple[PaymentAction, ...]] = get_args(PaymentAction)
 UNREACHABLE_MODES: Final[tuple[UnreachableMode, ...]] = get_args(UnreachableMode)
 NOINDEX_MODES: Final[tuple[NoindexMode, ...]] = get_args(NoindexMode)
 USAGE_ACTIONS: Final[tuple[UsageAction, ...]] = get_args(UsageAction)
@@ -110,6 +114,18 @@ class Config:
     empty: usage preferences are not read."""
     usage_action: UsageAction = "annotate"
     """REP_USAGE_ACTION: "annotate" (meta key and stats) or "drop"."""
+    # -- stop signals: challenges, blocks, 402 (scrapy_rep.stop_signals, scrapy_rep.challenges)
+    stop_signals: bool = True
+    """REP_STOP_SIGNALS: read challenges, blocks and prices from definitive markers."""
+    challenge_pause: float = 300.0
+    challenge_max_pause: float = 3_600.0
+    challenge_give_up: int = 3
+    """Challenged probes in a row after which an origin is stopped."""
+    block_after: int = 20
+    """Plain 403s in a row (no 2xx between) read as a refusal; 0: never."""
+    on_payment: PaymentAction = "stop_origin"
+    block_markers: tuple[Rule, ...] = ()
+    """REP_BLOCK_MARKERS: the user's own literal rules."""
     redis_url: str | None = None
     """Shared state for many workers (scrapy_rep.cluster); None: each worker alone."""
     redis_robots: bool = True
@@ -164,6 +180,7 @@ class Config:
         cache_ttl = read.number("REP_CACHE_TTL", minimum=0.0, exclusive=True)
         retry_min = read.number("REP_RETRY_MIN", minimum=0.0, exclusive=True)
         slowdown_min = read.number("REP_SLOWDOWN_MIN_DELAY", minimum=0.0, exclusive=True)
+        challenge_pause = read.number("REP_CHALLENGE_PAUSE", minimum=0.0, exclusive=True)
         config = cls(
             obey=read.boolean("ROBOTSTXT_OBEY"),
             user_agent=user_agent,
@@ -199,6 +216,13 @@ class Config:
             meta_noindex=read.choice("REP_META_NOINDEX", NOINDEX_MODES),
             purposes=_purposes(read),
             usage_action=read.choice("REP_USAGE_ACTION", USAGE_ACTIONS),
+            stop_signals=read.boolean("REP_STOP_SIGNALS"),
+            challenge_pause=challenge_pause,
+            challenge_max_pause=read.number("REP_CHALLENGE_MAX_PAUSE", minimum=challenge_pause),
+            challenge_give_up=read.integer("REP_CHALLENGE_GIVE_UP", minimum=1),
+            block_after=read.integer("REP_BLOCK_AFTER", minimum=0),
+            on_payment=read.choice("REP_ON_PAYMENT", PAYMENT_ACTIONS),
+            block_markers=_block_markers(read),
             redis_url=_redis_url(read),
             redis_robots=read.boolean("REP_REDIS_ROBOTS"),
             redis_delay=read.boolean("REP_REDIS_DELAY"),
@@ -271,6 +295,14 @@ def _redis_url(read: _Reader) -> str | None:
             )
         return raw
     return None
+
+
+def _block_markers(read: _Reader) -> tuple[Rule, ...]:
+    """REP_BLOCK_MARKERS: literal rules (scrapy_rep.stop_signals.user_rules)."""
+    try:
+        return user_rules(read._raw("REP_BLOCK_MARKERS"))
+    except ValueError as exc:
+        raise InvalidSetting("REP_BLOCK_MARKERS", str(exc)) from None
 
 
 def _report_path(read: _Reader) -> str | None:

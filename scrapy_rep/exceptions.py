@@ -19,8 +19,10 @@ if TYPE_CHECKING:
 __all__ = [
     "ForbiddenByRobots",
     "InvalidSetting",
+    "PaymentRequired",
     "RobotsTxtChanged",
     "RobotsTxtUnavailable",
+    "SiteChallenged",
     "UsageDenied",
 ]
 
@@ -91,6 +93,71 @@ class UsageDenied(IgnoreRequest):
         first = next((where[0] for where in reasons.values() if where), "its preferences")
         purposes = ", ".join(usage)
         super().__init__(f"Usage preferences deny {purposes}: {first}")
+
+
+class SiteChallenged(IgnoreRequest):
+    """The site answered with a challenge or a block (a page made for browsers,
+    read from a definitive marker: docs/stop-signals.md), or its origin is
+    paused or stopped after one. Never retried.
+
+    ``origin`` is the origin; ``provider`` who sent it (``Cloudflare``);
+    ``kind`` ``"challenge"`` or ``"block"``; ``marker`` what was seen
+    (``cf-mitigated: challenge``); ``stopped``: the request was not sent, its
+    origin being stopped; ``response`` the answer, None when not sent.
+    """
+
+    def __init__(
+        self,
+        origin: str,
+        provider: str,
+        kind: str,
+        marker: str,
+        *,
+        stopped: bool = False,
+        response: Response | None = None,
+    ) -> None:
+        self.origin = origin
+        self.provider = provider
+        self.kind = kind
+        self.marker = marker
+        self.stopped = stopped
+        self.response = response
+        what = f"{kind} by {provider} ({marker})"
+        if stopped:
+            super().__init__(f"{origin} is stopped after a {what}: not sent")
+        else:
+            super().__init__(f"{origin} answered with a {what}")
+
+
+class PaymentRequired(IgnoreRequest):
+    """The site answered 402 Payment Required: the page has a price.
+
+    ``origin`` is the origin; ``price`` the price as the site wrote it
+    (``USD 0.01``; None when not given or unreadable); ``scheme`` how to pay
+    (``crawler-price`` for Cloudflare pay per crawl, ``x402``; None when
+    unknown); ``stopped``: the request was not sent, its origin being stopped
+    (``REP_ON_PAYMENT = "stop_origin"``); ``response`` the 402, None when not sent.
+    """
+
+    def __init__(
+        self,
+        origin: str,
+        price: str | None,
+        scheme: str | None,
+        *,
+        stopped: bool = False,
+        response: Response | None = None,
+    ) -> None:
+        self.origin = origin
+        self.price = price
+        self.scheme = scheme
+        self.stopped = stopped
+        self.response = response
+        offer = f"{scheme} {price}" if price else (scheme or "terms unknown")
+        if stopped:
+            super().__init__(f"{origin} asks for payment ({offer}): not sent")
+        else:
+            super().__init__(f"{origin} asks for payment ({offer})")
 
 
 class InvalidSetting(ValueError):

@@ -31,17 +31,19 @@ from scrapy_rep import signals as rep_signals
 from scrapy_rep._download import ROBOTS_PATH, OwnDownloads
 from scrapy_rep._in_flight import InFlight
 from scrapy_rep.cluster import RedisUnavailable
+from scrapy_rep.exceptions import PaymentRequired, SiteChallenged
 from scrapy_rep.policy import (
+    CHALLENGED,
     PARSED,
     REFUSED_LOCALLY,
     UNAVAILABLE,
-    UNREACHABLE,
     conditional_headers,
     delay_for,
     header_text,
     retry_after,
 )
 from scrapy_rep.robotparser import RobotParser
+from scrapy_rep.stop_signals import RULES, Detector, described
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -190,7 +192,7 @@ class RobotsFetcher:
             stats.inc_value("rep/robotstxt/truncated")
             logger.info("robots.txt of %s is longer than REP_MAX_SIZE: cut there", text)
         changed = previous is None or previous.outcome != entry.outcome
-        if entry.outcome == UNREACHABLE:
+        if entry.failed:
             self._log_unreachable(text, entry)
         elif entry.outcome == UNAVAILABLE and changed:
             logger.debug("robots.txt of %s unavailable (%s): all allowed", text, entry.reason)
@@ -225,7 +227,10 @@ class RobotsFetcher:
     def _log_unreachable(self, text: str, entry: Entry) -> None:
         """One WARNING per outage: its first failure (the failure count outlives
         the origin's rules in the cache: scrapy_rep._backoff_table); DEBUG after."""
-        self._stats.inc_value("rep/robotstxt/unreachable")
+        challenged = entry.outcome == CHALLENGED
+        self._stats.inc_value(
+            "rep/robotstxt/challenged" if challenged else "rep/robotstxt/unreachable"
+        )
         retry = entry.expires - time.time()
         if entry.stale:
             self._stats.inc_value("rep/robotstxt/stale_served")
@@ -238,8 +243,9 @@ class RobotsFetcher:
             }[self.config.unreachable]
         logger.log(
             logging.WARNING if entry.failures == 1 else logging.DEBUG,
-            "robots.txt of %s unreachable (%s): %s; retry in %.0f s",
+            "robots.txt of %s %s (%s): %s; retry in %.0f s",
             text,
+            "answered with a stop signal, not rules" if challenged else "unreachable",
             entry.reason,
             action,
             retry,
@@ -296,6 +302,16 @@ class RobotsDownload:
         self._policy = config.policy
         self._stats = crawler.stats
         self._sleep = sleep
+        self._detect = (
+            Detector(RULES + config.block_markers).detect if config.stop_signals else None
+        )
+
+    def _stop_signal(self, response: Response) -> str | None:
+        """What stop signal ``response`` is (a reason text), None if none."""
+        if self._detect is None:
+            return None
+        signal = self._detect(response.status, response.headers, response.body)
+        return None if signal is None else described(signal)
 
     @property
     def busy(self) -> bool:
@@ -320,7 +336,11 @@ class RobotsDownload:
         if response is None:
             return failures[-1], None
         status = response.status
-        if stopped is not None:  # nowhere to go, or too far: as if there were none (§2.3.1.2)
+        signal = self._stop_signal(response)
+        if signal is not None:  # a page for browsers or buyers: no rules were said
+            self._stats.inc_value(f"rep/robotstxt/stop_signal/{signal.split(' ', 1)[0]}")
+            entry = self._policy.challenged(signal, now=time.time(), previous=previous)
+        elif stopped is not None:  # nowhere to go, or too far: as if there were none (§2.3.1.2)
             if stopped == "too_many":
                 self._stats.inc_value("rep/robotstxt/redirects_exceeded")
                 reason = f"more than {self.config.max_redirects} redirects"
@@ -372,6 +392,8 @@ class RobotsDownload:
                 if validators:
                     self._stats.inc_value("rep/robotstxt/conditional")
                 response = await self._download(request)
+            except (SiteChallenged, PaymentRequired) as exc:  # its slot is stopped: not sent
+                return None, self._policy.challenged(str(exc), now=time.time(), previous=previous)
             except IgnoreRequest as exc:
                 # Refused by a downloader middleware of this crawl, not by the site.
                 self._stats.inc_value("rep/robotstxt/refused_locally")
@@ -384,6 +406,8 @@ class RobotsDownload:
                     break  # it had REP_FETCH_TIMEOUT already: asked again after REP_RETRY_MIN
             else:
                 if response.status != 429 and response.status < 500:
+                    return response, None
+                if self._stop_signal(response) is not None:  # never asked again in this fetch
                     return response, None
             wait = self._retry_wait(response, attempt)
             if wait is None or not budget.retries:

@@ -34,6 +34,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._robots import ALLOWED, REFUSED, UNKNOWN, RobotsService
+from scrapy_rep.challenges import STOP_META, Challenges
 from scrapy_rep.evidence import PROVENANCE_META, unchecked
 from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtChanged, RobotsTxtUnavailable
 from scrapy_rep.origin import Origin
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
 
     from scrapy_rep.policy import Entry
     from scrapy_rep.robotstxt import RobotsTxt
@@ -76,6 +78,7 @@ class RobotsTxtMiddleware:
         self._pins = service.pins
         self._stopped = service.pins.stopped if service.pins is not None else set()
         self._provenance = service.provenance
+        self._challenges = pacing.challenges
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RobotsTxtMiddleware:
@@ -86,6 +89,9 @@ class RobotsTxtMiddleware:
     def process_request(
         self, request: Request, spider: Spider | None = None
     ) -> Coroutine[Any, Any, None] | None:
+        challenges = self._challenges
+        if challenges is not None and challenges.stopped:  # dont_obey_robotstxt too
+            challenges.check(request)
         if request.meta.get("dont_obey_robotstxt"):
             request.meta[PROVENANCE_META] = unchecked("dont_obey_robotstxt")
             return None
@@ -99,8 +105,18 @@ class RobotsTxtMiddleware:
             if gates is not None and gates.holding:
                 return self._pacing.leave(request, url)
             limits = self._limits  # leave()'s last step, inline: every request passes here
-            return limits.admit(request, url) if limits is not None else None
+            placed = limits.admit(request, url) if limits is not None else None
+            return placed if placed is None else self._pacing.placed(request, placed)
         return checked
+
+    def process_response(
+        self, request: Request, response: Response, spider: Spider | None = None
+    ) -> Response:
+        """An answer found to be a stop signal (scrapy_rep.challenges, before
+        RetryMiddleware) ends in the request's errback, not in its callback."""
+        if STOP_META in request.meta:
+            raise Challenges.failure(request, response)
+        return response
 
     def _check(self, request: Request, url: ParseResult) -> Coroutine[Any, Any, None] | None:
         origin = self._keys.get(url)

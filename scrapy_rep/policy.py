@@ -12,6 +12,8 @@ robots.txt fetch result     outcome              rules applied to the origin
                                                  REP_UNREACHABLE decides (§2.3.1.4)
 304 to a request that      ``unreachable``      as for a 5xx: it answers a question
 carried no validator                             that was not asked
+a challenge, a block or a   ``challenged``       as ``unreachable`` (a page made for
+402 (stop_signals)                               browsers or buyers is not a robots.txt)
 refused by a local          ``refused_locally``  none: everything allowed, as Scrapy's
 downloader middleware                            own middleware does (no server or
 (``IgnoreRequest``)                              network error happened)
@@ -44,6 +46,7 @@ from scrapy_rep.robotstxt import RobotsTxt
 from scrapy_rep.robotstxt._groups import parsed_bytes
 
 __all__ = [
+    "CHALLENGED",
     "OUTCOMES",
     "PARSED",
     "REFUSED_LOCALLY",
@@ -60,13 +63,15 @@ __all__ = [
     "retry_after",
 ]
 
-Outcome = Literal["parsed", "unavailable", "unreachable", "refused_locally"]
+Outcome = Literal["parsed", "unavailable", "unreachable", "refused_locally", "challenged"]
 """What a robots.txt fetch found (the table above); the text of the
 ``rep/robotstxt/outcome/<outcome>`` stats and of the report's ``outcome``."""
 PARSED: Final = "parsed"
 UNAVAILABLE: Final = "unavailable"
 UNREACHABLE: Final = "unreachable"
 REFUSED_LOCALLY: Final = "refused_locally"
+CHALLENGED: Final = "challenged"
+_FAILED: Final = frozenset({UNREACHABLE, CHALLENGED})  # no rules learnt: backoff, last good rules
 OUTCOMES: Final[tuple[Outcome, ...]] = get_args(Outcome)
 
 _MAX_AGE = re.compile(r"(?:^|[,\s])max-age\s*=\s*\"?([0-9]+)", re.IGNORECASE)
@@ -124,9 +129,14 @@ class Entry:
         return self.outcome == UNAVAILABLE or self.outcome == REFUSED_LOCALLY
 
     @property
+    def failed(self) -> bool:
+        """The latest fetch learnt no rules: unreachable, or challenged."""
+        return self.outcome in _FAILED
+
+    @property
     def stale(self) -> bool:
         """Serving the last good rules after a failed fetch."""
-        return self.outcome == UNREACHABLE and self.robots is not None
+        return self.outcome in _FAILED and self.robots is not None
 
 
 def max_age(cache_control: str | None) -> float | None:
@@ -305,8 +315,23 @@ class Policy:
         retry_after_seconds: float | None = None,
     ) -> Entry:
         """Unreachable robots.txt: complete disallow, or the last good rules."""
+        return self._failed(UNREACHABLE, reason, now, previous, retry_after_seconds)
+
+    def challenged(self, reason: str, *, now: float, previous: Entry | None = None) -> Entry:
+        """robots.txt answered with a challenge, a block or a price: no rules
+        were said, so as unreachable (never allow-all, never over good rules)."""
+        return self._failed(CHALLENGED, reason, now, previous, None)
+
+    def _failed(
+        self,
+        outcome: Outcome,
+        reason: str,
+        now: float,
+        previous: Entry | None,
+        retry_after_seconds: float | None,
+    ) -> Entry:
         failures = 1
-        if previous is not None and previous.outcome == UNREACHABLE:
+        if previous is not None and previous.failed:
             failures = previous.failures + 1
         expires = now + self.backoff(failures, retry_after_seconds)
         if (
@@ -316,7 +341,7 @@ class Policy:
         ):
             return Entry(
                 previous.robots,
-                UNREACHABLE,
+                outcome,
                 expires,
                 previous.fetched,
                 failures,
@@ -329,7 +354,7 @@ class Policy:
                 validators_url=previous.validators_url,
                 sha256=previous.sha256,
             )
-        return Entry(None, UNREACHABLE, expires, now, failures, reason)
+        return Entry(None, outcome, expires, now, failures, reason)
 
 
 def valid_etag(value: str | None) -> str:

@@ -21,13 +21,33 @@
     then does with it). ``response`` is None when robots.txt alone said so
     before the download (only under ``"drop"``, which then skips it);
     ``usage`` is ``{purpose: False}``, ``reasons`` ``{purpose: (where, ...)}``.
+
+``site_challenged(origin, provider, kind, marker, request, response)``
+    A page was answered with a challenge or a block (``kind``:
+    ``"challenge"``, ``"block"``), read from a definitive marker (``marker``:
+    ``cf-mitigated: challenge``); or, with ``response`` None, an origin was
+    found to refuse this crawler (``REP_BLOCK_AFTER`` plain 403s in a row).
+
+``payment_required(request, response, offer)``
+    A page was answered 402. ``offer`` is a ``scrapy_rep.stop_signals.StopSignal``
+    (``price``, ``scheme``, ``provider``): the hook for a component that
+    would pay or sign; scrapy-rep itself never pays.
 """
 
 from __future__ import annotations
 
-__all__ = ["request_forbidden", "robotstxt_parsed", "sitemaps_found", "usage_denied"]
+__all__ = [
+    "payment_required",
+    "request_forbidden",
+    "robotstxt_parsed",
+    "site_challenged",
+    "sitemaps_found",
+    "usage_denied",
+]
 
 request_forbidden = object()
 robotstxt_parsed = object()
 sitemaps_found = object()
 usage_denied = object()
+site_challenged = object()
+payment_required = object()

@@ -108,9 +108,10 @@ class SlotPauses(OnDownloader):
         slot.queue.clear()
         return queued
 
-    def requeue(self, key: str, queued: Queued, reason: str | None = None) -> bool:
+    def requeue(self, key: str, queued: Queued, reason: str | IgnoreRequest | None = None) -> bool:
         """Give back a request taken by :meth:`take_queued`; with a ``reason``
-        (the spider closes), end it with IgnoreRequest instead, if the
+        (the spider closes; or the exception to end it with: its origin is
+        stopped), end it with IgnoreRequest instead, if the
         downloader counts it as active (it removes it from there when it fails;
         one taken out, such as a robots.txt download, goes back through a
         signal the downloader would never send here). True if it was ended."""
@@ -119,7 +120,10 @@ class SlotPauses(OnDownloader):
         request, waiter = queued
         slot = downloader.slots.get(key)
         if slot is None or (reason is not None and request in downloader.active):
-            waiter.errback(IgnoreRequest(f"{reason or 'its download slot is gone'}: {request}"))
+            if isinstance(reason, IgnoreRequest):
+                waiter.errback(reason)
+            else:
+                waiter.errback(IgnoreRequest(f"{reason or 'its download slot is gone'}: {request}"))
             return True
         slot.queue.append(queued)
         downloader._process_queue(slot)

@@ -218,6 +218,10 @@ class RedisPoliteQueue:
             self._stats.inc_value("rep/redis/frontier/not_ready")
             return None
         request: Request = self._codec._decode_request(reply[1])
+        if self._readiness(request)[0] == "refused":  # dropped at once (its slot stopped...)
+            self._release(slot, token)  # so it holds no place of the slot meanwhile
+            self._stats.inc_value("rep/redis/frontier/refused_released")
+            return request
         spacing = int(reply[2])
         if spacing >= 0:  # the script took the slot's Crawl-delay turn
             hand_over_turn(request)

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from scrapy_rep.config import Config, UnreachableMode
-from scrapy_rep.policy import PARSED, REFUSED_LOCALLY, UNAVAILABLE, UNREACHABLE, Entry, delay_for
+from scrapy_rep.policy import CHALLENGED, PARSED, REFUSED_LOCALLY, UNAVAILABLE, Entry, delay_for
 from scrapy_rep.robotstxt import Delays, RobotsTxt
 from scrapy_rep.usage import UsageLine
 
@@ -197,10 +197,12 @@ def _fetch_lines(report: Report, config: Config, now: float) -> list[tuple[str, 
             what += ": no usable robots.txt, everything allowed"
         elif entry.outcome == REFUSED_LOCALLY:
             what = f"not requested: a downloader middleware refused it ({what}); no rules"
+        elif entry.outcome == CHALLENGED:
+            what = f"challenged ({what}): not a robots.txt, read as unreachable"
         else:
             what = f"unreachable ({what})"
     left = entry.expires - now
-    if entry.robots is not None and entry.outcome != UNREACHABLE:
+    if entry.robots is not None and not entry.failed:
         if left > 0:
             what += f"; fresh until {_when(entry.expires)} (expires in {_seconds(left)})"
         else:  # from a shared cache: the next request of a crawl refetches it

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy_rep._download import ROBOTS_PATH
 from scrapy_rep.cache import lru_put
 from scrapy_rep.evidence._warc import warc_date
-from scrapy_rep.policy import PARSED
+from scrapy_rep.policy import CHALLENGED, PARSED, UNREACHABLE
 from scrapy_rep.robotstxt._groups import parsed_bytes
 
 if TYPE_CHECKING:
@@ -196,7 +196,7 @@ class Provenance:
             "warc_record_id": None,
             "warc_file": None,
         }
-        if rules_from is not None and entry.outcome in (PARSED, "unreachable"):
+        if rules_from is not None and entry.outcome in (PARSED, UNREACHABLE, CHALLENGED):
             part.update(rules_from)  # the fetch the rules in force were read from
             part["outcome"] = entry.outcome
         elif entry.robots is not None and not entry.ruleless and entry.sha256:

@@ -43,6 +43,8 @@ from scrapy_rep.report._output import OriginText, ReportFile, Summary, cause
 from scrapy_rep.report._records import OriginRecord, Totals, asked_delay, count_rule
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy.crawler import Crawler
 
     from scrapy_rep.config import Config
@@ -74,6 +76,8 @@ class CrawlReport:
         self._order = count()
         self._listed = Listed()  # and every unreachable origin, never folded away
         self.file = ReportFile(config.report) if config.report else None
+        self.sections: list[Callable[[], str | None]] = []
+        """More of the summary at close, each after it (stop signals: scrapy_rep.challenges)."""
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
 
@@ -207,3 +211,7 @@ class CrawlReport:
             self.totals, listed, bound=self._max, report_file=self.file, unlisted=unlisted
         )
         logger.info("%s", summary)
+        for section in self.sections:
+            text = section()
+            if text:
+                logger.info("%s", text)

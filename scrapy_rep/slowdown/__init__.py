@@ -63,6 +63,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_rep._download import WELL_KNOWN_META
 from scrapy_rep.cache import lru_put
+from scrapy_rep.challenges import STOP_META
 from scrapy_rep.origin import origin_of
 from scrapy_rep.policy import header_text, pause_for, retry_after
 from scrapy_rep.slowdown.gates import Gates
@@ -113,6 +114,8 @@ class SlowDown:
     # -- answers -------------------------------------------------------------------
 
     def _downloaded(self, response: Response, request: Request) -> None:
+        if STOP_META in request.meta:  # a stop signal: scrapy_rep.challenges pauses the slot
+            return
         if WELL_KNOWN_META in request.meta:  # tdmrep.json: pauses and resumes nothing
             if response.status in self._codes:
                 self._stats.inc_value("rep/slowdown/well_known_ignored")

@@ -313,6 +313,25 @@ class Gates:
             self._listen()
         self._pause(key, gate, until, now)
 
+    def stop(self, key: str, end: Callable[[Queued], None]) -> None:
+        """Slot ``key`` will send nothing more (a stop signal, scrapy_rep.challenges):
+        its pause ends now; the requests parked from its queue go to ``end``,
+        those waiting at its gate are let go (the pacing ends them after the gate)."""
+        gate = self.by_slot.get(key)
+        if gate is None:
+            return
+        parked, gate.parked = gate.parked, deque()
+        for queued in parked:
+            end(queued)
+        for queued in self._pauses.take_queued(key):
+            end(queued)
+        waiters, gate.waiters = gate.waiters, deque()
+        for _, wake in waiters:
+            if not wake.called:
+                wake.callback(True)
+        gate.until = min(gate.until, time.monotonic())
+        self._close_if_done(key, gate)
+
     def _new_gate(self, key: str) -> Gate:
         if len(self.by_slot) >= self._bound:
             self._evict_idle_gates()

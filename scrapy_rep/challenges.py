@@ -1,0 +1,433 @@
+"""What a crawl does when a site answers a page with a stop signal: pause, then stop.
+
+:mod:`scrapy_rep.stop_signals` reads the signal (a challenge, a block, a
+price) from definitive markers; :class:`Challenges` acts on it, per download
+slot (the slot a Crawl-delay and a 429/503 pause apply to):
+
+- **seen** on ``response_downloaded``, before Scrapy's RetryMiddleware: the
+  request gets ``dont_retry`` (a challenge is not solved by asking again,
+  RFC 9110 §15.5.4 says the same of a 403) and, in the robots middleware's
+  ``process_response``, ends in its errback with
+  :class:`~scrapy_rep.exceptions.SiteChallenged` or
+  :class:`~scrapy_rep.exceptions.PaymentRequired`; a 2xx challenge page never
+  reaches the spider as content;
+- **a challenge** pauses the slot ``REP_CHALLENGE_PAUSE`` through the
+  slow-down gates (:mod:`scrapy_rep.slowdown.gates`: its queue held, then one
+  probe, then a slow start); each challenged probe doubles the pause up to
+  ``REP_CHALLENGE_MAX_PAUSE``; after ``REP_CHALLENGE_GIVE_UP`` challenged
+  probes in a row the slot is **stopped**. A 2xx answer ends the run;
+- **a block** (``x-vercel-mitigated: deny``...) stops the slot at once; **a
+  402** stops it under ``REP_ON_PAYMENT = "stop_origin"`` (the default), or
+  ends only its own request under ``"skip"``;
+- **plain 403s**: ``REP_BLOCK_AFTER`` in a row with no 2xx between pause the
+  slot as a challenge ("refuses this crawler"); the 403s themselves reach the
+  spider as Scrapy would hand them;
+- **stopped**: its queued requests, those held at its gate, and every later
+  one (``dont_obey_robotstxt`` too) end with the exception, unsent, counted
+  (``rep/challenge/dropped``, ``rep/payment/dropped``). The frontier reads a
+  stopped slot's requests as refused (:meth:`scrapy_rep._robots.RobotsService.readiness`),
+  so it hands them out at once, to be ended here.
+
+Nothing is solved, re-fetched with another User-Agent or sent through another
+proxy. scrapy-rep's own robots.txt requests are read by the fetcher instead
+(outcome ``challenged``). Per-slot records are bounded by ``REP_CACHE_MAX_ORIGINS``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Final
+
+from scrapy import signals
+from scrapy.utils.httpobj import urlparse_cached
+
+from scrapy_rep import signals as rep_signals
+from scrapy_rep._download import ROBOTS_META
+from scrapy_rep.exceptions import PaymentRequired, SiteChallenged
+from scrapy_rep.origin import origin_of
+from scrapy_rep.stop_signals import KINDS, RULES, Detector, StopSignal
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+    from scrapy_rep._slots import SlotPauses
+    from scrapy_rep._slots.pauses import Queued
+    from scrapy_rep.cluster import ClusterPauses
+    from scrapy_rep.cluster.stops import ClusterStops
+    from scrapy_rep.config import Config
+    from scrapy_rep.slowdown.gates import Gates
+
+__all__ = ["STOP_META", "Challenges"]
+
+logger = logging.getLogger(__name__)
+
+STOP_META: Final = "rep_stop_signal"
+"""Meta key set on a request whose answer was a stop signal (value: the
+:class:`~scrapy_rep.stop_signals.StopSignal`); read by the robots
+middleware's ``process_response`` and by the slow-down, which then ignores it."""
+REFUSAL: Final = "refuses this crawler"
+
+
+class SlotRecord:
+    """One download slot's run of stop signals."""
+
+    __slots__ = (
+        "challenged",
+        "dropped",
+        "first",
+        "origin",
+        "pauses",
+        "plain_403",
+        "probes",
+        "signal",
+        "stopped",
+    )
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        self.signal: StopSignal | None = None  # the latest
+        self.first = 0.0  # time.time() of the first signal
+        self.challenged = 0  # challenged answers seen, all told
+        self.probes = 0  # challenged answers after a pause, in a row
+        self.pauses = 0  # pauses in this run
+        self.plain_403 = 0  # plain 403s in a row (no 2xx between)
+        self.stopped = False
+        self.dropped = 0  # requests not sent once stopped
+
+
+class Challenges:
+    """Pauses and stops of slots that answered with stop signals (see the module docstring).
+
+    ``stopped`` (slot key -> record) is read on every request while any slot
+    is stopped; empty, a request costs one dict truthiness test.
+    """
+
+    def __init__(
+        self, crawler: Crawler, config: Config, gates: Gates | None, pauses: SlotPauses
+    ) -> None:
+        self._crawler = crawler
+        stats = crawler.stats
+        assert stats is not None
+        self._stats = stats
+        self.gates = gates
+        """The slots' gates, which hold a paused slot (set by the pacing)."""
+        self._pauses = pauses
+        self._detect = Detector(RULES + config.block_markers).detect
+        self._pause = config.challenge_pause
+        self._max_pause = config.challenge_max_pause
+        self._give_up = config.challenge_give_up
+        self._block_after = config.block_after
+        self._stop_on_payment = config.on_payment == "stop_origin"
+        self._bound = config.cache_max_origins
+        self._top = config.report_top
+        self.records: OrderedDict[str, SlotRecord] = OrderedDict()
+        self.stopped: dict[str, SlotRecord] = {}
+        self._shared_pauses: ClusterPauses | None = None
+        self._shared_stops: ClusterStops | None = None
+        crawler.signals.connect(self._downloaded, signal=signals.response_downloaded)
+        crawler.signals.connect(self._closed, signal=signals.spider_closed)
+
+    def share(self, pauses: ClusterPauses, stops: ClusterStops) -> None:
+        """Share pauses and stops with the other workers through Redis."""
+        self._shared_pauses = pauses
+        self._shared_stops = stops
+        self._crawler.signals.connect(self._opened, signal=signals.spider_opened)
+
+    async def _opened(self) -> None:
+        assert self._shared_stops is not None
+        await self._shared_stops.start(self._from_cluster)
+
+    def _from_cluster(self, key: str, what: dict[str, Any]) -> None:
+        """Another worker stopped slot ``key``: stop it here too."""
+        record = self.records.get(key)
+        if record is not None and record.stopped:
+            return
+        if record is None:
+            if len(self.records) >= self._bound:
+                self._evict()
+            record = self.records[key] = SlotRecord(what.get("origin") or key)
+        kind = what.get("kind")
+        record.signal = StopSignal(
+            kind if kind in KINDS else "challenge",
+            what.get("provider") or "another worker",
+            what.get("marker") or "",
+            what.get("price"),
+            what.get("scheme"),
+        )
+        record.first = record.first or time.time()
+        self._stats.inc_value("rep/challenge/stopped/cluster")
+        signal = record.signal
+        why = f"{signal.kind} by {signal.provider} ({signal.marker}), told by another worker"
+        self._stop(key, record, why, shared=False)
+
+    # -- answers -------------------------------------------------------------------
+
+    def _downloaded(self, response: Response, request: Request) -> None:
+        meta = request.meta
+        if ROBOTS_META in meta:  # robots.txt and tdmrep.json: the fetchers read them
+            return
+        status = response.status
+        signal = self._detect(status, response.headers, response.body)
+        if signal is None:
+            if status == 403 and self._block_after:
+                self._plain_403(request)
+            elif 200 <= status < 300 and self.records:
+                record = self.records.get(self._key(request))
+                if record is not None:
+                    record.plain_403 = record.probes = record.pauses = 0
+            return
+        meta["dont_retry"] = True
+        meta[STOP_META] = signal
+        key = self._key(request)
+        record = self._record(key, request)
+        record.signal = signal
+        if not record.first:
+            record.first = time.time()
+        now = time.monotonic()
+        sent_before = self.gates is not None and self.gates.answered(key, request, now)
+        if signal.kind == "payment":
+            self._payment(key, record, signal, request, response)
+            return
+        self._stats.inc_value(f"rep/challenge/responses/{_slug(signal.provider)}")
+        record.challenged += 1
+        if record.challenged == 1:
+            self._stats.inc_value("rep/challenge/origins")
+        self._crawler.signals.send_catch_log(
+            signal=rep_signals.site_challenged,
+            origin=record.origin,
+            provider=signal.provider,
+            kind=signal.kind,
+            marker=signal.marker,
+            request=request,
+            response=response,
+        )
+        if record.stopped:
+            return
+        if signal.kind == "block":
+            self._stop(key, record, f"blocked by {signal.provider} ({signal.marker})")
+        elif not sent_before:  # an answer to a request sent before the pause says nothing new
+            self._challenged(key, record, f"challenged by {signal.provider} ({signal.marker})")
+
+    def _plain_403(self, request: Request) -> None:
+        key = self._key(request)
+        record = self._record(key, request)
+        record.plain_403 += 1
+        if record.plain_403 < self._block_after or record.stopped:
+            return
+        if self.gates is not None and self.gates.paused(key):
+            return  # sent before the pause began
+        if record.plain_403 == self._block_after:
+            self._stats.inc_value("rep/challenge/refused")
+            record.signal = StopSignal(
+                "challenge", "the site", f"{record.plain_403} plain 403s in a row"
+            )
+            if not record.first:
+                record.first = time.time()
+            self._crawler.signals.send_catch_log(
+                signal=rep_signals.site_challenged,
+                origin=record.origin,
+                provider="the site",
+                kind="challenge",
+                marker=record.signal.marker,
+                request=request,
+                response=None,
+            )
+        self._challenged(key, record, f"{REFUSAL} ({record.plain_403} plain 403s in a row)")
+
+    def _challenged(self, key: str, record: SlotRecord, why: str) -> None:
+        """A challenge: pause the slot, or stop it after enough challenged probes."""
+        if record.pauses:
+            record.probes += 1
+            self._stats.inc_value("rep/challenge/probes")
+            if record.probes >= self._give_up:
+                self._stop(key, record, f"{why}, {record.probes} probes in a row")
+                return
+        seconds = min(self._pause * 2.0 ** min(record.pauses, 64), self._max_pause)
+        record.pauses += 1
+        self._stats.inc_value("rep/challenge/pauses")
+        if self.gates is None:  # REP_SLOWDOWN off and no gates: nothing can pause it
+            self._stop(key, record, why)
+            return
+        now = time.monotonic()
+        self.gates.pause(key, now + seconds, now)
+        if self._shared_pauses is not None:  # the others pause too (at most REP_SLOWDOWN_MAX_DELAY)
+            self._shared_pauses.publish(key, record.origin, seconds)
+        logger.log(
+            logging.INFO if record.pauses == 1 else logging.DEBUG,
+            "%s %s; paused %g s (REP_CHALLENGE_PAUSE), then one probe",
+            record.origin,
+            why,
+            seconds,
+        )
+
+    def _payment(
+        self, key: str, record: SlotRecord, signal: StopSignal, request: Request, response: Response
+    ) -> None:
+        stats = self._stats
+        stats.inc_value("rep/payment/responses")
+        first = not record.challenged and not record.stopped
+        record.challenged += 1
+        if first:
+            stats.inc_value("rep/payment/origins")
+        self._crawler.signals.send_catch_log(
+            signal=rep_signals.payment_required, request=request, response=response, offer=signal
+        )
+        offer = f"{signal.scheme} {signal.price}" if signal.price else signal.marker
+        if self._stop_on_payment and not record.stopped:
+            self._stop(key, record, f"asks for payment ({offer}, {signal.provider})")
+        elif first:
+            logger.info(
+                "%s asks for payment (%s, %s): this request is skipped, others go on "
+                "(REP_ON_PAYMENT = 'skip')",
+                record.origin,
+                offer,
+                signal.provider,
+            )
+
+    # -- stopping ------------------------------------------------------------------
+
+    def _stop(self, key: str, record: SlotRecord, why: str, *, shared: bool = True) -> None:
+        record.stopped = True
+        self.stopped[key] = record
+        self.records.move_to_end(key)
+        payment = record.signal is not None and record.signal.kind == "payment"
+        if shared:  # this worker's own decision (another worker's is counted as such)
+            self._stats.inc_value("rep/payment/stopped" if payment else "rep/challenge/stopped")
+        logger.info("%s %s: stopped, its requests are not sent", record.origin, why)
+        signal = record.signal
+        if shared and self._shared_stops is not None and signal is not None:
+            self._shared_stops.publish(
+                key,
+                {
+                    "origin": record.origin,
+                    "provider": signal.provider,
+                    "kind": signal.kind,
+                    "marker": signal.marker,
+                    "price": signal.price,
+                    "scheme": signal.scheme,
+                },
+            )
+        if self.gates is not None:
+            self.gates.stop(key, lambda queued: self._end_queued(key, record, queued))
+        else:
+            for queued in self._pauses.take_queued(key):
+                self._end_queued(key, record, queued)
+
+    def _end_queued(self, key: str, record: SlotRecord, queued: Queued) -> None:
+        if self._pauses.requeue(key, queued, self._failure(record)):
+            self._count_dropped(record)
+
+    def check(self, request: Request) -> None:
+        """Raise the stop's exception if ``request``'s slot is stopped (call
+        only while ``stopped`` holds anything)."""
+        record = self.stopped.get(self._key(request))
+        if record is not None:
+            self._count_dropped(record)
+            raise self._failure(record)
+
+    def is_stopped(self, request: Request) -> bool:
+        """``request``'s slot is stopped (no counting: for the scheduler queues)."""
+        return bool(self.stopped) and self._key(request) in self.stopped
+
+    def _count_dropped(self, record: SlotRecord) -> None:
+        record.dropped += 1
+        payment = record.signal is not None and record.signal.kind == "payment"
+        self._stats.inc_value("rep/payment/dropped" if payment else "rep/challenge/dropped")
+
+    @staticmethod
+    def _failure(record: SlotRecord) -> SiteChallenged | PaymentRequired:
+        signal = record.signal
+        assert signal is not None
+        if signal.kind == "payment":
+            return PaymentRequired(record.origin, signal.price, signal.scheme, stopped=True)
+        return SiteChallenged(
+            record.origin, signal.provider, signal.kind, signal.marker, stopped=True
+        )
+
+    @staticmethod
+    def failure(request: Request, response: Response) -> SiteChallenged | PaymentRequired:
+        """The exception that ends ``request``, whose answer was a stop signal."""
+        signal: StopSignal = request.meta.pop(STOP_META)
+        origin = _origin(request)
+        if signal.kind == "payment":
+            return PaymentRequired(origin, signal.price, signal.scheme, response=response)
+        return SiteChallenged(
+            origin, signal.provider, signal.kind, signal.marker, response=response
+        )
+
+    # -- records -------------------------------------------------------------------
+
+    def _key(self, request: Request) -> str:
+        key = request.meta.get("download_slot")
+        return str(key) if key is not None else self._pauses.key(request)
+
+    def _record(self, key: str, request: Request) -> SlotRecord:
+        record = self.records.get(key)
+        if record is None:
+            if len(self.records) >= self._bound:
+                self._evict()
+            record = self.records[key] = SlotRecord(_origin(request))
+        return record
+
+    def _evict(self) -> None:
+        """Forget the oldest record that is not stopped (a stopped one must
+        keep ending its requests)."""
+        for key, record in self.records.items():
+            if not record.stopped:
+                del self.records[key]
+                return
+        key, _ = self.records.popitem(last=False)
+        self.stopped.pop(key, None)
+
+    # -- the close report -----------------------------------------------------------
+
+    def _closed(self) -> None:
+        if self._shared_stops is not None:
+            self._shared_stops.close()
+
+    def section(self) -> str | None:
+        """The close report's section (scrapy_rep.report), None if no origin
+        answered with a stop signal."""
+        told = [record for record in self.records.values() if record.signal is not None]
+        if not told:
+            return None
+        told.sort(key=lambda record: (not record.stopped, -record.dropped, record.first))
+        lines = [
+            f"Stop signals: {len(told)} origin(s) answered with one, "
+            f"{sum(record.stopped for record in told)} stopped, "
+            f"{sum(record.dropped for record in told)} request(s) not sent"
+        ]
+        for record in told[: self._top]:
+            lines.append("  " + _line(record))
+        if len(told) > self._top:
+            lines.append(f"  ... and {len(told) - self._top} more")
+        return "\n".join(lines)
+
+
+def _line(record: SlotRecord) -> str:
+    signal = record.signal
+    assert signal is not None
+    at = time.strftime("%H:%M:%S", time.localtime(record.first))
+    if signal.kind == "payment":
+        offer = f"{signal.scheme} {signal.price}" if signal.price else signal.marker
+        what = f"asks for payment: {offer} ({signal.provider}) at {at}"
+    elif signal.provider == "the site":
+        what = f"{REFUSAL} ({signal.marker}) at {at}"
+    else:
+        verb = "blocked" if signal.kind == "block" else "challenged"
+        what = f"{verb} by {signal.provider} ({signal.marker}) at {at}"
+    state = f"stopped: {record.dropped} request(s) not sent" if record.stopped else "not stopped"
+    return f"{record.origin}: {what}; {record.probes} probe(s); {state}"
+
+
+def _slug(provider: str) -> str:
+    return provider.lower().replace(" ", "-")
+
+
+def _origin(request: Request) -> str:
+    origin = origin_of(urlparse_cached(request))
+    return request.url if origin is None else origin.text

@@ -1,0 +1,162 @@
+"""Stopped download slots held cluster-wide: one worker's stop signal stops the slot for all.
+
+A worker that stops a slot (:mod:`scrapy_rep.challenges`: challenged past
+``REP_CHALLENGE_GIVE_UP``, blocked, asked to pay) writes it to the hash
+``stopped`` (field: the slot; value: who stopped it and why, as JSON; the hash
+lives ``REP_REDIS_KEEP`` seconds after its last write) and publishes it on the
+channel ``stopped``. Each worker subscribes when the spider opens and reads
+the hash then (and when it subscribes again), so a late worker learns the
+stops already made. A worker that learns a stop ends the slot's requests as
+its own stop would, so whatever queue hands them out (the Redis queue
+included), none is sent. It rides on the slow-down's Redis link
+(``REP_REDIS_SLOWDOWN``); no Redis call is made per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from scrapy_rep.cluster.link import RedisUnavailable, _redis_errors
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scrapy.statscollectors import StatsCollector
+
+    from scrapy_rep.cluster.link import RedisLink
+    from scrapy_rep.config import Config
+
+    Apply = Callable[[str, dict[str, Any]], None]
+    """(slot, what stopped it: origin, provider, kind, marker, price, scheme) -> None"""
+
+logger = logging.getLogger(__name__)
+
+# KEYS: the hash of stopped slots. ARGV: slot, why (JSON), how long the hash
+# lives (ms), channel, message.
+_STOP = """
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]))
+redis.call('PUBLISH', ARGV[4], ARGV[5])
+return 1
+"""
+_ALL = "return redis.call('HGETALL', KEYS[1])"
+RESUBSCRIBE_MIN = 1.0
+_MAX_FIELD = 256  # characters kept of each text field of a message
+
+
+class ClusterStops:
+    """This worker's side of the cluster-wide stops (see the module docstring)."""
+
+    def __init__(self, link: RedisLink, config: Config, stats: StatsCollector) -> None:
+        self.link = link
+        self.key = f"{config.redis_prefix}stopped"
+        self.channel = self.key
+        self._keep_ms = int(max(config.redis_keep, 60.0) * 1000)
+        self._stats = stats
+        self._me = uuid.uuid4().hex
+        self._timeout = config.redis_timeout
+        self._stop = link.script(_STOP)
+        self._all = link.script(_ALL)
+        self._resubscribe = max(config.redis_retry, RESUBSCRIBE_MIN)
+        self._apply: Apply | None = None
+        self._ready = asyncio.Event()
+        self._listener: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def publish(self, slot: str, what: dict[str, Any]) -> None:
+        """This worker stopped ``slot`` (``what``: why); returns at once."""
+        task = asyncio.ensure_future(self._publish(slot, what))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _publish(self, slot: str, what: dict[str, Any]) -> None:
+        args = [slot, json.dumps(what), self._keep_ms, self.channel]
+        args.append(json.dumps({"slot": slot, "by": self._me, **what}))
+        try:
+            await self.link.call(self._stop, [self.key], args)
+        except RedisUnavailable:
+            self._stats.inc_value("rep/challenge/redis/local")
+            logger.warning(
+                "Redis unavailable: the stop of download slot %r holds for this worker only",
+                slot,
+            )
+            return
+        self._stats.inc_value("rep/challenge/redis/published")
+
+    async def start(self, apply: Apply) -> None:
+        """Subscribe (at spider_opened); ``apply`` receives the other workers'
+        stops. Returns once the stops already made are known (or Redis failed
+        to say within its timeout)."""
+        self._apply = apply
+        if self._listener is None:
+            self._listener = asyncio.ensure_future(self._listen())
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._ready.wait(), self._timeout * 2)
+
+    def close(self) -> None:
+        """Stop listening (before the link closes)."""
+        if self._listener is not None:
+            self._listener.cancel()
+            self._listener = None
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def _listen(self) -> None:
+        redis_errors = _redis_errors()
+        errors: tuple[type[BaseException], ...] = (*redis_errors, ValueError, TypeError)
+        while True:
+            pubsub = self.link.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.channel)
+                await self._catch_up()
+                self._ready.set()
+                while True:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if message is not None:
+                        self._received(message["data"])
+            except errors as exc:
+                self._ready.set()
+                logger.debug("Stop subscriber stopped (%r); again later", exc)
+            finally:
+                with contextlib.suppress(*redis_errors):
+                    await pubsub.aclose()
+            await asyncio.sleep(self._resubscribe)
+
+    async def _catch_up(self) -> None:
+        try:
+            found = await self.link.call(self._all, [self.key], [])
+        except RedisUnavailable:
+            return
+        for index in range(0, len(found) - 1, 2):
+            message = {**_loads(found[index + 1]), "slot": _text(found[index])}
+            self._received(json.dumps(message))
+
+    def _received(self, data: bytes | str) -> None:
+        message = _loads(data)
+        slot = message.pop("slot", None)
+        if not isinstance(slot, str) or message.pop("by", None) == self._me:
+            return
+        what = {
+            key: value[:_MAX_FIELD] if isinstance(value, str) else None
+            for key, value in message.items()
+        }
+        self._stats.inc_value("rep/challenge/redis/received")
+        if self._apply is not None:
+            self._apply(slot, what)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _loads(data: bytes | str) -> dict[str, Any]:
+    try:
+        message = json.loads(data)
+    except (ValueError, TypeError):
+        return {}
+    return message if isinstance(message, dict) else {}

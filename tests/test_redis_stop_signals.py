@@ -1,0 +1,147 @@
+"""Stop signals across workers sharing a real Redis: a stopped origin is stopped for all.
+
+Real Scrapy worker processes (tests/_redis_worker.py) against one origin on a
+loopback address of its own that challenges every page.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_twisted
+from crawls import run_crawl
+from redis_server import RedisServer, shared
+from servers import Reply, ScriptedServer
+
+from scrapy_rep import RobotsTxtUnavailable
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio_only]  # worker subprocesses
+
+WORKER = Path(__file__).with_name("_redis_worker.py")
+CHALLENGE = Reply(403, b"<html>Just a moment...</html>", {"cf-mitigated": "challenge"})
+FAST = {"REP_CHALLENGE_PAUSE": 0.5, "REP_CHALLENGE_MAX_PAUSE": 1.0, "RETRY_ENABLED": True}
+
+
+def start_worker(name: str, urls: list[str], settings: dict[str, Any]) -> subprocess.Popen[str]:
+    config = {"name": name, "urls": urls, "settings": settings}
+    config["scrapy_redis"] = "SCHEDULER_QUEUE_CLASS" in settings
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), json.dumps(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def report_of(worker: subprocess.Popen[str]) -> dict[str, Any]:
+    out, err = worker.communicate(timeout=90)
+    assert worker.returncode == 0, err[-3000:]
+    report: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    assert report["finish_reason"] == "finished", err[-3000:]
+    return report
+
+
+@pytest.fixture
+def challenging() -> Any:
+    with ScriptedServer("127.0.0.251") as site:
+        site.robots("User-agent: *\nAllow: /\n")
+        for i in range(40):
+            site.script(f"/p{i}", CHALLENGE)
+        yield site
+
+
+def redis_queue(redis: RedisServer, prefix: str) -> dict[str, Any]:
+    """scrapy-redis's scheduler with scrapy-rep's Redis queue."""
+    return {
+        "REDIS_URL": redis.url,
+        "SCHEDULER_QUEUE_CLASS": "scrapy_rep.RedisPoliteQueue",
+        "SCHEDULER_QUEUE_KEY": prefix + "%(spider)s:requests",
+        "SCHEDULER_DUPEFILTER_KEY": prefix + "%(spider)s:dupefilter",
+    }
+
+
+@pytest.mark.parametrize("queue", ["frontier", "redis-queue"])
+def test_workers_that_start_after_the_stop_send_nothing(
+    challenging: ScriptedServer, redis_server: RedisServer, redis_prefix: str, queue: str
+) -> None:
+    site = challenging
+    settings = shared(redis_server, redis_prefix, **FAST, CONCURRENT_REQUESTS_PER_DOMAIN=1)
+    if queue == "redis-queue":
+        settings.update(redis_queue(redis_server, redis_prefix))
+    first = report_of(start_worker("a", [site.url(f"/p{i}") for i in range(10)], settings))
+    assert first["stats"]["rep/challenge/stopped"] == 1
+    sent_by_a = len(site.page_hits())
+    assert sent_by_a == 1 + 3  # the first answer, then 3 probes
+    later = [
+        start_worker(name, [site.url(f"/p{i}") for i in range(start, start + 10)], settings)
+        for name, start in (("b", 10), ("c", 20))
+    ]
+    for report in map(report_of, later):
+        assert report["responses"] == []
+        assert set(report["failures"].values()) == {"SiteChallenged"}
+        assert len(report["failures"]) == 10
+        assert report["stats"]["rep/challenge/stopped/cluster"] == 1
+        assert report["stats"]["rep/challenge/dropped"] == 10
+    assert len(site.page_hits()) == sent_by_a  # b and c sent nothing
+
+
+@pytest.mark.parametrize("queue", ["frontier", "redis-queue"])
+def test_three_workers_at_once_account_for_every_request(
+    challenging: ScriptedServer, redis_server: RedisServer, redis_prefix: str, queue: str
+) -> None:
+    site = challenging
+    settings = shared(redis_server, redis_prefix, **FAST, CONCURRENT_REQUESTS_PER_DOMAIN=1)
+    if queue == "redis-queue":
+        settings.update(redis_queue(redis_server, redis_prefix))
+    workers = [
+        start_worker(name, [site.url(f"/p{i}") for i in range(start, start + 10)], settings)
+        for name, start in (("a", 0), ("b", 10), ("c", 20))
+    ]
+    reports = [report_of(worker) for worker in workers]
+    hits = site.page_hits()
+    failures: dict[str, str] = {}
+    for report in reports:  # with the Redis queue, any worker may end any request
+        assert report["responses"] == []
+        failures.update(report["failures"])
+    assert sorted(failures) == sorted(site.url(f"/p{i}") for i in range(30))
+    assert set(failures.values()) == {"SiteChallenged"}
+    # none retried; each worker sends one request per pause window (its probe:
+    # probes are per worker, the pauses shared), until the first stop reaches it
+    assert len({hit.path for hit in hits}) == len(hits)
+    for name in "abc":
+        sent = [hit.time for hit in hits if hit.headers.get("X-Worker") == name]
+        assert all(
+            later - earlier >= FAST["REP_CHALLENGE_PAUSE"] for earlier, later in pairwise(sent)
+        )
+    assert len(hits) < 30
+    stopped_here = sum(r["stats"].get("rep/challenge/stopped", 0) for r in reports)
+    stopped_there = sum(r["stats"].get("rep/challenge/stopped/cluster", 0) for r in reports)
+    assert stopped_here >= 1
+    assert stopped_here + stopped_there == 3
+    dropped = sum(r["stats"].get("rep/challenge/dropped", 0) for r in reports)
+    assert dropped + len(hits) == 30
+
+
+@pytest.mark.asyncio_only
+@pytest_twisted.ensureDeferred
+async def test_a_challenged_robots_txt_is_shared_as_such(
+    redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """The second worker learns the challenge from Redis: no fetch, no allow-all."""
+    with ScriptedServer("127.0.0.252") as site:
+        site.script("/robots.txt", Reply(202, b"<html>", {"x-amzn-waf-action": "challenge"}))
+        settings = shared(redis_server, redis_prefix)
+        first = await run_crawl([site.url("/a")], settings)
+        second = await run_crawl([site.url("/b")], settings)
+        assert site.hits("/robots.txt") == 1
+        assert site.pages() == []
+        assert first.failed_with(site.url("/a")) is RobotsTxtUnavailable
+        assert second.failed_with(site.url("/b")) is RobotsTxtUnavailable
+        assert second.stats["rep/redis/robots/received"] == 1
+        assert second.stats["rep/robotstxt/outcome/challenged"] == 1

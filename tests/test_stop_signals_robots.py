@@ -1,0 +1,146 @@
+"""robots.txt answered with a challenge, a block or a price: not a robots.txt.
+
+Each case is an origin of its own, on its own loopback address (127.0.0.x).
+Before: a 403 challenge read as "unavailable" (allow all), and a 202 AWS WAF
+challenge page was parsed as an empty robots.txt (allow all).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_twisted
+from crawls import run_crawl
+from scrapy import Request
+from scrapy.http import Response
+from servers import PAGE, Reply, ScriptedServer
+
+from scrapy_rep import RobotsTxtUnavailable
+
+CHALLENGE_PAGE = b"<!DOCTYPE html><html><head><title>Just a moment...</title></head></html>"
+ROBOTS = b"User-agent: *\nDisallow: /private\n"
+_ADDRESSES = itertools.count(2)
+
+
+@pytest.fixture
+def own_site() -> Iterator[ScriptedServer]:
+    """A server on a loopback address of its own (127.0.0.2, 127.0.0.3, ...)."""
+    with ScriptedServer(f"127.0.0.{next(_ADDRESSES) % 250 + 2}") as server:
+        yield server
+
+
+ROBOTS_CASES = [
+    pytest.param(Reply(403, CHALLENGE_PAGE, {"cf-mitigated": "challenge"}), id="cloudflare-403"),
+    pytest.param(Reply(202, CHALLENGE_PAGE, {"x-amzn-waf-action": "challenge"}), id="aws-waf-202"),
+    pytest.param(Reply(429, CHALLENGE_PAGE, {"x-vercel-mitigated": "challenge"}), id="vercel-429"),
+    pytest.param(Reply(403, b"", {"x-vercel-mitigated": "deny"}), id="vercel-deny"),
+    pytest.param(Reply(402, b"", {"crawler-price": "USD 0.01"}), id="pay-per-crawl"),
+    pytest.param(
+        Reply(200, b'<script src="/.within.website/x/cmd/anubis/static/js/main.mjs"></script>'),
+        id="anubis-200",
+    ),
+]
+
+
+@pytest.mark.parametrize("reply", ROBOTS_CASES)
+@pytest_twisted.ensureDeferred
+async def test_robots_txt_under_a_challenge_is_never_allow_all(
+    own_site: ScriptedServer, reply: Reply
+) -> None:
+    own_site.script("/robots.txt", reply)
+    urls = [own_site.url(f"/page/{i}") for i in range(5)]
+    result = await run_crawl(urls, {"REP_FETCH_RETRIES": 2})
+    assert own_site.pages() == []  # 0 of 5 fetched (before: 5 of 5)
+    assert own_site.hits("/robots.txt") == 1  # not retried within the fetch
+    assert all(result.failed_with(url) is RobotsTxtUnavailable for url in urls)
+    stats = result.stats
+    assert stats["rep/robotstxt/outcome/challenged"] == 1
+    assert stats.get("rep/robotstxt/outcome/unavailable") is None
+    assert stats.get("rep/robotstxt/outcome/parsed") is None
+    assert stats["rep/unreachable/dropped"] == 5
+
+
+@pytest_twisted.ensureDeferred
+async def test_under_rep_unreachable_allow_a_challenge_still_keeps_no_rules(
+    own_site: ScriptedServer,
+) -> None:
+    """REP_UNREACHABLE decides, as for an unreachable robots.txt."""
+    own_site.script("/robots.txt", Reply(403, CHALLENGE_PAGE, {"cf-mitigated": "challenge"}))
+    result = await run_crawl([own_site.url("/a")], {"REP_UNREACHABLE": "allow"})
+    assert own_site.pages() == ["/a"]
+    assert result.stats["rep/unreachable/allowed"] == 1
+
+
+def then(*steps: tuple[str, list[str]]) -> Any:
+    plan = dict(steps)
+
+    def follow(response: Response) -> list[Request]:
+        path = "/" + response.url.split("/", 3)[-1]
+        return [Request(url, dont_filter=True) for url in plan.get(path, [])]
+
+    return follow
+
+
+@pytest.mark.parametrize(
+    "challenge",
+    [
+        Reply(403, CHALLENGE_PAGE, {"cf-mitigated": "challenge"}),
+        Reply(202, CHALLENGE_PAGE, {"x-amzn-waf-action": "challenge"}),
+    ],
+    ids=["cloudflare-403", "aws-waf-202"],
+)
+@pytest_twisted.ensureDeferred
+async def test_a_challenge_on_refresh_keeps_the_good_rules(
+    own_site: ScriptedServer, challenge: Reply
+) -> None:
+    """Before: a 403 challenge on refresh replaced good rules with allow-all."""
+    own_site.script("/robots.txt", [Reply(body=ROBOTS), challenge])
+    own_site.script("/slow", Reply(body=PAGE, delay=0.4))  # outlives the 0.2 s freshness
+    own_site.script("/slow2", Reply(body=PAGE, delay=0.2))
+    result = await run_crawl(
+        [own_site.url("/slow")],
+        {"REP_CACHE_TTL": 0.2, "REP_CACHE_MIN_TTL": 0, "REP_RETRY_MIN": 30},
+        follow=then(
+            ("/slow", [own_site.url("/open")]),  # expired: a refresh starts
+            ("/open", [own_site.url("/slow2")]),
+            ("/slow2", [own_site.url("/private/1")]),  # the challenge is known by now
+        ),
+    )
+    assert own_site.hits("/robots.txt") == 2
+    assert own_site.hits("/private/1") == 0  # the last good rules still apply
+    assert result.stats["rep/robotstxt/outcome/challenged"] == 1
+    assert result.stats["rep/robotstxt/stale_served"] == 1
+    assert result.stats["rep/forbidden"] == 1
+
+
+def test_scrapy_robots_shows_a_challenged_robots_txt(
+    own_site: ScriptedServer, tmp_path: Any
+) -> None:
+    """``scrapy robots URL``, as a user runs it."""
+    own_site.script("/robots.txt", Reply(403, CHALLENGE_PAGE, {"cf-mitigated": "challenge"}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("scrapy")), "robots", own_site.url("/a")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1, result.stderr
+    assert re.search(
+        r"fetched +challenged \(HTTP 403, challenge by Cloudflare \(cf-mitigated: challenge\)\): "
+        r"not a robots.txt, read as unreachable",
+        result.stdout,
+    ), result.stdout
+    assert f"FORBIDDEN {own_site.url('/a')} robots.txt unreachable" in " ".join(
+        result.stdout.split()
+    )
