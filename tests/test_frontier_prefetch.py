@@ -21,6 +21,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.test import get_crawler
 from test_frontier import SETTINGS, crawl, stats
 
+from scrapy_rep.frontier import queue as frontier_queue
 from scrapy_rep.frontier.robots import SLOW_SHARES
 
 pytestmark = pytest.mark.slow  # real-time waits
@@ -61,6 +62,51 @@ async def test_requests_the_disk_queue_cannot_store_are_crawled(tmp_path: Path) 
     assert not failed, failed
     assert set(answered) == set(urls)
     assert stats(crawler).get("finish_reason") == "finished"
+
+
+# -- a slot waits for its robots.txt in the queue at most AWAIT_ROBOTS --------------------
+
+STALL_TIMEOUT = 24.0  # REP_FETCH_TIMEOUT: the stalled fetch turns slow after 3 s
+
+
+async def test_a_slot_waits_for_robots_txt_in_the_queue_at_most_await_robots(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """REP_MAX_FETCHES = 1 and a first origin whose robots.txt never answers:
+    the next origin's fetch cannot start from the queue before the first
+    turns slow (an eighth of REP_FETCH_TIMEOUT, 3 s). With AWAIT_ROBOTS made
+    0.5 s, its page leaves the queue then and the robots middleware fetches
+    its robots.txt: sent between 0.5 s and 3 s after it was queued."""
+    monkeypatch.setattr(frontier_queue, "AWAIT_ROBOTS", 0.5)
+    with (
+        Sites(
+            robots=lambda host: "User-agent: *\nAllow: /\n",
+            robots_wait=lambda host: HANG if host == "stall.test" else 0.0,
+        ) as sites,
+        loopback_names(),
+    ):
+        stalled, ordinary = sites.url("stall.test", "/page"), sites.url("next.test", "/page")
+        scheduled: dict[str, float] = {}
+        sent: list[dict[str, list[float]]] = []
+
+        def record(crawler: Crawler) -> None:
+            def on_scheduled(request: Request) -> None:
+                scheduled.setdefault(request.url, time.time())
+
+            crawler.signals.connect(on_scheduled, signal=signals.request_scheduled, weak=False)
+            sent.append(sites.sent(crawler))
+
+        crawler, answered, failed = await crawl(
+            [stalled, ordinary],
+            {"REP_MAX_FETCHES": 1, "REP_FETCH_TIMEOUT": STALL_TIMEOUT, "DOWNLOAD_TIMEOUT": 60},
+            close_after={ordinary},
+            before=record,
+        )
+    assert ordinary in answered, failed
+    [at] = sent[0]["next.test"]
+    waited = at - scheduled[ordinary]
+    assert 0.5 <= waited < STALL_TIMEOUT / SLOW_SHARES, f"sent {waited:.2f} s after it was queued"
+    assert stats(crawler).get("rep/frontier/robotstxt_overdue", 0) >= 1
 
 
 # -- REP_MAX_FETCHES holds for the prefetch -----------------------------------------------

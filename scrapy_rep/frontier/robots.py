@@ -15,7 +15,9 @@ a request). The window:
   for (not once its download runs: one run of pushes would start every
   waiting origin's fetch at once);
 - **a slow fetch gives its place up**: one still under way after an eighth of
-  ``REP_FETCH_TIMEOUT`` (``SLOW_SHARES``) leaves the window for a separate
+  ``REP_FETCH_TIMEOUT`` (``SLOW_SHARES``; a timer that fires more than half
+  that late finds our own event loop busy, not the server slow, and starts
+  over) leaves the window for a separate
   allowance of ``(SLOW_SHARES - 1) x REP_MAX_FETCHES`` slow fetches, where it
   waits out its timeout, and the next origin starts. New origins thus start
   at up to ``REP_MAX_FETCHES`` per eighth of ``REP_FETCH_TIMEOUT``, whatever
@@ -35,6 +37,7 @@ a request). The window:
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -101,8 +104,7 @@ class Prefetch:
             fetched.addBoth(self._known, origin)
             return
         self._stats.inc_value("rep/frontier/robotstxt_prefetched")
-        timer = call_later(self._slow_after, self._turned_slow, origin) if self._window else None
-        self._fresh[origin] = timer
+        self._fresh[origin] = self._slow_timer(origin) if self._window else None
         fetched.addBoth(self._done, origin)
 
     def retry(self) -> None:
@@ -131,10 +133,19 @@ class Prefetch:
             return True
         return 0 < self._window <= len(self._fresh)
 
-    def _turned_slow(self, origin: Origin) -> None:
+    def _slow_timer(self, origin: Origin) -> CallLaterResult:
+        due = time.monotonic() + self._slow_after
+        return call_later(self._slow_after, self._turned_slow, origin, due)
+
+    def _turned_slow(self, origin: Origin, due: float) -> None:
         """``origin``'s fetch has run for an eighth of its timeout: it gives
         its place in the window up, if the slow allowance has room."""
         if origin not in self._fresh:
+            return
+        if time.monotonic() - due > self._slow_after / 2:
+            # Our own event loop was busy (a run of pushes): the server has
+            # not had the time; a fetch is slow after that long of a free loop.
+            self._fresh[origin] = self._slow_timer(origin)
             return
         self._fresh[origin] = None
         if len(self._slow) >= self._slow_room:
