@@ -114,6 +114,11 @@ def main() -> None:
                 "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                 "seconds": round(seconds, 1),
                 "robots_served": served["robots_requests"],
+                "stats": {
+                    k: v
+                    for k, v in crawler.stats.get_stats().items()
+                    if k.startswith(("rep/frontier", "rep/waited"))
+                },
             }
         )
     )
