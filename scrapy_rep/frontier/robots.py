@@ -15,21 +15,24 @@ a request). The window:
   for (not once its download runs: one run of pushes would start every
   waiting origin's fetch at once);
 - **a slow fetch gives its place up**: one still under way after an eighth of
-  ``REP_FETCH_TIMEOUT`` (``SLOW_SHARES``; a timer that fires more than half
-  that late finds our own event loop busy, not the server slow, and starts
-  over) leaves the window for a separate
+  ``REP_FETCH_TIMEOUT`` (``SLOW_SHARES``) leaves the window for a separate
   allowance of ``(SLOW_SHARES - 1) x REP_MAX_FETCHES`` slow fetches, where it
-  waits out its timeout, and the next origin starts. New origins thus start
-  at up to ``REP_MAX_FETCHES`` per eighth of ``REP_FETCH_TIMEOUT``, whatever
-  the servers before them do: behind ``H`` robots.txt files that never
-  answer, an ordinary origin waits about ``H / REP_MAX_FETCHES`` eighths of
-  ``REP_FETCH_TIMEOUT`` (at most one timeout for up to ``SLOW_SHARES x
-  REP_MAX_FETCHES`` of them, where a first-in-first-out window cost one
-  timeout per ``REP_MAX_FETCHES``), and robots.txt downloads in flight stay
-  at most ``SLOW_SHARES x REP_MAX_FETCHES`` (512 by default), of which at
-  most ``REP_MAX_FETCHES`` are younger than an eighth of the timeout. When
-  the slow allowance is full, a slow fetch keeps its place until one ends.
-  ``REP_MAX_FETCHES = 0``: no cap;
+  waits out its timeout, and the next origin starts; when that allowance is
+  full, it keeps its place until a slow one ends. (A timer that fires more
+  than half its bound late found our own event loop busy, not the server
+  slow: it starts over.) New origins thus start at up to ``REP_MAX_FETCHES``
+  per eighth of ``REP_FETCH_TIMEOUT`` whatever the servers before them do:
+  behind ``H`` robots.txt files that never answer, an ordinary origin waits
+  about ``H / REP_MAX_FETCHES`` eighths of ``REP_FETCH_TIMEOUT``, one timeout
+  for ``SLOW_SHARES x REP_MAX_FETCHES`` of them (a first-in-first-out window
+  cost one per ``REP_MAX_FETCHES``). What a server that never answers costs
+  is one place of the slow allowance for one timeout: the fetches started
+  here stay at most ``SLOW_SHARES x REP_MAX_FETCHES`` (512 by default), of
+  which at most ``REP_MAX_FETCHES`` are younger than an eighth of the
+  timeout. ``REP_MAX_FETCHES = 0``: no cap. (A fetch the robots middleware
+  starts itself, for a request that left the queue with its robots.txt
+  unknown, is not counted here: it holds a place of ``CONCURRENT_REQUESTS``
+  past ``REP_MAX_FETCHES``, as without the queue.)
 - **at most half of REP_CACHE_MAX_ORIGINS ahead**: origins fetched here whose
   requests still wait in the queue (further ahead, their rules would leave
   the cache before their requests leave the queue).
