@@ -31,8 +31,8 @@ a request). The window:
   which at most ``REP_MAX_FETCHES`` are younger than an eighth of the
   timeout. ``REP_MAX_FETCHES = 0``: no cap. (A fetch the robots middleware
   starts itself, for a request that left the queue with its robots.txt
-  unknown, is not counted here: it holds a place of ``CONCURRENT_REQUESTS``
-  past ``REP_MAX_FETCHES``, as without the queue.)
+  unknown, is not counted here: the requests waiting for it bound it, as
+  without the queue.)
 - **at most half of REP_CACHE_MAX_ORIGINS ahead**: origins fetched here whose
   requests still wait in the queue (further ahead, their rules would leave
   the cache before their requests leave the queue).
