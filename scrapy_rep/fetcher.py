@@ -61,12 +61,6 @@ logger = logging.getLogger(__name__)
 
 FIRST_RETRY = 1.0
 """Seconds before the first retry without Retry-After (then doubling), and at least."""
-SLOW_SHARES = 8
-"""A robots.txt fetch the frontier started is slow once it has run for this
-share of REP_FETCH_TIMEOUT: it leaves the REP_MAX_FETCHES window for an
-allowance of (SLOW_SHARES - 1) x REP_MAX_FETCHES slow ones
-(:mod:`scrapy_rep.frontier.robots`), so downloads out of the downloader's
-active set may be SLOW_SHARES x REP_MAX_FETCHES."""
 
 
 class RobotsFetcher:
@@ -271,7 +265,6 @@ class RobotsDownload:
 
     def __init__(self, crawler: Crawler, config: Config, *, sleep: Sleep, uncapped: bool) -> None:
         self.files = OwnDownloads(crawler, config, ROBOTS_PATH, uncapped=uncapped)
-        self.files.most_out = config.max_fetches * SLOW_SHARES  # the slow ones too
         self.config = config
         self._policy = config.policy
         self._stats = crawler.stats

@@ -46,8 +46,6 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.asyncio import call_later
 
-from scrapy_rep.fetcher import SLOW_SHARES
-
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -59,6 +57,10 @@ if TYPE_CHECKING:
     from scrapy_rep.origin import Origin
 
 __all__ = ["SLOW_SHARES", "Prefetch"]
+
+SLOW_SHARES = 8
+"""A fetch is slow once it has run for this share of REP_FETCH_TIMEOUT; slow
+ones may be (SLOW_SHARES - 1) x REP_MAX_FETCHES (see the module docstring)."""
 
 
 class Prefetch:
@@ -86,6 +88,10 @@ class Prefetch:
         self._window = config.max_fetches  # 0: no cap
         self._slow_room = (SLOW_SHARES - 1) * config.max_fetches
         self._slow_after = config.fetch_timeout / SLOW_SHARES
+        # The slow ones hold no place of CONCURRENT_REQUESTS either: there,
+        # hanging servers would stop every page of the crawl.
+        files = robots.fetcher.download.files
+        files.most_out = max(files.most_out, SLOW_SHARES * config.max_fetches)
         # fetches in the window, with the timer that finds them slow
         self._fresh: dict[Origin, CallLaterResult | None] = {}
         self._stuck: OrderedDict[Origin, None] = OrderedDict()  # slow, no room yet
