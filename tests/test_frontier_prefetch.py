@@ -74,9 +74,10 @@ async def test_a_slot_waits_for_robots_txt_in_the_queue_at_most_await_robots(
 ) -> None:
     """REP_MAX_FETCHES = 1 and a first origin whose robots.txt never answers:
     the next origin's fetch cannot start from the queue before the first
-    turns slow (an eighth of REP_FETCH_TIMEOUT, 3 s). With AWAIT_ROBOTS made
-    0.5 s, its page leaves the queue then and the robots middleware fetches
-    its robots.txt: sent between 0.5 s and 3 s after it was queued."""
+    turns slow (an eighth of REP_FETCH_TIMEOUT, 3 s), and meanwhile no fetch
+    starts or ends. With AWAIT_ROBOTS made 0.5 s, its page leaves the queue
+    then and the robots middleware fetches its robots.txt: sent between 0.5 s
+    and 3 s after it was queued."""
     monkeypatch.setattr(frontier_queue, "AWAIT_ROBOTS", 0.5)
     with (
         Sites(

@@ -61,9 +61,11 @@ PROBE_LEAD = 0.25
 again: they wait at the slot's gate, which lets the first go when the pause
 ends and more as good answers come (its slow start)."""
 AWAIT_ROBOTS = 30.0
-"""Seconds a slot waits at most for its origin's robots.txt in the queue (as in
-the Redis queue); then its requests are handed out, and the robots middleware
-waits for the fetch or starts one, as without this queue."""
+"""Seconds after which a slot waiting for its origin's robots.txt is looked at
+again (as in the Redis queue): unless the prefetch window started or ended a
+fetch meanwhile and has the origin's in hand, its requests are handed out,
+and the robots middleware waits for the fetch or starts one, as without this
+queue (a fault: fetches end within their timeout)."""
 OVERDUE_ORIGINS = 10_000
 """Origins past AWAIT_ROBOTS remembered (the oldest forgotten first)."""
 PENDING = "\x00scrapy-rep:robots.txt:"
@@ -429,17 +431,24 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
 
     def _wake_overdue(self, now: float) -> None:
         """Slots that waited AWAIT_ROBOTS for their origin's robots.txt are
-        looked at again, and handed out whatever it is (a fetch that never
-        ended, or never started, holds no request for good)."""
+        looked at again: while the prefetch window moves and has the origin
+        in hand, they wait on; else they are handed out whatever it is (a
+        fetch that never ended, or never started, holds no request for good)."""
         due = self._await_due
+        prefetch = self._frontier.prefetch
         while due and due[0][0] <= now:
             until, origin = heapq.heappop(due)
             if self._awaited_since.get(origin) != until:
                 continue  # known since, or waited on anew
-            del self._awaited_since[origin]
             slots = self._awaiting.get(origin)
             if not slots:
+                del self._awaited_since[origin]
                 continue
+            if prefetch is not None and prefetch.moving(origin, AWAIT_ROBOTS):
+                until = self._awaited_since[origin] = now + AWAIT_ROBOTS
+                heapq.heappush(due, (until, origin))
+                continue
+            del self._awaited_since[origin]
             self._overdue[origin] = None
             if len(self._overdue) > OVERDUE_ORIGINS:
                 self._overdue.popitem(last=False)

@@ -99,6 +99,13 @@ class Prefetch:
         self._waiting: OrderedDict[Origin, Request] = OrderedDict()
         self._queued: dict[Origin, int] = {}  # requests in the queue, by origin
         self._ahead: set[Origin] = set()  # fetched here, requests still queued
+        self._moved = time.monotonic()  # when a fetch last started or ended
+
+    def moving(self, origin: Origin, within: float) -> bool:
+        """Whether ``origin``'s fetch runs or waits its turn here, and the
+        window started or ended a fetch in the last ``within`` seconds."""
+        known = origin in self._fresh or origin in self._slow or origin in self._waiting
+        return known and time.monotonic() - self._moved < within
 
     def want(self, origin: Origin, request: Request) -> None:
         """Have ``origin``'s robots.txt fetched for ``request`` (once)."""
@@ -113,6 +120,7 @@ class Prefetch:
             fetched.addBoth(self._known, origin)
             return
         self._stats.inc_value("rep/frontier/robotstxt_prefetched")
+        self._moved = time.monotonic()
         self._fresh[origin] = self._slow_timer(origin) if self._window else None
         fetched.addBoth(self._done, origin)
 
@@ -165,6 +173,7 @@ class Prefetch:
         self.retry()
 
     def _done(self, _: Any, origin: Origin) -> None:
+        self._moved = time.monotonic()
         timer = self._fresh.pop(origin, None)
         if timer is not None:
             timer.cancel()
