@@ -165,6 +165,7 @@ class Prefetch:
             self._fresh[origin] = self._slow_timer(origin)
             return
         self._fresh[origin] = None
+        self._stats.inc_value("rep/frontier/robotstxt_slow")
         if len(self._slow) >= self._slow_room:
             self._stuck[origin] = None  # keeps its place until a slow one ends
             return
