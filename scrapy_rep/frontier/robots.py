@@ -18,10 +18,11 @@ a request). The window:
   ``REP_FETCH_TIMEOUT`` (``SLOW_SHARES``) leaves the window for a separate
   allowance of ``(SLOW_SHARES - 1) x REP_MAX_FETCHES`` slow fetches, where it
   waits out its timeout, and the next origin starts; when that allowance is
-  full, it keeps its place until a slow one ends. (A timer that fires more
-  than half its bound late found our own event loop busy, not the server
-  slow: it starts over.) New origins thus start at up to ``REP_MAX_FETCHES``
-  per eighth of ``REP_FETCH_TIMEOUT`` whatever the servers before them do:
+  full, it keeps its place until a slow one ends. (The time counts from the
+  event loop's next turn, and a timer that fires more than half its bound
+  late found our own loop busy, not the server slow: it starts over.) New
+  origins thus start at up to ``REP_MAX_FETCHES`` per eighth of
+  ``REP_FETCH_TIMEOUT`` whatever the servers before them do:
   behind ``H`` robots.txt files that never answer, an ordinary origin waits
   about ``H / REP_MAX_FETCHES`` eighths of ``REP_FETCH_TIMEOUT``, one timeout
   for ``SLOW_SHARES x REP_MAX_FETCHES`` of them (a first-in-first-out window
@@ -121,7 +122,8 @@ class Prefetch:
             return
         self._stats.inc_value("rep/frontier/robotstxt_prefetched")
         self._moved = time.monotonic()
-        self._fresh[origin] = self._slow_timer(origin) if self._window else None
+        # Timed from the loop's next turn: a run of pushes is not the server's time.
+        self._fresh[origin] = call_later(0, self._time, origin) if self._window else None
         fetched.addBoth(self._done, origin)
 
     def retry(self) -> None:
@@ -149,6 +151,10 @@ class Prefetch:
         if len(self._ahead) + len(self._fresh) + len(self._slow) >= self._limit:
             return True
         return 0 < self._window <= len(self._fresh)
+
+    def _time(self, origin: Origin) -> None:
+        if origin in self._fresh:
+            self._fresh[origin] = self._slow_timer(origin)
 
     def _slow_timer(self, origin: Origin) -> CallLaterResult:
         due = time.monotonic() + self._slow_after
