@@ -64,6 +64,32 @@ async def test_requests_the_disk_queue_cannot_store_are_crawled(tmp_path: Path) 
     assert stats(crawler).get("finish_reason") == "finished"
 
 
+async def test_requests_that_ignore_robots_txt_do_not_open_the_window_early() -> None:
+    """REP_CACHE_MAX_ORIGINS = 2 (one origin fetched ahead at a time). The
+    first origin asks for Crawl-delay: 1 and has 3 pages queued, with 3
+    requests that ignore robots.txt (``dont_obey_robotstxt``); two more
+    origins follow. Requests that ignore robots.txt were never counted in the
+    window but were discounted: the next origins were fetched ahead while the
+    first one's pages still waited, its rules left the cache, and its
+    robots.txt was fetched again. Now once."""
+    robots = {"slow.test": "User-agent: *\nCrawl-delay: 1\n"}
+    with (
+        Sites(robots=lambda host: robots.get(host, "User-agent: *\nAllow: /\n")) as sites,
+        loopback_names(),
+    ):
+        urls: list[str | Request] = [sites.url("slow.test", f"/p{page}") for page in range(3)]
+        urls += [
+            Request(sites.url("slow.test", f"/free{page}"), meta={"dont_obey_robotstxt": True})
+            for page in range(3)
+        ]
+        urls += [sites.url(f"o{number}.test", "/page") for number in range(2)]
+        _, answered, failed = await crawl(urls, {"REP_CACHE_MAX_ORIGINS": 2})
+        fetched = [hit.host for hit in sites.hits if hit.path == "/robots.txt"]
+    assert not failed, failed
+    assert len(answered) == len(urls)
+    assert fetched.count("slow.test") == 1, fetched
+
+
 # -- a slot waits for its robots.txt in the queue at most AWAIT_ROBOTS --------------------
 
 STALL_TIMEOUT = 24.0  # REP_FETCH_TIMEOUT: the stalled fetch turns slow after 3 s
