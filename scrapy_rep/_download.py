@@ -100,6 +100,7 @@ class OwnDownloads:
         self._sizes: dict[Request, int] = {}
         self._bounded: dict[Request, bytes | None] = {}  # header bound keys (_slots.headers)
         self._out: set[Request] = set()  # taken out of the downloader's active set
+        self.most_out = config.max_fetches  # of them at once
         self._can_leave: bool | None = None  # engine internals there (checked once)
         crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
         from scrapy_rep.evidence import Evidence  # (it reads this module's meta keys)
@@ -248,7 +249,7 @@ class OwnDownloads:
             return
         if request not in self._bounded:  # at its final URL, whatever a middleware did
             self._bounded[request] = headers.bound_headers(request.url)
-        if len(self._out) >= self.config.max_fetches:
+        if len(self._out) >= self.most_out:
             return
         engine = self.crawler.engine
         if self._can_leave is None:  # what is missing was logged at start (_slots)

@@ -221,14 +221,12 @@ class RobotsService:
             entry = await maybe_deferred_to_future(self.fetcher.join(origin))
         return entry
 
-    def prefetch(self, origin: Origin, request: Request) -> Deferred[Any] | None:
+    def prefetch(self, origin: Origin, request: Request) -> Deferred[Any]:
         """Start fetching ``origin``'s robots.txt for ``request`` (or join the
         fetch in flight): a Deferred fired once its verdict is known (at once if
-        it is). None, and nothing started, while REP_MAX_FETCHES robots.txt
-        downloads run: the caller asks again later."""
+        it is). The caller bounds how many it starts
+        (:class:`scrapy_rep.frontier.robots.Prefetch`)."""
         entry = self.cache.get(origin)
         if entry is not None and (entry.robots is not None or entry.expires > time.time()):
             return succeed(entry)
-        if self.fetcher.download.busy:
-            return None
         return self.fetcher.join(origin, request)

@@ -2,9 +2,11 @@
 
 ``Sites`` is one HTTP server on 127.0.0.1 that answers for every host name
 (``http://oN.test:PORT``, resolved to 127.0.0.1 by ``crawls.loopback_names``):
-a robots.txt per host (``robots(host)``; None: 404), pages that take
-``page_delay`` seconds, and a record of every request (host, path, arrival)
-with the most page requests a host had in flight at once.
+a robots.txt per host (``robots(host)``; None: 404) answered after
+``robots_wait(host)`` seconds (``HANG``: not before the server closes), pages
+that take ``page_delay`` seconds, and a record of every request (host, path,
+arrival) with the most page requests a host had in flight at once and the most
+robots.txt requests in flight at once (all hosts together).
 
 ``BroadSpider`` requests its URLs (given as start requests) and can close the
 crawl once a set of URLs has been answered.
@@ -27,6 +29,8 @@ from sent_stamp import let_go_at
 from twisted.python.failure import Failure
 
 PAGE = b"<html><body><p>ok</p></body></html>"
+HANG = float("inf")
+"""A ``robots_wait``: robots.txt is not answered before the server closes."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,12 @@ class _Handler(BaseHTTPRequestHandler):
         sites._arrived(host, path, page=not robots)
         try:
             if robots:
+                wait = sites.robots_wait(host)
+                if wait:
+                    sites._closing.wait(None if wait == HANG else wait)
+                    if sites._closing.is_set():
+                        self.close_connection = True
+                        return
                 body = sites.robots(host)
                 status = 404 if body is None else 200
                 payload = (body or "").encode()
@@ -64,8 +74,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
         finally:
-            if not robots:
-                sites._left(host)
+            sites._left(host, page=not robots)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -81,14 +90,21 @@ class Sites:
     """One server for many host names (see the module docstring)."""
 
     def __init__(
-        self, robots: Callable[[str], str | None] = lambda host: None, page_delay: float = 0.0
+        self,
+        robots: Callable[[str], str | None] = lambda host: None,
+        page_delay: float = 0.0,
+        robots_wait: Callable[[str], float] = lambda host: 0.0,
     ) -> None:
         self.robots = robots
         self.page_delay = page_delay
+        self.robots_wait = robots_wait
         self._lock = threading.Lock()
+        self._closing = threading.Event()
         self.hits: list[SiteHit] = []
         self._in_flight: dict[str, int] = {}
         self.max_in_flight: dict[str, int] = {}
+        self._robots_in_flight = 0
+        self.max_robots_in_flight = 0
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.sites = self
         self.port: int = self._httpd.server_address[1]
@@ -106,10 +122,16 @@ class Sites:
             if page:
                 now = self._in_flight[host] = self._in_flight.get(host, 0) + 1
                 self.max_in_flight[host] = max(self.max_in_flight.get(host, 0), now)
+            else:
+                self._robots_in_flight += 1
+                self.max_robots_in_flight = max(self.max_robots_in_flight, self._robots_in_flight)
 
-    def _left(self, host: str) -> None:
+    def _left(self, host: str, *, page: bool) -> None:
         with self._lock:
-            self._in_flight[host] -= 1
+            if page:
+                self._in_flight[host] -= 1
+            else:
+                self._robots_in_flight -= 1
 
     def sent(self, crawler: Any) -> dict[str, list[float]]:
         """When the crawler sent each page, by host (``time.time()``), read on
@@ -143,6 +165,7 @@ class Sites:
             return next((h.time for h in self.hits if h.host == host and h.path == path), None)
 
     def close(self) -> None:
+        self._closing.set()  # hanging robots.txt requests end
         self._httpd.shutdown()
         self._httpd.server_close()
 

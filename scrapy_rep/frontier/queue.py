@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Final, Literal
 
 from scrapy.pqueues import DownloaderAwarePriorityQueue
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
     from scrapy import Request
     from scrapy.crawler import Crawler
-    from scrapy.pqueues import QueueProtocol
+    from scrapy.pqueues import QueueProtocol, ScrapyPriorityQueue
 
     from scrapy_rep.origin import Origin
 
@@ -61,6 +61,14 @@ PROBE_LEAD = 0.25
 """Seconds before a slot's 429/503 pause ends when its requests are handed out
 again: they wait at the slot's gate, which lets the first go when the pause
 ends and more as good answers come (its slow start)."""
+AWAIT_ROBOTS = 30.0
+"""Seconds after which a slot waiting for its origin's robots.txt is looked at
+again (as in the Redis queue): unless the prefetch window started or ended a
+fetch meanwhile and has the origin's in hand, its requests are handed out,
+and the robots middleware waits for the fetch or starts one, as without this
+queue (a fault: fetches end within their timeout)."""
+OVERDUE_ORIGINS = 10_000
+"""Origins past AWAIT_ROBOTS remembered (the oldest forgotten first)."""
 PENDING = "\x00scrapy-rep:robots.txt:"
 """Prefix of the queue of an origin whose robots.txt is not known yet (then its
 origin): its requests go to their download slots once it is, so that they
@@ -106,9 +114,11 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         self._full: set[str] = set()
         self._awaiting: dict[Origin, set[str]] = {}
         self._awaiting_on: dict[str, Origin] = {}
+        self._await_due: list[tuple[float, Origin]] = []  # heap; stale entries skipped
+        self._awaited_since: dict[Origin, float] = {}
+        self._overdue: OrderedDict[Origin, None] = OrderedDict()
         self._heads: dict[str, Request | None] = {}  # peeked first request of a slot
         self._can_peek = callable(getattr(downstream_queue_cls, "peek", None))
-        self._start_cls = start_queue_cls  # Scrapy's start queues (2.13+), if any
         super().__init__(
             crawler,
             downstream_queue_cls,
@@ -126,24 +136,36 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         frontier = self._frontier
         slot = None
         robots = frontier.robots
+        verdict, origin = None, None
         if robots is not None:
             verdict, _, origin = robots.readiness(request)
-            if origin is not None and frontier.prefetch is not None:
-                frontier.prefetch.queued(origin)
             if verdict == REFUSED:
                 slot = RELEASE_SLOT
-            elif verdict == UNKNOWN and origin is not None:
-                if self._can_peek:
-                    slot = PENDING + origin.text
-                if frontier.prefetch is not None:
-                    frontier.prefetch.want(origin, request)
+            elif verdict == UNKNOWN and origin is not None and self._can_peek:
+                slot = PENDING + origin.text
         if slot is None:
             slot = frontier.slots.key(request)
         queue = self.pqueues.get(slot)
         if queue is None:
             queue = self.pqueues[slot] = self.pqfactory(slot)
-        queue.push(request)  # may raise (a request that cannot be serialized)
+        try:
+            queue.push(request)
+        except BaseException:
+            # A request the disk queue cannot store: Scrapy pushes it to the
+            # memory queue next, which counts it (counted here too, it would
+            # hold its origin's place in the prefetch window for good).
+            if len(queue) == 0 and self._where.get(slot) is None:
+                del self.pqueues[slot]
+                queue.close()
+                if self.key:
+                    remove_slot_dir(self.key, slot)
+            raise
         self._heads.pop(slot, None)
+        prefetch = frontier.prefetch
+        if origin is not None and prefetch is not None:
+            prefetch.queued(origin)  # discounted by _take, for the same origin
+            if verdict == UNKNOWN:
+                prefetch.want(origin, request)
         where = self._where.get(slot)
         # A slot's first request may differ now; a pending queue waits on.
         if where is None or (where == AWAITING and not slot.startswith(PENDING)):
@@ -166,6 +188,8 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
 
     def robots_known(self, origin: Origin) -> None:
         """``origin``'s robots.txt fetch ended: its requests go to their slots."""
+        self._awaited_since.pop(origin, None)
+        self._overdue.pop(origin, None)
         for slot in self._awaiting.pop(origin, ()):
             self._awaiting_on.pop(slot, None)
             self._where.pop(slot, None)
@@ -176,38 +200,40 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
 
     def _drain(self, pending: str) -> None:
         """Move the requests of an origin's pending queue to their download slots,
-        those robots.txt forbids to the release slot, each in the order it was
-        pushed (as if its verdict had been known then)."""
+        those robots.txt forbids to the release slot, each so that its slot
+        hands them out in the order the pending queue would have (as if its
+        verdict had been known when they were pushed)."""
         robots = self._frontier.robots
         assert robots is not None  # requests are pending only with robots.txt
         queue = self.pqueues.pop(pending)
         self._heads.pop(pending, None)
-        taken: list[Request] = []
-        while (request := queue.pop()) is not None:
-            taken.append(request)
+        taken = _pop_all(queue)
+        if len(taken) > 1:
+            # Taken in pop order; pushed in that order, a last-in-first-out
+            # queue would reverse it. Through the same queue once more, they
+            # come out in the order to push them in, whatever the queue's
+            # discipline (first or last in, first out), without knowing it.
+            for request in taken:
+                queue.push(request)
+            taken = _pop_all(queue)
         queue.close()
         if self.key:
             remove_slot_dir(self.key, pending)
-        groups: dict[tuple[str, bool], list[Request]] = {}
+        groups: dict[str, list[Request]] = {}
         for request in taken:
             refused = robots.readiness(request)[0] == REFUSED
             slot = RELEASE_SLOT if refused else self._frontier.slots.key(request)
-            groups.setdefault((slot, self._is_start(request)), []).append(request)
-        for (slot, start), group in groups.items():
-            cls = self._start_cls if start else self.downstream_queue_cls
+            groups.setdefault(slot, []).append(request)
+        for slot, group in groups.items():
             target = self.pqueues.get(slot)
             if target is None:
                 target = self.pqueues[slot] = self.pqfactory(slot)
-            # taken in pop order: pushed again in push order
-            for request in reversed(group) if _is_lifo(cls) else group:
+            for request in group:
                 target.push(request)
             self._heads.pop(slot, None)
             if self._where.get(slot) in (None, AWAITING):
                 self._candidate(slot, front=slot == RELEASE_SLOT)
         self._frontier.wakeup.now()  # the engine may have asked already
-
-    def _is_start(self, request: Request) -> bool:
-        return self._start_cls is not None and bool(request.meta.get("is_start_request"))
 
     # -- choosing a slot ---------------------------------------------------------------
 
@@ -219,6 +245,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         if frontier.prefetch is not None:
             frontier.prefetch.retry()
         self._wake_due(now)
+        self._wake_overdue(now)
         for slot in list(self._full):  # a download ending may have freed a place
             self._candidate(slot)
         candidates = self._candidates
@@ -228,9 +255,10 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             del self._where[slot]
             try:
                 found, out = self._look(slot, now)
-            except BaseException:  # a bug must not lose the slot's requests
+            except BaseException:  # a bug must lose no slot, nor its requests
                 if slot not in self._where:
                     self._candidate(slot)
+                self._put_back(ready)
                 raise
             if found == RELEASE:
                 self._put_back(ready)
@@ -266,7 +294,9 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
                 verdict, delay, origin = robots.readiness(head)
                 if verdict == REFUSED:
                     return RELEASE, 0
-                if verdict == UNKNOWN and origin is not None:
+                if self._overdue and verdict != UNKNOWN and origin is not None:
+                    self._overdue.pop(origin, None)  # known now: waited for again next time
+                if verdict == UNKNOWN and origin is not None and origin not in self._overdue:
                     self._await(slot, origin)
                     if frontier.prefetch is not None:
                         frontier.prefetch.want(origin, head)  # may end at once
@@ -297,7 +327,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         robots = self._frontier.robots
         head = self._head(pending)
         verdict, _, origin = robots.readiness(head) if robots and head else (REFUSED, 0.0, None)
-        if verdict != UNKNOWN or origin is None or head is None:
+        if verdict != UNKNOWN or origin is None or head is None or origin in self._overdue:
             self._drain(pending)
             return
         self._await(pending, origin)
@@ -325,7 +355,9 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             return None
         robots, prefetch = self._frontier.robots, self._frontier.prefetch
         if robots is not None and prefetch is not None:
-            origin = robots.origin_of(request)
+            # The origin push counted (readiness: none for dont_obey_robotstxt)
+            meta = request.meta
+            origin = None if meta.get("dont_obey_robotstxt") else robots.origin_of(request)
             if origin is not None:
                 prefetch.taken(origin)
         if ready:
@@ -391,6 +423,36 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         self._where[slot] = AWAITING
         self._awaiting_on[slot] = origin
         self._awaiting.setdefault(origin, set()).add(slot)
+        if origin not in self._awaited_since:  # the deadline runs from the first wait
+            until = self._awaited_since[origin] = time.monotonic() + AWAIT_ROBOTS
+            heapq.heappush(self._await_due, (until, origin))
+
+    def _wake_overdue(self, now: float) -> None:
+        """Slots that waited AWAIT_ROBOTS for their origin's robots.txt are
+        looked at again: while the prefetch window moves and has the origin
+        in hand, they wait on; else they are handed out whatever it is (a
+        fetch that never ended, or never started, holds no request for good)."""
+        due = self._await_due
+        prefetch = self._frontier.prefetch
+        while due and due[0][0] <= now:
+            until, origin = heapq.heappop(due)
+            if self._awaited_since.get(origin) != until:
+                continue  # known since, or waited on anew
+            slots = self._awaiting.get(origin)
+            if not slots:
+                del self._awaited_since[origin]
+                continue
+            if prefetch is not None and prefetch.moving(origin, AWAIT_ROBOTS):
+                until = self._awaited_since[origin] = now + AWAIT_ROBOTS
+                heapq.heappush(due, (until, origin))
+                continue
+            del self._awaited_since[origin]
+            self._overdue[origin] = None
+            if len(self._overdue) > OVERDUE_ORIGINS:
+                self._overdue.popitem(last=False)
+            self._frontier.stats.inc_value("rep/frontier/robotstxt_overdue")
+            for slot in list(slots):
+                self._candidate(slot)
 
     def _wake_due(self, now: float) -> None:
         sleeping = self._sleeping
@@ -400,14 +462,25 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
                 self._candidate(slot)
 
     def _wake_later(self) -> None:
-        """Have the engine ask again when the first sleeping slot wakes."""
+        """Have the engine ask again when the first sleeping slot wakes, or the
+        first wait for a robots.txt ends."""
         sleeping = self._sleeping
+        first = None
         while sleeping:
             until, slot = sleeping[0]
             if self._where.get(slot) == SLEEPING and self._sleep_until[slot] == until:
-                self._frontier.wakeup.at(until)
-                return
+                first = until
+                break
             heapq.heappop(sleeping)
+        due = self._await_due
+        while due:
+            until, origin = due[0]
+            if self._awaited_since.get(origin) == until:
+                first = until if first is None else min(first, until)
+                break
+            heapq.heappop(due)
+        if first is not None:
+            self._frontier.wakeup.at(first)
 
     def close(self) -> dict[str, list[int]]:
         self._heads.clear()
@@ -415,7 +488,8 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         return super().close()
 
 
-def _is_lifo(cls: type | None) -> bool:
-    """Scrapy's last-in-first-out queues say so in their name (LifoMemoryQueue,
-    PickleLifoDiskQueue, ...); any other queue is taken for first-in-first-out."""
-    return cls is not None and "lifo" in cls.__name__.lower()
+def _pop_all(queue: ScrapyPriorityQueue) -> list[Request]:
+    taken: list[Request] = []
+    while (request := queue.pop()) is not None:
+        taken.append(request)
+    return taken

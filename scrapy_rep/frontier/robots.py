@@ -6,27 +6,62 @@ off, or the robots middleware not installed), the queue still paces slots by
 their delay and concurrency.
 
 :class:`Prefetch` starts the robots.txt fetch of an origin when a request
-for it enters the queue, so that its verdict is known by its turn. The window
-is the fetcher's: at most ``REP_MAX_FETCHES`` robots.txt downloads run at
-once outside ``CONCURRENT_REQUESTS``, and at most half of
-``REP_CACHE_MAX_ORIGINS`` origins fetched ahead may still wait in the queue;
-origins met while it is full wait, in the order met, and start as fetches
-end or requests leave (or when the engine next asks the queue for a request).
+for it enters the queue, so that its verdict is known by its turn. Origins
+met while the window is full wait, in the order met, and start as fetches
+end, turn slow or requests leave (or when the engine next asks the queue for
+a request). The window:
+
+- **REP_MAX_FETCHES fetches at once**, counted from the moment one is asked
+  for (not once its download runs: one run of pushes would start every
+  waiting origin's fetch at once);
+- **a slow fetch gives its place up**: one still under way after an eighth of
+  ``REP_FETCH_TIMEOUT`` (``SLOW_SHARES``) leaves the window for a separate
+  allowance of ``(SLOW_SHARES - 1) x REP_MAX_FETCHES`` slow fetches, where it
+  waits out its timeout, and the next origin starts; when that allowance is
+  full, it keeps its place until a slow one ends. (The time counts from the
+  event loop's next turn, and a timer that fires more than half its bound
+  late found our own loop busy, not the server slow: it starts over.) New
+  origins thus start at up to ``REP_MAX_FETCHES`` per eighth of
+  ``REP_FETCH_TIMEOUT`` whatever the servers before them do:
+  behind ``H`` robots.txt files that never answer, an ordinary origin waits
+  about ``H / REP_MAX_FETCHES`` eighths of ``REP_FETCH_TIMEOUT``, one timeout
+  for ``SLOW_SHARES x REP_MAX_FETCHES`` of them (a first-in-first-out window
+  cost one per ``REP_MAX_FETCHES``). What a server that never answers costs
+  is one place of the slow allowance for one timeout: the fetches started
+  here stay at most ``SLOW_SHARES x REP_MAX_FETCHES`` (512 by default), of
+  which at most ``REP_MAX_FETCHES`` are younger than an eighth of the
+  timeout. ``REP_MAX_FETCHES = 0``: no cap. (A fetch the robots middleware
+  starts itself, for a request that left the queue with its robots.txt
+  unknown, is not counted here: the requests waiting for it bound it, as
+  without the queue.)
+- **at most half of REP_CACHE_MAX_ORIGINS ahead**: origins fetched here whose
+  requests still wait in the queue (further ahead, their rules would leave
+  the cache before their requests leave the queue).
 """
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
+
+from scrapy.utils.asyncio import call_later
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
+    from scrapy.utils.asyncio import CallLaterResult
 
     from scrapy_rep._robots import RobotsService
     from scrapy_rep.origin import Origin
+
+__all__ = ["SLOW_SHARES", "Prefetch"]
+
+SLOW_SHARES = 8
+"""A fetch is slow once it has run for this share of REP_FETCH_TIMEOUT; slow
+ones may be (SLOW_SHARES - 1) x REP_MAX_FETCHES (see the module docstring)."""
 
 
 class Prefetch:
@@ -34,10 +69,9 @@ class Prefetch:
 
     ``on_known(origin)`` is called when a fetch started here ends (its verdict
     is known now, or the origin is found unreachable). At most ``ahead``
-    origins fetched here may still have requests in the queue: fetching
-    further ahead would push rules out of the REP_CACHE_MAX_ORIGINS cache
-    before their requests leave (the queue reports them with :meth:`queued`
-    and :meth:`taken`).
+    origins fetched here may still have requests in the queue (the queue
+    reports them with :meth:`queued` and :meth:`taken`); see the module
+    docstring for the window.
     """
 
     def __init__(
@@ -51,33 +85,52 @@ class Prefetch:
         self._stats = stats
         self._on_known = on_known
         self._limit = max(ahead, 1)
-        self._running: set[Origin] = set()
+        config = robots.config
+        self._window = config.max_fetches  # 0: no cap
+        self._slow_room = (SLOW_SHARES - 1) * config.max_fetches
+        self._slow_after = config.fetch_timeout / SLOW_SHARES
+        # The slow ones hold no place of CONCURRENT_REQUESTS either: there,
+        # hanging servers would stop every page of the crawl.
+        files = robots.fetcher.download.files
+        files.most_out = max(files.most_out, SLOW_SHARES * config.max_fetches)
+        # fetches in the window, with the timer that finds them slow
+        self._fresh: dict[Origin, CallLaterResult | None] = {}
+        self._stuck: OrderedDict[Origin, None] = OrderedDict()  # slow, no room yet
+        self._slow: set[Origin] = set()  # slow, out of the window
         self._waiting: OrderedDict[Origin, Request] = OrderedDict()
         self._queued: dict[Origin, int] = {}  # requests in the queue, by origin
         self._ahead: set[Origin] = set()  # fetched here, requests still queued
+        self._moved = time.monotonic()  # when a fetch last started or ended
+
+    def moving(self, origin: Origin, within: float) -> bool:
+        """Whether ``origin``'s fetch runs or waits its turn here, and the
+        window started or ended a fetch in the last ``within`` seconds."""
+        known = origin in self._fresh or origin in self._slow or origin in self._waiting
+        return known and time.monotonic() - self._moved < within
 
     def want(self, origin: Origin, request: Request) -> None:
         """Have ``origin``'s robots.txt fetched for ``request`` (once)."""
-        if origin in self._running:
+        if origin in self._fresh or origin in self._slow:
             return
-        full = len(self._ahead) + len(self._running) >= self._limit
-        fetched = None if full else self._robots.prefetch(origin, request)
-        if fetched is None:  # the window is full
+        if self._full():
             self._waiting.setdefault(origin, request)
             return
         self._waiting.pop(origin, None)
-        self._running.add(origin)
-        if not fetched.called:
-            self._stats.inc_value("rep/frontier/robotstxt_prefetched")
+        fetched = self._robots.prefetch(origin, request)
+        if fetched.called:  # known already: nothing to count
+            fetched.addBoth(self._known, origin)
+            return
+        self._stats.inc_value("rep/frontier/robotstxt_prefetched")
+        self._moved = time.monotonic()
+        # Timed from the loop's next turn: a run of pushes is not the server's time.
+        self._fresh[origin] = call_later(0, self._time, origin) if self._window else None
         fetched.addBoth(self._done, origin)
 
     def retry(self) -> None:
         """Start the waiting origins' fetches while the window has room."""
-        while self._waiting:
-            origin, request = next(iter(self._waiting.items()))
+        while self._waiting and not self._full():
+            origin, request = self._waiting.popitem(last=False)
             self.want(origin, request)
-            if origin in self._waiting:  # still full
-                return
 
     def queued(self, origin: Origin) -> None:
         """A request of ``origin`` entered the queue."""
@@ -94,9 +147,54 @@ class Prefetch:
             self._ahead.discard(origin)
             self.retry()
 
+    def _full(self) -> bool:
+        if len(self._ahead) + len(self._fresh) + len(self._slow) >= self._limit:
+            return True
+        return 0 < self._window <= len(self._fresh)
+
+    def _time(self, origin: Origin) -> None:
+        if origin in self._fresh:
+            self._fresh[origin] = self._slow_timer(origin)
+
+    def _slow_timer(self, origin: Origin) -> CallLaterResult:
+        due = time.monotonic() + self._slow_after
+        return call_later(self._slow_after, self._turned_slow, origin, due)
+
+    def _turned_slow(self, origin: Origin, due: float) -> None:
+        """``origin``'s fetch has run for an eighth of its timeout: it gives
+        its place in the window up, if the slow allowance has room."""
+        if origin not in self._fresh:
+            return
+        if time.monotonic() - due > self._slow_after / 2:
+            # Our own event loop was busy (a run of pushes): the server has
+            # not had the time; a fetch is slow after that long of a free loop.
+            self._fresh[origin] = self._slow_timer(origin)
+            return
+        self._fresh[origin] = None
+        self._stats.inc_value("rep/frontier/robotstxt_slow")
+        if len(self._slow) >= self._slow_room:
+            self._stuck[origin] = None  # keeps its place until a slow one ends
+            return
+        del self._fresh[origin]
+        self._slow.add(origin)
+        self.retry()
+
     def _done(self, _: Any, origin: Origin) -> None:
-        self._running.discard(origin)
+        self._moved = time.monotonic()
+        timer = self._fresh.pop(origin, None)
+        if timer is not None:
+            timer.cancel()
+        self._stuck.pop(origin, None)
+        if origin in self._slow:
+            self._slow.discard(origin)
+            if self._stuck:  # the oldest slow fetch in the window takes the room
+                stuck, _ = self._stuck.popitem(last=False)
+                del self._fresh[stuck]
+                self._slow.add(stuck)
+        self._known(None, origin)
+        self.retry()
+
+    def _known(self, _: Any, origin: Origin) -> None:
         if self._queued.get(origin):
             self._ahead.add(origin)
         self._on_known(origin)
-        self.retry()

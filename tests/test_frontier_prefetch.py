@@ -1,0 +1,291 @@
+"""The frontier's robots.txt prefetch: its window, its fetch cap, hanging servers.
+
+Real crawls against one local server standing for many sites
+(tests/frontier_sites.py; ``*.test`` host names resolve to 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from crawls import PATIENT, loopback_names
+from frontier_sites import HANG, BroadSpider, Sites
+from scrapy import Request, signals
+from scrapy.crawler import Crawler
+from scrapy.squeues import LifoMemoryQueue
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.test import get_crawler
+from test_frontier import SETTINGS, crawl, stats
+
+from scrapy_rep.frontier import queue as frontier_queue
+from scrapy_rep.frontier.robots import SLOW_SHARES
+
+pytestmark = pytest.mark.slow  # real-time waits
+
+
+# -- a request the disk queue cannot store ------------------------------------------------
+
+
+class UnstorableSpider(BroadSpider):
+    """Its requests carry a lambda errback: JOBDIR's disk queue cannot store
+    them, and Scrapy keeps them in memory instead."""
+
+    async def start(self) -> AsyncIterator[Request]:
+        for url in self.urls:
+            assert isinstance(url, str)
+            yield Request(url, callback=self.parse, errback=lambda failure: self.failed(failure))
+
+
+async def test_requests_the_disk_queue_cannot_store_are_crawled(tmp_path: Path) -> None:
+    """REP_CACHE_MAX_ORIGINS = 2 (one origin fetched ahead at a time), JOBDIR,
+    three origins' pages that cannot be serialized: the window comes back as
+    each origin's page leaves, so all three are crawled and the crawl finishes
+    (it stalled after the first, each page counted twice in the window)."""
+    with Sites(robots=lambda host: "User-agent: *\nAllow: /\n") as sites, loopback_names():
+        urls = [sites.url(f"u{number}.test", "/page") for number in range(3)]
+        answered: dict[str, float] = {}
+        failed: dict[str, str] = {}
+        crawler = get_crawler(
+            UnstorableSpider,
+            {
+                **SETTINGS,
+                "JOBDIR": str(tmp_path / "job"),
+                "REP_CACHE_MAX_ORIGINS": 2,
+                "CLOSESPIDER_TIMEOUT": 10,
+            },
+        )
+        await deferred_from_coro(crawler.crawl_async(urls=urls, answered=answered, failed=failed))
+    assert not failed, failed
+    assert set(answered) == set(urls)
+    assert stats(crawler).get("finish_reason") == "finished"
+
+
+async def test_requests_that_ignore_robots_txt_do_not_open_the_window_early() -> None:
+    """REP_CACHE_MAX_ORIGINS = 2 (one origin fetched ahead at a time). The
+    first origin asks for Crawl-delay: 1 and has 3 pages queued, with 3
+    requests that ignore robots.txt (``dont_obey_robotstxt``); two more
+    origins follow. Requests that ignore robots.txt were never counted in the
+    window but were discounted: the next origins were fetched ahead while the
+    first one's pages still waited, its rules left the cache, and its
+    robots.txt was fetched again. Now once."""
+    robots = {"slow.test": "User-agent: *\nCrawl-delay: 1\n"}
+    with (
+        Sites(robots=lambda host: robots.get(host, "User-agent: *\nAllow: /\n")) as sites,
+        loopback_names(),
+    ):
+        urls: list[str | Request] = [sites.url("slow.test", f"/p{page}") for page in range(3)]
+        urls += [
+            Request(sites.url("slow.test", f"/free{page}"), meta={"dont_obey_robotstxt": True})
+            for page in range(3)
+        ]
+        urls += [sites.url(f"o{number}.test", "/page") for number in range(2)]
+        _, answered, failed = await crawl(urls, {"REP_CACHE_MAX_ORIGINS": 2})
+        fetched = [hit.host for hit in sites.hits if hit.path == "/robots.txt"]
+    assert not failed, failed
+    assert len(answered) == len(urls)
+    assert fetched.count("slow.test") == 1, fetched
+
+
+# -- a slot waits for its robots.txt in the queue at most AWAIT_ROBOTS --------------------
+
+STALL_TIMEOUT = 24.0  # REP_FETCH_TIMEOUT: the stalled fetch turns slow after 3 s
+
+
+async def test_a_slot_waits_for_robots_txt_in_the_queue_at_most_await_robots(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """REP_MAX_FETCHES = 1 and a first origin whose robots.txt never answers:
+    the next origin's fetch cannot start from the queue before the first
+    turns slow (an eighth of REP_FETCH_TIMEOUT, 3 s), and meanwhile no fetch
+    starts or ends. With AWAIT_ROBOTS made 0.5 s, its page leaves the queue
+    then and the robots middleware fetches its robots.txt: sent between 0.5 s
+    and 3 s after it was queued."""
+    monkeypatch.setattr(frontier_queue, "AWAIT_ROBOTS", 0.5)
+    with (
+        Sites(
+            robots=lambda host: "User-agent: *\nAllow: /\n",
+            robots_wait=lambda host: HANG if host == "stall.test" else 0.0,
+        ) as sites,
+        loopback_names(),
+    ):
+        stalled, ordinary = sites.url("stall.test", "/page"), sites.url("next.test", "/page")
+        scheduled: dict[str, float] = {}
+        sent: list[dict[str, list[float]]] = []
+
+        def record(crawler: Crawler) -> None:
+            def on_scheduled(request: Request) -> None:
+                scheduled.setdefault(request.url, time.time())
+
+            crawler.signals.connect(on_scheduled, signal=signals.request_scheduled, weak=False)
+            sent.append(sites.sent(crawler))
+
+        crawler, answered, failed = await crawl(
+            [stalled, ordinary],
+            {"REP_MAX_FETCHES": 1, "REP_FETCH_TIMEOUT": STALL_TIMEOUT, "DOWNLOAD_TIMEOUT": 60},
+            close_after={ordinary},
+            before=record,
+        )
+    assert ordinary in answered, failed
+    [at] = sent[0]["next.test"]
+    waited = at - scheduled[ordinary]
+    assert 0.5 <= waited < STALL_TIMEOUT / SLOW_SHARES, f"sent {waited:.2f} s after it was queued"
+    assert stats(crawler).get("rep/frontier/robotstxt_overdue", 0) >= 1
+
+
+# -- REP_MAX_FETCHES holds for the prefetch -----------------------------------------------
+
+MANY_ORIGINS = 200
+FEW_FETCHES = 4
+
+
+async def test_prefetch_runs_at_most_rep_max_fetches_robots_txt_at_once() -> None:
+    """200 new origins queued at once, REP_MAX_FETCHES = 4, robots.txt answered
+    after 0.05 s: the server never has more than 4 robots.txt requests at once
+    (every waiting origin's fetch started in one run of pushes), and every page
+    is crawled."""
+    with (
+        Sites(
+            robots=lambda host: "User-agent: *\nAllow: /\n",
+            robots_wait=lambda host: 0.05,
+        ) as sites,
+        loopback_names(),
+    ):
+        urls: list[str | Request] = [
+            sites.url(f"m{number}.test", "/page") for number in range(MANY_ORIGINS)
+        ]
+        crawler, answered, failed = await crawl(
+            urls, {**PATIENT, "REP_MAX_FETCHES": FEW_FETCHES, "CONCURRENT_REQUESTS": 64}
+        )
+        peak = sites.max_robots_in_flight
+        robots_hits = sum(1 for hit in sites.hits if hit.path == "/robots.txt")
+    assert not failed, failed
+    assert len(answered) == MANY_ORIGINS
+    assert robots_hits == MANY_ORIGINS
+    assert peak <= FEW_FETCHES, f"{peak} robots.txt requests at once"
+    assert stats(crawler).get("rep/frontier/robotstxt_prefetched") == MANY_ORIGINS
+
+
+# -- hanging robots.txt files do not hold new origins back ------------------------------------
+
+HANGING = 40
+ORDINARY = 10
+WINDOW = 8  # REP_MAX_FETCHES
+FETCH_TIMEOUT = 4.0
+SETTLE = 1.0
+"""Seconds an ordinary origin's page may take past REP_FETCH_TIMEOUT from when
+its request was scheduled: its own robots.txt fetch and its page's turn."""
+
+
+class RobotsInFlight:
+    """The most robots.txt downloads in Scrapy's downloader at once (from
+    reaching it to leaving it: a hanging server's request leaves at its timeout)."""
+
+    def __init__(self) -> None:
+        self.inside: set[Request] = set()
+        self.most = 0
+
+    def connect(self, crawler: Crawler) -> None:
+        crawler.signals.connect(self._reached, signal=signals.request_reached_downloader)
+        crawler.signals.connect(self._left, signal=signals.request_left_downloader)
+
+    def _reached(self, request: Request) -> None:
+        if urlsplit(request.url).path == "/robots.txt":
+            self.inside.add(request)
+            self.most = max(self.most, len(self.inside))
+
+    def _left(self, request: Request) -> None:
+        self.inside.discard(request)
+
+
+async def test_hanging_robots_txt_cost_ordinary_origins_one_timeout_at_most() -> None:
+    """40 origins whose robots.txt never answers are queued before 10 ordinary
+    ones: each ordinary page is sent within REP_FETCH_TIMEOUT (+ SETTLE) of its
+    request entering the queue (a first-in-first-out window of 8 held them 5
+    timeouts), and robots.txt downloads in flight never exceed the stated
+    bound: REP_MAX_FETCHES fetches younger than an eighth of REP_FETCH_TIMEOUT,
+    SLOW_SHARES x REP_MAX_FETCHES in all."""
+    hanging = [f"h{number}.test" for number in range(HANGING)]
+    ordinary = [f"n{number}.test" for number in range(ORDINARY)]
+    with (
+        Sites(
+            robots=lambda host: "User-agent: *\nAllow: /\n",
+            robots_wait=lambda host: HANG if host.startswith("h") else 0.0,
+        ) as sites,
+        loopback_names(),
+    ):
+        urls: list[str | Request] = [sites.url(host, "/page") for host in hanging + ordinary]
+        watched = {sites.url(host, "/page") for host in ordinary}
+        scheduled: dict[str, float] = {}
+        sent: list[dict[str, list[float]]] = []
+        robots = RobotsInFlight()
+
+        def record(crawler: Crawler) -> None:
+            def on_scheduled(request: Request) -> None:
+                scheduled.setdefault(request.url, time.time())
+
+            crawler.signals.connect(on_scheduled, signal=signals.request_scheduled, weak=False)
+            sent.append(sites.sent(crawler))
+            robots.connect(crawler)
+
+        _, answered, failed = await crawl(
+            urls,
+            {
+                "REP_MAX_FETCHES": WINDOW,
+                "REP_FETCH_TIMEOUT": FETCH_TIMEOUT,
+                "CONCURRENT_REQUESTS": 16,
+            },
+            close_after=watched,
+            before=record,
+        )
+    assert watched <= answered.keys(), failed
+    late = {}
+    for host in ordinary:
+        url = sites.url(host, "/page")
+        [at] = sent[0][host]
+        waited = at - scheduled[url]
+        if waited > FETCH_TIMEOUT + SETTLE:
+            late[host] = round(waited, 2)
+    assert not late, f"ordinary pages sent this long after they were queued: {late}"
+    bound = SLOW_SHARES * WINDOW
+    assert robots.most <= bound, f"{robots.most} robots.txt downloads at once (bound {bound})"
+
+
+# -- a queue class whose name does not say LIFO ---------------------------------------------------
+
+
+class NewestFirst(LifoMemoryQueue):
+    """A project's queue: last in, first out, though its name does not say so."""
+
+
+async def test_a_queue_of_any_name_keeps_its_order_when_robots_txt_arrives() -> None:
+    """Pages queued for a new origin while its robots.txt is fetched (0.5 s)
+    are crawled, once it arrives, in the order the project's memory queue
+    gives (here newest first), whatever the queue class is called."""
+    pages = 6
+    with (
+        Sites(
+            robots=lambda host: "User-agent: *\nAllow: /\n",
+            robots_wait=lambda host: 0.5 if host == "later.test" else 0.0,
+        ) as sites,
+        loopback_names(),
+    ):
+        seed = sites.url("seed.test", "/seed")
+        later = [sites.url("later.test", f"/p{page}") for page in range(pages)]
+        _, answered, failed = await crawl(
+            [seed],
+            {
+                "SCHEDULER_MEMORY_QUEUE": f"{__name__}.NewestFirst",
+                "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
+            },
+            follow=lambda response: (
+                [Request(url, dont_filter=True) for url in later] if response.url == seed else []
+            ),
+        )
+        order = [hit.path for hit in sites.hits if hit.host == "later.test"]
+    assert not failed, failed
+    assert set(later) <= answered.keys()
+    assert order[1:] == [f"/p{page}" for page in reversed(range(pages))], order
