@@ -3,8 +3,9 @@ with SIGKILL (import as ``from children import ...``).
 
 A redis-server never ends by itself: started plainly, it outlives a killed run
 (eight did, by an hour). ``popen`` asks Linux to kill the child when the
-thread that started it dies (``PR_SET_PDEATHSIG``), and keeps a list of live
-children, which ``kill_all`` ends (pytest's SIGTERM handler, see suite_guard.py).
+thread that started it dies (``PR_SET_PDEATHSIG``; one thread that lives as
+long as pytest starts them all), and keeps a list of live children, which
+``kill_all`` ends (pytest's SIGTERM handler, see suite_guard.py).
 Elsewhere than Linux, only the list and ``kill_all`` remain.
 """
 
@@ -14,11 +15,14 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import weakref
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 _PR_SET_PDEATHSIG = 1
@@ -51,14 +55,46 @@ def _death_signal_setter() -> Callable[[], None] | None:
 _SET_DEATH_SIGNAL = _death_signal_setter()
 
 
-def popen(args: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
-    """``subprocess.Popen`` for a child that must not outlive the suite.
+class _Spawner:
+    """One thread, alive as long as the process, starts every child: Linux sends
+    the death signal when the *thread* that started a child ends, and tests start
+    children from short-lived threads too (a redis-server restarted by a timer)."""
 
-    Start it from pytest's main thread: Linux sends the signal when the
-    starting *thread* ends."""
-    if _SET_DEATH_SIGNAL is not None:
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def run(self, start: Callable[[], Any]) -> Any:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._serve, name="suite-children", daemon=True
+                )
+                self._thread.start()
+        done: Future[Any] = Future()
+        self._jobs.put((start, done))
+        return done.result()
+
+    def _serve(self) -> None:
+        while True:
+            start, done = self._jobs.get()
+            try:
+                done.set_result(start())
+            except BaseException as exc:
+                done.set_exception(exc)
+
+
+_SPAWNER = _Spawner()
+
+
+def popen(args: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen`` for a child that must not outlive the suite."""
+    if _SET_DEATH_SIGNAL is None:
+        process: subprocess.Popen[Any] = subprocess.Popen(args, **kwargs)
+    else:
         kwargs.setdefault("preexec_fn", _SET_DEATH_SIGNAL)
-    process: subprocess.Popen[Any] = subprocess.Popen(args, **kwargs)
+        process = _SPAWNER.run(lambda: subprocess.Popen(args, **kwargs))
     _LIVE.add(process)
     return process
 

@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -254,3 +255,21 @@ def test_a_killed_run_leaves_no_redis_server_behind(
     while alive(redis_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(redis_pid)
+
+
+def test_a_redis_server_started_by_a_thread_outlives_the_thread() -> None:
+    """The death signal follows the thread that started a child: a redis-server
+    restarted by a timer (an outage's end) must not die with the timer."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    from redis_server import RedisServer
+
+    server = RedisServer(shutil.which("redis-server") or "")
+    starter = threading.Thread(target=server.start)
+    starter.start()
+    starter.join()
+    try:
+        time.sleep(0.5)
+        assert server.client().ping()
+    finally:
+        server.close()
