@@ -87,6 +87,7 @@ class _State:
     terminated = False
     leftovers: ClassVar[list[tuple[str, list[str]]]] = []
     progress: Any = None  # the --progress-log file
+    stderr = 2
 
 
 def _reactor() -> Any:
@@ -102,9 +103,22 @@ def _note(line: str) -> None:
 
 
 def _say(text: str) -> None:
-    """Write to stderr from a signal handler (no buffered stream involved)."""
+    """Write to the terminal's stderr from a signal handler (no buffered stream;
+    past pytest's capture, which a hard exit would lose)."""
     with contextlib.suppress(OSError):
-        os.write(2, text.encode(errors="replace"))
+        os.write(_State.stderr, text.encode(errors="replace"))
+
+
+def _dump_tracebacks() -> None:
+    with contextlib.suppress(Exception):
+        faulthandler.dump_traceback(file=_State.stderr, all_threads=True)
+
+
+def _terminal_stderr(config: pytest.Config) -> int:
+    """The stderr pytest's fd capture saved (pytest's own attribute), else fd 2."""
+    capture = getattr(config.pluginmanager.getplugin("capturemanager"), "_global_capturing", None)
+    saved = getattr(getattr(capture, "err", None), "targetfd_save", None)
+    return saved if isinstance(saved, int) else 2
 
 
 # -- options -------------------------------------------------------------------------------------
@@ -136,6 +150,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """After every plugin's pytest_configure: pytest-twisted's made the reactor's greenlet."""
     config = session.config
     _run_reactor_without_signal_handlers()
+    _State.stderr = _terminal_stderr(config)
     signal.signal(signal.SIGTERM, _on_sigterm)
     path = config.getoption("progress_log")
     if path:
@@ -179,8 +194,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     _State.terminated = True
     _say(f"\npytest (pid {os.getpid()}) got SIGTERM while running {running}\n")
     _note(f"SIGTERM while running {running}")
-    with contextlib.suppress(Exception):
-        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    _dump_tracebacks()
     stop = _State.stop
     if stop is not None:
         _reactor().callFromThread(stop, "was running when pytest got SIGTERM", SIGTERM_PATIENCE)
@@ -191,8 +205,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 def _exit_after_grace() -> None:
     _say(f"\npytest did not stop within {GRACE:.0f} s of SIGTERM: exiting\n")
-    with contextlib.suppress(Exception):
-        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    _dump_tracebacks()
     _exit_now()
 
 
