@@ -51,9 +51,11 @@ docs: venv
 
 # Branch coverage of scrapy_rep/ on the newest Scrapy, on the asyncio reactor
 # (what it leaves out and why: docs, development page).
+# Each run appends a line per test started and ended to pytest-RUN.log: the test
+# under way when a run was killed is its last "start" (a SIGTERM also prints it).
 pytest: venv redis-server
 	@echo "== pytest: the whole suite on the newest Scrapy, with branch coverage"
-	$(VENV)/bin/pytest -q --cov --cov-report=term:skip-covered
+	$(VENV)/bin/pytest -q --cov --cov-report=term:skip-covered --progress-log=pytest-newest.log
 
 # The newest Scrapy on Twisted's own reactor (epoll on Linux): waiting, fetching
 # and pacing run on Deferreds alone there, and a fetch can end before anyone awaits it.
@@ -61,13 +63,17 @@ pytest: venv redis-server
 # the docs, crawls in subprocesses with their own reactor) would only repeat.
 pytest-twisted: venv redis-server
 	@echo "== pytest-twisted: the crawl tests on the newest Scrapy, on Twisted's own reactor"
-	$(VENV)/bin/pytest -q -p no:cacheprovider --reactor=default -m "not reactor_free"
+	$(VENV)/bin/pytest -q -p no:cacheprovider --reactor=default -m "not reactor_free" \
+	  --progress-log=pytest-twisted.log
 
 # The oldest Scrapy, at a lower CPU priority so that it does not starve the others.
+# Tests marked scrapy_free (the parser, the corpus, the docs, packaging) run no
+# Scrapy code: the newest run has them.
 pytest-floor: floor-venv redis-server
-	@echo "== pytest-floor: the whole suite on Scrapy $(FLOOR_SCRAPY)"
+	@echo "== pytest-floor: the suite but the Scrapy-free tests, on Scrapy $(FLOOR_SCRAPY)"
 	$(FLOOR_VENV)/bin/python -c "import scrapy; print('Scrapy', scrapy.__version__, '(floor)')"
-	nice -n 5 $(FLOOR_VENV)/bin/pytest -q -p no:cacheprovider
+	nice -n 5 $(FLOOR_VENV)/bin/pytest -q -p no:cacheprovider -m "not scrapy_free" \
+	  --progress-log=pytest-floor.log
 
 # The Redis tests and bench-cluster start their own redis-server (Debian's package)
 # on a free port. Without it, the Redis tests are skipped, or fail when CI=true.
@@ -109,4 +115,4 @@ bench-cluster: venv redis-server
 
 clean:
 	rm -rf $(VENV) $(FLOOR_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis \
-	  .coverage *.egg-info build dist
+	  .coverage *.egg-info build dist pytest-newest.log pytest-twisted.log pytest-floor.log

@@ -7,8 +7,20 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+import suite_guard
 from redis_server import RedisServer, require_redis_server
 from servers import ScriptedServer
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    suite_guard.add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """suite_guard.py: a time limit per test, a clean end on SIGTERM (a plugin of
+    its own: its hooks wrap each test's run)."""
+    if not config.pluginmanager.has_plugin("rep-suite-guard"):
+        config.pluginmanager.register(suite_guard, "rep-suite-guard")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import children
 import sent_stamp
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
@@ -216,8 +217,12 @@ def peak_mb() -> float:
 def run_reporting(*args: str, timeout: float = 60) -> tuple[dict[str, Any], str]:
     """Run ``python *args`` in a process of its own, which must succeed and print
     a JSON report as its last line: (that report, what it logged on stderr)."""
-    run = subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, timeout=timeout, check=False
+    run = children.run(
+        [sys.executable, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=timeout,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     report: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])

@@ -16,6 +16,7 @@ import tempfile
 import time
 from typing import Any
 
+import children
 import pytest
 
 MISSING = (
@@ -61,7 +62,7 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
-        self.process = subprocess.Popen(
+        self.process = children.popen(  # dies with the suite, even on SIGKILL
             [
                 self.executable,
                 "--port",

@@ -17,7 +17,8 @@ from _corpus import CorpusFile, manifest, require_corpus, site_urls, site_urls_p
 from scrapy_rep import Decision, RobotsTxt
 from scrapy_rep.robotstxt import DEFAULT_MAX_SIZE
 
-pytestmark = [pytest.mark.corpus, pytest.mark.reactor_free]  # every file of the corpus: CPU-heavy
+# every file of the corpus: CPU-heavy
+pytestmark = [pytest.mark.corpus, pytest.mark.reactor_free, pytest.mark.scrapy_free]
 
 AGENTS = ("examplebot", "Googlebot", "Mozilla")
 # Comparisons between two parses: one agent that usually has its own group, one that uses *.

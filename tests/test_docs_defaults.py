@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+# no Scrapy code runs: neither the reactor nor Scrapy's version changes anything
+pytestmark = [pytest.mark.reactor_free, pytest.mark.scrapy_free]
 
 REPO = Path(__file__).resolve().parents[1]
 SETTING = re.compile(r"`(REP_[A-Z0-9_]+)\b")  # a code span that starts with the name

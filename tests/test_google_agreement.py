@@ -33,7 +33,8 @@ from scrapy_rep.robotstxt import DEFAULT_MAX_SIZE
 robotstxt = pytest.importorskip("robotstxt", reason="Google's reference (fast-robotstxt) missing")
 from robotstxt.robots import _lib  # noqa: E402  (the C call, see GoogleMatcher)
 
-pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+# no Scrapy code runs: neither the reactor nor Scrapy's version changes anything
+pytestmark = [pytest.mark.reactor_free, pytest.mark.scrapy_free]
 
 AGENT = "examplebot"
 MAX_SIZE = DEFAULT_MAX_SIZE  # what we read; the reference reads what it is given

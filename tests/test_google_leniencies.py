@@ -9,7 +9,8 @@ import pytest
 
 from scrapy_rep import RobotsTxt
 
-pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+# no Scrapy code runs: neither the reactor nor Scrapy's version changes anything
+pytestmark = [pytest.mark.reactor_free, pytest.mark.scrapy_free]
 
 BOT = "ExampleBot"
 GOOGLE_MAX_LINE = 16_663  # bytes of a line Google's reference parser keeps

@@ -17,7 +17,8 @@ import pytest
 
 from scrapy_rep import RobotsTxt
 
-pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # a subprocess, or a C++ build
+# a subprocess, or a C++ build
+pytestmark = [pytest.mark.slow, pytest.mark.reactor_free, pytest.mark.scrapy_free]
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 SCRIPT = BENCHMARKS / "google_upstream.py"

@@ -1,7 +1,7 @@
 """RobotsTxtMiddleware: waiting for robots.txt, freshness, REP_UNREACHABLE = defer.
 
-Real crawls against real local servers; the epoll-reactor case runs in a
-subprocess (one pytest process has one reactor).
+Real crawls against real local servers (on Twisted's epoll reactor too:
+make pytest-twisted runs them on it).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from crawls import run_crawl, run_reporting
+from crawls import run_crawl
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
@@ -48,19 +48,6 @@ async def test_40_concurrent_waiters_all_get_the_verdict(
     assert site.hits("/public") == 1
     assert result.stats["rep/forbidden"] == 40
     assert result.stats["rep/robotstxt/request_count"] == 1
-
-
-@pytest.mark.slow
-def test_40_concurrent_waiters_on_the_epoll_reactor(site: ScriptedServer) -> None:
-    site.script("/robots.txt", Reply(body=ROBOTS, delay=0.3))
-    script = Path(__file__).with_name("_epoll_crawl.py")
-    report, _ = run_reporting(str(script), site.origin, "40")
-    assert report["reactor"] == "EPollReactor"
-    assert report["finish_reason"] == "finished"
-    assert site.hits("/robots.txt") == 1
-    assert [p for p in site.paths() if p.startswith("/private")] == []
-    assert site.hits("/public") == 1
-    assert report["stats"]["rep/forbidden"] == 40
 
 
 # -- waiting does not starve known origins ---------------------------------------------------------

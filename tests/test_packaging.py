@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]
+pytestmark = [pytest.mark.slow, pytest.mark.reactor_free, pytest.mark.scrapy_free]
 
 REPO = Path(__file__).resolve().parents[1]
 # Files the repository tracks but the sdist leaves out on purpose: CI wiring.

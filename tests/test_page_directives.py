@@ -18,7 +18,8 @@ from scrapy_rep._page_directives import (
     robots_meta_tags,
 )
 
-pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+# no Scrapy code runs: neither the reactor nor Scrapy's version changes anything
+pytestmark = [pytest.mark.reactor_free, pytest.mark.scrapy_free]
 
 UTC = timezone.utc
 

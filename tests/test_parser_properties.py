@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from scrapy_rep import Decision, RobotsTxt
 from scrapy_rep.robotstxt._url import normalize_path, normalize_pattern, path_of, url_path
 
-pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+# no Scrapy code runs: neither the reactor nor Scrapy's version changes anything
+pytestmark = [pytest.mark.reactor_free, pytest.mark.scrapy_free]
 
 BOT = "examplebot"
 # REP_HYPOTHESIS_EXAMPLES=5000 for a deeper run than the everyday one.

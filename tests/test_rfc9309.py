@@ -14,7 +14,8 @@ import pytest
 from scrapy_rep import Decision, RobotsTxt
 from scrapy_rep.robotstxt import DEFAULT_MAX_SIZE, DelayLine, Delays
 
-pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+# no Scrapy code runs: neither the reactor nor Scrapy's version changes anything
+pytestmark = [pytest.mark.reactor_free, pytest.mark.scrapy_free]
 
 BOT = "ExampleBot"
 

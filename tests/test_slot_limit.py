@@ -7,7 +7,6 @@ released together when their robots.txt arrives used to reach a
 takes the server ``PAGE_TIME`` seconds: a request the crawler sends only
 after an earlier one was answered cannot overlap it, so the overlaps of
 ``[arrival, arrival + PAGE_TIME)`` count what the crawler had in flight.
-The epoll-reactor case runs in a subprocess (one pytest process has one reactor).
 
 The limit is for requests that reach the robots middleware by another way than
 scrapy-rep's scheduler queue (which hands a slot no more than it can take,
@@ -19,9 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 import pytest_twisted
-from crawls import loopback_names, run_crawl, run_reporting
+from crawls import loopback_names, run_crawl
 from servers import PAGE, Hit, Reply, ScriptedServer, gaps
 
 from scrapy_rep import ForbiddenByRobots
@@ -204,51 +202,3 @@ def test_a_scrapy_without_what_the_limit_needs_is_named() -> None:
         "Downloader.domain_concurrency is missing",
         "Downloader.ip_concurrency is missing",
     ]
-
-
-EPOLL_CRAWL = """
-import json, sys
-from scrapy import Request, Spider
-from scrapy.crawler import CrawlerProcess
-
-urls = sys.argv[1:]
-got, failed = [], []
-
-class Pages(Spider):
-    name = "epoll-slot-limit"
-
-    async def start(self):
-        for url in urls:
-            yield Request(url, errback=lambda failure: failed.append(repr(failure.value)))
-
-    def parse(self, response):
-        got.append(response.url)
-
-process = CrawlerProcess({
-    "ADDONS": {"scrapy_rep.Addon": 100}, "ROBOTSTXT_OBEY": True,
-    "USER_AGENT": "ExampleBot/1.0", "LOG_LEVEL": "INFO",
-    "CONCURRENT_REQUESTS": 100, "CONCURRENT_REQUESTS_PER_DOMAIN": 2, "REP_FRONTIER": False,
-    "TELNETCONSOLE_ENABLED": False, "REMOTE_CONTROL_ENABLED": False,
-    "TWISTED_REACTOR": "twisted.internet.epollreactor.EPollReactor",
-})
-crawler = process.create_crawler(Pages)
-process.crawl(crawler)
-process.start()
-from twisted.internet import reactor
-stats = crawler.stats.get_stats()
-print(json.dumps({
-    "reactor": type(reactor).__name__, "got": got, "failed": failed,
-    "stats": {k: v for k, v in stats.items() if k.startswith("rep/")},
-}))
-"""
-
-
-@pytest.mark.slow
-def test_on_the_epoll_reactor(site: ScriptedServer) -> None:
-    site.script("/robots.txt", Reply(body=ROBOTS, delay=0.5))
-    urls = slow_pages(site, WAITERS)
-    report, _ = run_reporting("-c", EPOLL_CRAWL, *urls)
-    assert report["reactor"] == "EPollReactor"
-    assert sorted(report["got"]) == sorted(urls)
-    assert report["failed"] == []
-    assert most_at_once(site.page_hits("/p/")) == 2

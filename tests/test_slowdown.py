@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import pytest
 import pytest_twisted
 import scrapy
-from crawls import CrawlResult, run_crawl, run_reporting
+from crawls import CrawlResult, run_crawl
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
 from scrapy import Request, signals
 from scrapy.core.downloader import Downloader
@@ -622,50 +622,6 @@ async def test_cached_answers_do_not_stall_the_slow_start(
     assert result.stats["httpcache/hit"] >= 10
     cached_at = sorted(got[url] for url in cached)
     assert cached_at[-1] - cached_at[0] < 0.5  # 10 x 0.5 s if each waited for REACH_TIMEOUT
-
-
-EPOLL_CRAWL = """
-import json, sys
-from scrapy import Request, Spider
-from scrapy.crawler import CrawlerProcess
-
-urls = sys.argv[1:]
-got, failed = [], []
-
-class Pages(Spider):
-    name = "epoll-slowdown"
-
-    async def start(self):
-        for url in urls:
-            yield Request(url, errback=lambda failure: failed.append(repr(failure.value)))
-
-    def parse(self, response):
-        got.append(response.url)
-
-process = CrawlerProcess({
-    "ADDONS": {"scrapy_rep.Addon": 100}, "ROBOTSTXT_OBEY": True,
-    "USER_AGENT": "ExampleBot/1.0", "LOG_LEVEL": "INFO", "RETRY_TIMES": 2,
-    "TELNETCONSOLE_ENABLED": False, "REMOTE_CONTROL_ENABLED": False,
-    "TWISTED_REACTOR": "twisted.internet.epollreactor.EPollReactor",
-})
-process.crawl(Pages)
-process.start()
-from twisted.internet import reactor
-print(json.dumps({"reactor": type(reactor).__name__, "got": got, "failed": failed}))
-"""
-
-
-@pytest.mark.slow
-def test_on_the_epoll_reactor(site: ScriptedServer) -> None:
-    """The gate and the pause do not need asyncio (only sharing through Redis does)."""
-    slow = SlowSite(site, window=1.5, retry_after=lambda now: ("2", 2.0))
-    urls = slow.pages(6)
-    report, logged = run_reporting("-c", EPOLL_CRAWL, *urls)
-    assert report["reactor"] == "EPollReactor"
-    assert sorted(report["got"]) == sorted(urls)
-    assert report["failed"] == []
-    assert inside_pauses(site.page_hits(), slow.slow_answers()) == []
-    assert "answers again (200)" in logged
 
 
 @pytest.mark.slow

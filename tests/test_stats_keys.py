@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+# no Scrapy code runs: neither the reactor nor Scrapy's version changes anything
+pytestmark = [pytest.mark.reactor_free, pytest.mark.scrapy_free]
 
 ROOT = Path(__file__).resolve().parents[1]
 STATS_METHODS = frozenset({"inc_value", "set_value", "get_value", "max_value", "min_value"})

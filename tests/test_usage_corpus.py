@@ -17,7 +17,8 @@ from _corpus import CorpusFile, manifest, require_corpus, site_urls, site_urls_p
 
 from scrapy_rep import RobotsTxt
 
-pytestmark = [pytest.mark.corpus, pytest.mark.reactor_free]  # every file of the corpus: CPU-heavy
+# every file of the corpus: CPU-heavy
+pytestmark = [pytest.mark.corpus, pytest.mark.reactor_free, pytest.mark.scrapy_free]
 
 AGENTS = ("examplebot", "Googlebot", "bingbot")
 PROBE_URLS = ("/", "/index.html?q=1&page=2", "/wp-admin/admin-ajax.php", "/search?q=x")

@@ -29,7 +29,8 @@ from scrapy_rep.usage import (
 )
 from scrapy_rep.usage._labels import PURPOSES
 
-pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
+# no Scrapy code runs: neither the reactor nor Scrapy's version changes anything
+pytestmark = [pytest.mark.reactor_free, pytest.mark.scrapy_free]
 
 BOT = "ExampleBot"
 
