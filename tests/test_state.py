@@ -503,15 +503,29 @@ class Pages(scrapy.Spider):
         self.failed[failure.request.url] = type(failure.value).__name__
 
     def closed(self, reason):
-        stats = self.crawler.stats.get_stats()
-        print(json.dumps({"stats": stats, "failed": self.failed}, default=str))
+        from twisted.internet import reactor
+
+        report = {
+            "stats": self.crawler.stats.get_stats(),
+            "failed": self.failed,
+            "reactor": f"{type(reactor).__module__}.{type(reactor).__name__}",
+        }
+        print(json.dumps(report, default=str))
 """
 
 
 @pytest.mark.slow
-@pytest.mark.reactor_free  # scrapy crawl subprocesses
+@pytest.mark.reactor_free  # scrapy crawl subprocesses, each on the reactor named
+@pytest.mark.parametrize(
+    "reactor",
+    [
+        "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
+        "twisted.internet.selectreactor.SelectReactor",
+    ],
+    ids=["asyncio", "twisted"],
+)
 def test_crawl_processes_in_a_row_share_the_state_directory(
-    site: ScriptedServer, tmp_path: Path
+    site: ScriptedServer, tmp_path: Path, reactor: str
 ) -> None:
     """Four ``scrapy runspider`` processes, one after another, one REP_STATE_DIR.
     The server says max-age=3600; runs 3 and 4 say REP_CACHE_TTL = 1 s, so what
@@ -527,6 +541,7 @@ def test_crawl_processes_in_a_row_share_the_state_directory(
         "LOG_LEVEL": "INFO",
         "REP_STATE_DIR": str(tmp_path / "state"),
         "REP_CACHE_MIN_TTL": 0,
+        "TWISTED_REACTOR": reactor,
     }
 
     def crawl(paths: list[str], **more: Any) -> tuple[dict[str, Any], str]:
@@ -537,6 +552,7 @@ def test_crawl_processes_in_a_row_share_the_state_directory(
         return run_reporting(*args, timeout=90)
 
     first, _ = crawl(["/a", "/private/1"])
+    assert first["reactor"] == reactor
     run1_done = time.monotonic()
     assert robots_hits(site) == 1
     assert "If-None-Match" not in robots.last_request()
