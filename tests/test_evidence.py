@@ -207,8 +207,17 @@ async def test_archive_holds_every_fetch_and_hop_verifiable_with_warcio(
             assert robotstxt["outcome"] == "challenged"
             assert robotstxt["status"] == status
             assert robotstxt["parsed_sha256"] is None
+            assert robotstxt["warc_record_id"] == challenged["warc_record_id"]  # what it rests on
             decision = response.meta["rep_provenance"]["decision"]
             assert (decision["line"], decision["rule"], decision["group"]) == (None, None, [])
+    for name in ("404", "503"):  # no rules: the provenance names the answer archived
+        kept = by_origin[origins[name]]
+        pages = [r for u, r in result.responses.items() if u.startswith(origins[name] + "/")]
+        assert pages
+        for response in pages:
+            robotstxt = response.meta["rep_provenance"]["robotstxt"]
+            assert robotstxt["parsed_sha256"] is None
+            assert robotstxt["warc_record_id"] == kept["warc_record_id"]
     refused_hops = by_origin[refused]["hops"]
     assert refused_hops
     assert all(hop["status"] is None and hop["error"] for hop in refused_hops)
