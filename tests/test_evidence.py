@@ -1,8 +1,9 @@
 """The evidence archive (REP_EVIDENCE) and provenance (rep_provenance) in real crawls.
 
 Origins whose robots.txt is gzip-encoded, redirected, cut by REP_MAX_SIZE,
-an HTML page, a 503 (tried twice), refused, a 404, and two that serve the same
-file (the second is a revisit). What is checked is what a reader of the
+an HTML page, a 503 (tried twice), refused, a 404, answered with a challenge
+(a Cloudflare 403 and an AWS WAF 202, each with an HTML page), and two that
+serve the same file (the second is a revisit). What is checked is what a reader of the
 archive would check: warcio reads every file and verifies every digest (and
 ``warcio check`` passes), each download that got an answer is one response
 (or revisit) record, evidence.jsonl's ``parsed_sha256`` is the sha256 of the
@@ -42,6 +43,7 @@ TOKEN = "testbot"
 MAX_SIZE = 300
 ROBOTS = "User-agent: *\nDisallow: /private\nAllow: /private/open\n\nSitemap: /sitemap.xml\n"
 SAME = "User-agent: testbot\nDisallow: /secret\nCrawl-delay: 0\n"
+CHALLENGE_PAGE = b"<!DOCTYPE html><html><head><title>Just a moment...</title></head></html>"
 LONG = "User-agent: *\nDisallow: /private\n" + "".join(f"Disallow: /x{i:04d}\n" for i in range(60))
 
 
@@ -80,6 +82,7 @@ def sites(make_site: Any) -> dict[str, Any]:
     """The origins of the module docstring: {name: server or origin text}."""
     found: dict[str, Any] = {name: make_site() for name in ("gzip", "redirect", "long", "html")}
     found.update({name: make_site() for name in ("503", "404", "same1", "same2")})
+    found.update({name: make_site() for name in ("cf-403", "waf-202")})
     found["gzip"].script(
         "/robots.txt",
         Reply(
@@ -97,6 +100,14 @@ def sites(make_site: Any) -> dict[str, Any]:
     found["html"].script("/robots.txt", Reply(body=b"<html><body>Welcome</body></html>"))
     found["503"].script("/robots.txt", Reply(status=503, headers={"Retry-After": "0"}))
     found["404"].script("/robots.txt", Reply(status=404))
+    found["cf-403"].script(
+        "/robots.txt",
+        Reply(403, CHALLENGE_PAGE, {"cf-mitigated": "challenge", "Content-Type": "text/html"}),
+    )
+    found["waf-202"].script(
+        "/robots.txt",
+        Reply(202, CHALLENGE_PAGE, {"x-amzn-waf-action": "challenge", "Content-Type": "text/html"}),
+    )
     found["same1"].robots(SAME)
     found["same2"].robots(SAME)
     return found
@@ -163,6 +174,50 @@ async def test_archive_holds_every_fetch_and_hop_verifiable_with_warcio(
     assert by_origin[origins["503"]]["outcome"] == "unreachable"
     assert by_origin[origins["404"]]["outcome"] == "unavailable"
     assert by_origin[origins["html"]]["outcome"] == "parsed"  # as RFC 9309 reads a 200
+    # a challenge page is archived as received, but is no robots.txt: no rules
+    # are read from it, and the pages let through (REP_UNREACHABLE = "allow")
+    # say that they were checked against none
+    for name, status, marker in (
+        ("cf-403", 403, "cf-mitigated"),
+        ("waf-202", 202, "x-amzn-waf-action"),
+    ):
+        challenged = by_origin[origins[name]]
+        assert challenged["outcome"] == "challenged", name
+        assert challenged["parsed_sha256"] is None
+        assert [hop["status"] for hop in challenged["hops"]] == [status]
+        headers, http, payload = records[challenged["warc_record_id"]]
+        assert http.get_header(marker) == "challenge"  # every header value kept
+        if headers.get_header("WARC-Type") == "revisit":  # the same page as the other
+            payload = records[headers.get_header("WARC-Refers-To")][2]
+        assert payload == CHALLENGE_PAGE
+        assert hashlib.sha256(payload).hexdigest() == challenged["sha256"]
+        reading = json.loads(records[challenged["metadata_record_id"]][2])
+        assert reading["outcome"] == "challenged"
+        assert reading["parsed_sha256"] is None
+        assert "groups" not in reading
+        assert not reading.get("rules_from")
+        let_through = [
+            response
+            for url, response in result.responses.items()
+            if url.startswith(origins[name] + "/")
+        ]
+        assert {r.url for r in let_through} == {origins[name] + path for path in paths}
+        for response in let_through:
+            robotstxt = response.meta["rep_provenance"]["robotstxt"]
+            assert robotstxt["outcome"] == "challenged"
+            assert robotstxt["status"] == status
+            assert robotstxt["parsed_sha256"] is None
+            assert robotstxt["warc_record_id"] == challenged["warc_record_id"]  # what it rests on
+            decision = response.meta["rep_provenance"]["decision"]
+            assert (decision["line"], decision["rule"], decision["group"]) == (None, None, [])
+    for name in ("404", "503"):  # no rules: the provenance names the answer archived
+        kept = by_origin[origins[name]]
+        pages = [r for u, r in result.responses.items() if u.startswith(origins[name] + "/")]
+        assert pages
+        for response in pages:
+            robotstxt = response.meta["rep_provenance"]["robotstxt"]
+            assert robotstxt["parsed_sha256"] is None
+            assert robotstxt["warc_record_id"] == kept["warc_record_id"]
     refused_hops = by_origin[refused]["hops"]
     assert refused_hops
     assert all(hop["status"] is None and hop["error"] for hop in refused_hops)
@@ -177,8 +232,9 @@ async def test_archive_holds_every_fetch_and_hop_verifiable_with_warcio(
     same = [by_origin[origins[name]]["hops"][-1] for name in ("same1", "same2")]
     kinds = sorted(records[hop["record_id"]][0].get_header("WARC-Type") for hop in same)
     assert kinds == ["response", "revisit"]
-    # the gzip-encoded and the redirected robots.txt hold the same bytes too
-    assert result.stats["rep/evidence/revisits"] == 2
+    # the gzip-encoded and the redirected robots.txt hold the same bytes too,
+    # and so do the two challenge pages
+    assert result.stats["rep/evidence/revisits"] == 3
 
     # parsed_sha256: the bytes parsed; parsed again, they decide as the crawl did
     for line in lines:

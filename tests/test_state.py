@@ -22,7 +22,7 @@ from urllib.parse import urlparse, urlsplit
 
 import pytest
 import pytest_twisted
-from crawls import run_crawl, sleep
+from crawls import BASE_SETTINGS, run_crawl, run_reporting, sleep
 from scrapy import Request
 from servers import Reply, ScriptedServer
 
@@ -47,10 +47,13 @@ class RevalidatingRobots:
     """/robots.txt of ``site``: ``body`` with a strong ETag (its sha256) and
     ``max-age``, or a 304 when the request names that ETag."""
 
-    def __init__(self, site: ScriptedServer, body: bytes, path: str = "/robots.txt") -> None:
+    def __init__(
+        self, site: ScriptedServer, body: bytes, path: str = "/robots.txt", max_age: int = MAX_AGE
+    ) -> None:
         self.site = site
         self.body = body
         self.path = path
+        self.max_age = max_age
         site.script(path, self.reply)
 
     @property
@@ -61,7 +64,7 @@ class RevalidatingRobots:
         return [hit for hit in self.site.log() if hit.path == self.path][-1].headers
 
     def reply(self, number: int) -> Reply:
-        headers = {"ETag": self.etag, "Cache-Control": f"max-age={MAX_AGE}"}
+        headers = {"ETag": self.etag, "Cache-Control": f"max-age={self.max_age}"}
         if self.last_request().get("If-None-Match") == self.etag:
             return Reply(status=304, headers=headers)
         return Reply(body=self.body, headers={**headers, "Content-Type": "text/plain"})
@@ -473,3 +476,120 @@ async def test_a_dry_run_reports_a_changed_pin_but_stops_nothing(
     assert result.stats["rep/pin/changed"] == 1
     assert "rep/pin/dropped" not in result.stats
     assert result.stats["rep/pin/forbidden"] == 1  # /new/1: the current rules forbid it
+
+
+SPIDER = """
+import json, sys
+import scrapy
+
+
+class Pages(scrapy.Spider):
+    name = "pages"
+    custom_settings = {"ADDONS": {"scrapy_rep.Addon": 100}}
+
+    def __init__(self, urls="", **kwargs):
+        super().__init__(**kwargs)
+        self.urls = urls.split(",")
+        self.failed = {}
+
+    async def start(self):
+        for url in self.urls:
+            yield scrapy.Request(url, errback=self.fail, dont_filter=True)
+
+    def parse(self, response):
+        pass
+
+    def fail(self, failure):
+        self.failed[failure.request.url] = type(failure.value).__name__
+
+    def closed(self, reason):
+        from twisted.internet import reactor
+
+        report = {
+            "stats": self.crawler.stats.get_stats(),
+            "failed": self.failed,
+            "reactor": f"{type(reactor).__module__}.{type(reactor).__name__}",
+        }
+        print(json.dumps(report, default=str))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.reactor_free  # scrapy crawl subprocesses, each on the reactor named
+@pytest.mark.parametrize(
+    "reactor",
+    [
+        "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
+        "twisted.internet.selectreactor.SelectReactor",
+    ],
+    ids=["asyncio", "twisted"],
+)
+def test_crawl_processes_in_a_row_share_the_state_directory(
+    site: ScriptedServer, tmp_path: Path, reactor: str
+) -> None:
+    """Four ``scrapy runspider`` processes, one after another, one REP_STATE_DIR.
+    The server says max-age=3600; runs 3 and 4 say REP_CACHE_TTL = 1 s, so what
+    run 1 (then run 3) stored has expired for them once a second has passed.
+    1: fetched. 2: fresh in the state, not asked. 3: expired, asked with
+    If-None-Match; the 304 keeps its rules. 4: the body changed, pinned to the
+    first: the change reported, and with stop_origin none of its pages sent."""
+    robots = RevalidatingRobots(site, FIRST, max_age=3600)
+    spider = tmp_path / "pages.py"
+    spider.write_text(SPIDER)
+    settings = {
+        **{k: v for k, v in BASE_SETTINGS.items() if isinstance(v, str | int | float)},
+        "LOG_LEVEL": "INFO",
+        "REP_STATE_DIR": str(tmp_path / "state"),
+        "REP_CACHE_MIN_TTL": 0,
+        "TWISTED_REACTOR": reactor,
+    }
+
+    def crawl(paths: list[str], **more: Any) -> tuple[dict[str, Any], str]:
+        urls = ",".join(site.url(path) for path in paths)
+        args = ["-m", "scrapy", "runspider", str(spider), "-a", f"urls={urls}"]
+        for name, value in {**settings, **more}.items():
+            args += ["-s", f"{name}={value}"]
+        return run_reporting(*args, timeout=90)
+
+    first, _ = crawl(["/a", "/private/1"])
+    assert first["reactor"] == reactor
+    run1_done = time.monotonic()
+    assert robots_hits(site) == 1
+    assert "If-None-Match" not in robots.last_request()
+    assert first["failed"] == {site.url("/private/1"): "ForbiddenByRobots"}
+    assert (tmp_path / "state" / FILE_NAME).is_file()
+
+    second, _ = crawl(["/b", "/private/2"])
+    assert robots_hits(site) == 1  # fresh in the state: not asked again
+    assert second["stats"]["rep/state/used"] == 1
+    assert second["failed"] == {site.url("/private/2"): "ForbiddenByRobots"}
+
+    time.sleep(max(0.0, 1.2 - (time.monotonic() - run1_done)))
+    third, _ = crawl(["/c", "/private/3"], REP_CACHE_TTL=1)
+    assert robots_hits(site) == 2
+    assert robots.last_request().get("If-None-Match") == robots.etag
+    assert third["stats"]["rep/robotstxt/not_modified"] == 1
+    assert third["failed"] == {site.url("/private/3"): "ForbiddenByRobots"}  # rules kept
+    assert site.pages() == ["/a", "/b", "/c"]  # no /private page ever requested
+    run3_done = time.monotonic()
+
+    pinned = robots.etag
+    robots.body = SECOND
+    pins = pin_file(tmp_path, site, FIRST)
+    time.sleep(max(0.0, 1.2 - (time.monotonic() - run3_done)))
+    fourth, log = crawl(
+        ["/d", "/new/1", "/private/4"],
+        REP_CACHE_TTL=1,
+        REP_PIN_FILE=pins,
+        REP_PIN_ACTION="stop_origin",
+    )
+    assert robots_hits(site) == 3
+    assert robots.last_request().get("If-None-Match") == pinned  # the old ETag, answered 200
+    assert fourth["stats"]["rep/pin/changed"] == 1
+    assert fourth["stats"]["rep/pin/dropped"] == 3
+    assert set(fourth["failed"].values()) == {"RobotsTxtChanged"}
+    assert site.pages() == ["/a", "/b", "/c"]  # none of run 4's pages sent
+    changed = [line for line in log.splitlines() if "changed since pinned" in line]
+    assert changed
+    assert all("WARNING" in line for line in changed)
+    assert "+2 Disallow lines" in changed[0]

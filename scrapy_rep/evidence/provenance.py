@@ -58,6 +58,9 @@ class Provenance:
         self._evidence = evidence
         # The fetch each origin's rules were read from (kept while stale rules serve).
         self._rules_from: OrderedDict[Origin, dict[str, Any]] = OrderedDict()
+        # The archived answer of a fetch that gave no rules (a challenge, a 404, a
+        # 5xx): the verdict rests on it, so the provenance names its record.
+        self._answered: OrderedDict[Origin, tuple[Entry, dict[str, Any]]] = OrderedDict()
         self._parts: OrderedDict[Origin, tuple[Entry, dict[str, Any]]] = OrderedDict()
         self._second = (-1, "")  # the last whole second stamped, as text
 
@@ -105,6 +108,16 @@ class Provenance:
         elif robots is None or entry.ruleless:
             self._rules_from.pop(origin, None)
         # else the rules were kept from an earlier fetch (stale, or not modified)
+        if (
+            sha is None
+            and line
+            and line.get("warc_record_id")
+            and (robots is None or entry.ruleless)
+        ):
+            answer = {key: line.get(key) for key in ("fetched_at", "warc_record_id", "warc_file")}
+            lru_put(self._answered, origin, (entry, answer), self._bound)
+        else:
+            self._answered.pop(origin, None)
         self._parts.pop(origin, None)
 
     def _reading(
@@ -203,6 +216,10 @@ class Provenance:
             # rules fetched by another process (REP_STATE_DIR, a cluster worker):
             # their digest travels with the entry (the same parsed bytes)
             part["parsed_sha256"] = entry.sha256
+        else:
+            answered = self._answered.get(origin)
+            if answered is not None and answered[0] is entry:
+                part.update(answered[1])
         lru_put(self._parts, origin, (entry, part), self._bound)
         return dict(part)
 
