@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
 
     from scrapy_rep.policy import Entry
-    from scrapy_rep.robotstxt import RobotsTxt
+    from scrapy_rep.robotstxt import Decision, RobotsTxt
 
 __all__ = ["ALLOWED", "REFUSED", "UNKNOWN", "RobotsTxtMiddleware"]
 
@@ -145,11 +145,12 @@ class RobotsTxtMiddleware:
         agent = self._ua
         if meta_agent or self._header_agents is not None:  # else the crawl's token
             agent = self.service.agent_of(request, meta_agent)
-        if not robots.allowed(request.url, user_agent=agent):
-            self._forbid(request, origin, robots, agent)
-        request.meta[PROVENANCE_META] = self._provenance.decided(
-            origin, entry, robots, request.url, agent
-        )
+        # One match serves the verdict and the provenance; allowed() confirms a
+        # refusal (it also lets /robots.txt itself through), never drop on doubt.
+        decision = robots.decide(request.url, user_agent=agent)
+        if not decision.allowed and not robots.allowed(request.url, user_agent=agent):
+            self._forbid(request, origin, decision, agent)
+        request.meta[PROVENANCE_META] = self._provenance.decided(origin, entry, decision, agent)
         if self._delays is None:
             return None
         delay = entry.delay if agent == self._ua else self.service.delay_of(entry, robots, agent)
@@ -160,10 +161,7 @@ class RobotsTxtMiddleware:
         this middleware, which must read the same group)."""
         return self.service.agent_of(request)
 
-    def _forbid(self, request: Request, origin: Origin, robots: RobotsTxt, agent: str) -> None:
-        decision = robots.decide(request.url, user_agent=agent)
-        if decision.allowed:  # cannot differ from allowed(); never drop on doubt
-            return
+    def _forbid(self, request: Request, origin: Origin, decision: Decision, agent: str) -> None:
         self._stats.inc_value("rep/dry_run/forbidden" if self._dry_run else "rep/forbidden")
         if self._pins is not None and origin in self._pins.changed:
             self._pins.forbidden(origin, request.url, agent)
@@ -201,7 +199,7 @@ class RobotsTxtMiddleware:
     ) -> Coroutine[Any, Any, None] | None:
         mode = self.config.unreachable
         request.meta[PROVENANCE_META] = self._provenance.decided(  # if let through
-            origin, entry, None, request.url, self._ua
+            origin, entry, None, self._ua
         )
         if mode == "allow":
             self._stats.inc_value("rep/unreachable/allowed")

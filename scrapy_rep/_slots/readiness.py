@@ -65,6 +65,12 @@ class SlotReadiness(OnDownloader):
         slot = downloader.slots.get(key) if downloader is not None else None
         return slot.active if slot is not None else _NONE
 
+    def under_way(self) -> AbstractSet[Request]:
+        """Every request under way in the downloader (see :meth:`in_downloader`):
+        one lookup for a test of many requests."""
+        downloader = self._downloader or self._bind()
+        return downloader.active if downloader is not None else _NONE
+
     def in_downloader(self, request: Request) -> bool:
         """True while ``request`` is under way in the downloader (its
         middlewares, its slot, its transfer)."""

@@ -9,7 +9,8 @@ statements that applied (added by :mod:`scrapy_rep.usage_middleware`).
 Everything in it is JSON-safe (str, int, bool, None, lists, dicts).
 
 The robots.txt part is built once per origin and fetch, then copied; per
-request it costs one more match (:meth:`RobotsTxt.decide`) and a small dict.
+request it costs a small dict: the decision is the robots middleware's own match
+(:meth:`RobotsTxt.decide`), made once for the verdict and the provenance.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from scrapy_rep.evidence._recorder import Evidence
     from scrapy_rep.origin import Origin
     from scrapy_rep.policy import Entry
-    from scrapy_rep.robotstxt import RobotsTxt
+    from scrapy_rep.robotstxt import Decision, RobotsTxt
 
 __all__ = ["PROVENANCE_META", "Provenance", "unchecked"]
 
@@ -163,11 +164,12 @@ class Provenance:
     # -- requests -----------------------------------------------------------------
 
     def decided(
-        self, origin: Origin, entry: Entry, robots: RobotsTxt | None, url: str, agent: str
+        self, origin: Origin, entry: Entry, found: Decision | None, agent: str
     ) -> dict[str, Any]:
-        """The provenance of a request checked against ``robots`` (None: robots.txt
-        unreachable and the request let through)."""
-        if robots is None:
+        """The provenance of a request ``agent``'s rules decided as ``found``
+        (the middleware's own match; None: robots.txt unreachable and the
+        request let through)."""
+        if found is None:
             decision: dict[str, Any] = {
                 "allowed": True,
                 "token": agent,
@@ -176,7 +178,6 @@ class Provenance:
                 "rule": None,
             }
         else:
-            found = robots.decide(url, user_agent=agent)
             decision = {
                 "allowed": found.allowed,
                 "token": agent,

@@ -44,6 +44,7 @@ from scrapy.pqueues import DownloaderAwarePriorityQueue
 from scrapy_rep import _per_ip
 from scrapy_rep._compat import peek_priority_queue, remove_slot_dir
 from scrapy_rep._robots import REFUSED, UNKNOWN
+from scrapy_rep.frontier._verdicts import HeadVerdicts
 from scrapy_rep.frontier.shared import frontier_of
 
 if TYPE_CHECKING:
@@ -118,6 +119,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         self._awaited_since: dict[Origin, float] = {}
         self._overdue: OrderedDict[Origin, None] = OrderedDict()
         self._heads: dict[str, Request | None] = {}  # peeked first request of a slot
+        self._verdicts = HeadVerdicts()  # their readiness, while it holds
         self._can_peek = callable(getattr(downstream_queue_cls, "peek", None))
         super().__init__(
             crawler,
@@ -291,7 +293,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         if robots is not None:
             head = self._head(slot)
             if head is not None:
-                verdict, delay, origin = robots.readiness(head)
+                verdict, delay, origin = self._verdicts.readiness(robots, slot, head)
                 if verdict == REFUSED:
                     return RELEASE, 0
                 if self._overdue and verdict != UNKNOWN and origin is not None:
@@ -345,6 +347,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             self._candidates.popleft()
             del self._where[slot]
             del self.pqueues[slot]
+            self._verdicts.forget(slot)
             queue.close()
             if self.key:
                 remove_slot_dir(self.key, slot)
@@ -484,6 +487,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
 
     def close(self) -> dict[str, list[int]]:
         self._heads.clear()
+        self._verdicts.clear()
         self._frontier.wakeup.cancel()  # the crawl ends: no more turns to wake it for
         return super().close()
 
