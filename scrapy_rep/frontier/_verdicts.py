@@ -9,8 +9,9 @@ against robots.txt again. Its answer only changes with the request or its
 origin's rules, so it is kept per slot while the slot's first request is the
 same object, its origin's cache entry is the same object (a new fetch, a
 refresh or an eviction stores a new one) and the origin is not stopped by a
-changed pin. UNKNOWN answers and unreachable origins (whose answer depends on
-the time) are never kept.
+changed pin nor its slot by a stop signal (scrapy_rep.challenges). UNKNOWN
+answers and unreachable origins (whose answer depends on the time) are never
+kept.
 """
 
 from __future__ import annotations
@@ -42,8 +43,12 @@ class HeadVerdicts:
         if kept is not None and kept[0] is head:
             origin = kept[2][2]
             assert origin is not None  # only kept with an origin
-            pins = robots.pins
-            if robots.cache.get(origin) is kept[1] and (pins is None or origin not in pins.stopped):
+            pins, challenges = robots.pins, robots.pacing.challenges
+            if (
+                robots.cache.get(origin) is kept[1]
+                and (pins is None or origin not in pins.stopped)
+                and (challenges is None or not challenges.is_stopped(head))
+            ):
                 return kept[2]
         found = robots.readiness(head)
         origin = found[2]
