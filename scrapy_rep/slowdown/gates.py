@@ -70,6 +70,7 @@ class Gate:
         "probing",
         "since",
         "timer",
+        "unclaimed",
         "until",
         "waiters",
     )
@@ -88,6 +89,9 @@ class Gate:
         self.parked: deque[Queued] = deque()
         self.keeping = False  # a keeper sleeps until the pause ends (or its probe is claimed)
         self.probing = False  # this worker claimed the probe after a shared pause
+        # the shared pause is over but its probe not claimed: nothing was held
+        # here to probe with; the next request held claims it
+        self.unclaimed = False
 
 
 class Gates:
@@ -199,7 +203,12 @@ class Gates:
     @staticmethod
     def _has_room(gate: Gate, now: float) -> bool:
         # while its keeper runs, the pause is not over (or its probe not claimed yet)
-        return gate.until <= now and not gate.keeping and len(gate.out) < gate.allowed
+        return (
+            gate.until <= now
+            and not gate.keeping
+            and not gate.unclaimed
+            and len(gate.out) < gate.allowed
+        )
 
     async def _hold(self, request: Request, key: str, gate: Gate) -> None:
         if not gate.holding:  # done since gate() looked
@@ -207,6 +216,9 @@ class Gates:
         self._stats.inc_value("rep/slowdown/held")
         wake: Deferred[bool] = Deferred()
         gate.waiters.append((request, wake))
+        if gate.unclaimed and not gate.keeping:  # it will be the probe, once claimed
+            gate.keeping = True
+            deferred_from_coro(self._keep(key, gate))
         if not await self._waiting.woken(request, wake):
             self._stats.inc_value("rep/slowdown/dropped_closing")
             raise IgnoreRequest(
@@ -326,7 +338,7 @@ class Gates:
             gate = self._new_gate(key)
         if gate.until <= now:
             gate.allowed = 1
-        gate.probing = False
+        gate.probing = gate.unclaimed = False
         if not gate.holding:
             gate.holding = True
             self.holding += 1
@@ -350,6 +362,7 @@ class Gates:
             if not wake.called:
                 wake.callback(True)
         gate.until = min(gate.until, time.monotonic())
+        gate.unclaimed = False
         self._close_if_done(key, gate)
 
     def _new_gate(self, key: str) -> Gate:
@@ -403,9 +416,14 @@ class Gates:
                         return
                 if self.claim is None or not gate.holding:
                     break
+                if not gate.waiters and not gate.parked:
+                    # nothing to probe with: claim nothing (another worker may
+                    # probe), keep holding; the next request held claims it
+                    gate.unclaimed = True
+                    return
                 wait = await self.claim(key, self._probe_bound)
                 if wait <= 0:
-                    gate.probing = True
+                    gate.probing, gate.unclaimed = True, False
                     break
                 if not await self._waiting.sleep(min(wait, CLAIM_RECHECK)):
                     self._closing(key, gate)
