@@ -89,6 +89,8 @@ class Pacing:
                 self.challenges.share(
                     shared.pauses, ClusterStops(shared.pauses.link, config, stats)
                 )
+        if self.gates is not None and shared.pauses is not None:  # one probe per shared pause
+            self.gates.claim = shared.pauses.claim_probe
         self.delays = (
             SlotDelays(
                 crawler,

@@ -86,6 +86,30 @@ end
 return 1
 """
 
+# KEYS: the slot's state. ARGV: this worker, how long a claim holds (ms).
+# -> {1 if this worker sends the probe of the pause that ended, else 0; us to
+# wait before asking again}. One probe per pause across the cluster: the claim
+# names the pause (its end); the claimant's answer starts a new pause, stops
+# the slot, or clears the state (_RESUME); a claim left without an outcome
+# (the claimant died, its probe failed) lapses, and another worker may probe.
+_CLAIM = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local state = redis.call('HMGET', KEYS[1], 'until', 'probe', 'probe_for', 'probe_ends')
+if not state[1] then return {1, 0} end
+local untl = tonumber(state[1])
+if untl > now then return {0, math.floor(untl - now)} end
+local ends = tonumber(state[4] or '0')
+if state[3] == state[1] and ends > now and state[2] ~= ARGV[1] then
+  return {0, math.floor(ends - now)}
+end
+redis.call('HSET', KEYS[1], 'probe', ARGV[1], 'probe_for', state[1],
+  'probe_ends', string.format('%.0f', now + tonumber(ARGV[2]) * 1000))
+local left = redis.call('PTTL', KEYS[1])
+if left >= 0 and left < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return {1, 0}
+"""
+
 # KEYS: the set of paused slots. -> {now, slot, until, slot, until, ...}: the
 # pauses running, for a worker that (re)subscribes.
 _RUNNING = """
@@ -128,6 +152,7 @@ class ClusterPauses:
         self._pause_now = link.script_now(_PAUSE)
         self._resume = link.script(_RESUME)
         self._running = link.script(_RUNNING)
+        self._claim = link.script(_CLAIM)
         self._apply: Apply | None = None
         self._ready = asyncio.Event()  # the first subscription and catch-up are done
         self._timeout = config.redis_timeout
@@ -180,6 +205,22 @@ class ClusterPauses:
     def resume(self, slot: str) -> None:
         """A good answer from ``slot`` after its pause."""
         self._background(self._call_resume(slot))
+
+    async def claim_probe(self, slot: str, bound: float) -> float:
+        """The pause of ``slot`` is over here: 0 if this worker sends its probe
+        (claimed for ``bound`` seconds at most), else seconds to wait before
+        asking again (the cluster's pause runs, or another worker probes).
+        Redis unavailable: 0, each worker probes (as without Redis)."""
+        try:
+            mine, wait = await self.link.call(
+                self._claim, self._keys(slot)[:1], [self._me, int(bound * 1000)]
+            )
+        except RedisUnavailable:
+            return 0.0
+        if int(mine):
+            self._stats.inc_value("rep/slowdown/redis/probes_claimed")
+            return 0.0
+        return max(int(wait) / 1e6, 0.001)
 
     def _background(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)

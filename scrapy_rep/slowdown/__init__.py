@@ -133,7 +133,10 @@ class SlowDown:
         gates = self.gates
         if gates.answered(key, request, now):  # sent before this pause began
             return
+        probed = gates.probed(key)  # this worker's probe for the cluster
         since = gates.good_answer(key)
+        if since is None and probed and self._cluster is not None:
+            self._cluster.resume(key)  # the other workers stop waiting for its outcome
         if since is not None:
             self._stats.inc_value("rep/slowdown/resumed")
             logger.info(

@@ -38,7 +38,7 @@ from twisted.internet.defer import Deferred
 from scrapy_rep import _slots
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine
+    from collections.abc import Awaitable, Callable, Coroutine
 
     from scrapy import Request
     from scrapy.crawler import Crawler
@@ -53,6 +53,8 @@ REACH_TIMEOUT = 0.5
 """Seconds a released request has to reach the downloader before it no longer counts as out."""
 DEFAULT_CONCURRENCY = 8
 """Slow start limit of a slot the downloader has no slot object for right now."""
+CLAIM_RECHECK = 0.25
+"""Seconds at most between two asks for the probe of a pause another worker probes."""
 
 
 class Gate:
@@ -65,8 +67,10 @@ class Gate:
         "keeping",
         "out",
         "parked",
+        "probing",
         "since",
         "timer",
+        "unclaimed",
         "until",
         "waiters",
     )
@@ -83,7 +87,11 @@ class Gate:
         self.waiters: deque[tuple[Request, Deferred[bool]]] = deque()
         # queued in the slot when the pause began: they go first
         self.parked: deque[Queued] = deque()
-        self.keeping = False  # a keeper sleeps until the pause ends
+        self.keeping = False  # a keeper sleeps until the pause ends (or its probe is claimed)
+        self.probing = False  # this worker claimed the probe after a shared pause
+        # the shared pause is over but its probe not claimed: nothing was held
+        # here to probe with; the next request held claims it
+        self.unclaimed = False
 
 
 class Gates:
@@ -112,6 +120,12 @@ class Gates:
         """Gates holding requests now: their slots are paused, or resuming slowly."""
         self._listening = False  # request_reached/left_downloader connected
         self._quieting: CallLaterResult | None = None
+        self.claim: Callable[[str, float], Awaitable[float]] | None = None
+        """With shared pauses (Redis): asks for the probe of slot ``key``'s
+        ended pause; 0 if this worker sends it, else seconds to wait before
+        asking again (set by the pacing)."""
+        # A probe's claim outlives it: the probe may wait for the slot, then its answer.
+        self._probe_bound = crawler.settings.getfloat("DOWNLOAD_TIMEOUT", 180.0) + 10.0
         crawler.signals.connect(self._stopped, signal=signals.engine_stopped)
 
     # -- where a request leaves the robots middleware ----------------------------------
@@ -165,6 +179,14 @@ class Gates:
         gate.answers = 0
         return gate.since
 
+    def probed(self, key: str) -> bool:
+        """True once after this worker's claimed probe of slot ``key`` was answered well."""
+        gate = self.by_slot.get(key)
+        if gate is None or not gate.probing:
+            return False
+        gate.probing = False
+        return True
+
     async def sit_out(self, key: str) -> bool:
         """Wait, without slow start, until slot ``key`` is not paused; False if
         the spider closes meanwhile. For requests paced cluster-wide, already
@@ -180,7 +202,13 @@ class Gates:
 
     @staticmethod
     def _has_room(gate: Gate, now: float) -> bool:
-        return gate.until <= now and len(gate.out) < gate.allowed
+        # while its keeper runs, the pause is not over (or its probe not claimed yet)
+        return (
+            gate.until <= now
+            and not gate.keeping
+            and not gate.unclaimed
+            and len(gate.out) < gate.allowed
+        )
 
     async def _hold(self, request: Request, key: str, gate: Gate) -> None:
         if not gate.holding:  # done since gate() looked
@@ -188,6 +216,9 @@ class Gates:
         self._stats.inc_value("rep/slowdown/held")
         wake: Deferred[bool] = Deferred()
         gate.waiters.append((request, wake))
+        if gate.unclaimed and not gate.keeping:  # it will be the probe, once claimed
+            gate.keeping = True
+            deferred_from_coro(self._keep(key, gate))
         if not await self._waiting.woken(request, wake):
             self._stats.inc_value("rep/slowdown/dropped_closing")
             raise IgnoreRequest(
@@ -307,6 +338,7 @@ class Gates:
             gate = self._new_gate(key)
         if gate.until <= now:
             gate.allowed = 1
+        gate.probing = gate.unclaimed = False
         if not gate.holding:
             gate.holding = True
             self.holding += 1
@@ -330,6 +362,7 @@ class Gates:
             if not wake.called:
                 wake.callback(True)
         gate.until = min(gate.until, time.monotonic())
+        gate.unclaimed = False
         self._close_if_done(key, gate)
 
     def _new_gate(self, key: str) -> Gate:
@@ -372,20 +405,40 @@ class Gates:
             deferred_from_coro(self._keep(key, gate))
 
     async def _keep(self, key: str, gate: Gate) -> None:
-        """Sleep until the pause is over, then let the first request go."""
+        """Sleep until the pause is over (and, shared, this worker has the
+        probe: another worker's probe ends in a new pause, a stop, or the
+        pause cleared), then let the first request go."""
         try:
-            while (left := gate.until - time.monotonic()) > 0:
-                if not await self._waiting.sleep(left):  # the spider closes
-                    self._drop_waiters(key, gate)
-                    reason = f"the spider closed while download slot {key!r} was paused"
-                    dropped = self._pauses.drop_queued(key, reason, gate.timer)
-                    self._stats.inc_value("rep/slowdown/dropped_closing", dropped)
+            while True:
+                while (left := gate.until - time.monotonic()) > 0:
+                    if not await self._waiting.sleep(left):  # the spider closes
+                        self._closing(key, gate)
+                        return
+                if self.claim is None or not gate.holding:
+                    break
+                if not gate.waiters and not gate.parked:
+                    # nothing to probe with: claim nothing (another worker may
+                    # probe), keep holding; the next request held claims it
+                    gate.unclaimed = True
+                    return
+                wait = await self.claim(key, self._probe_bound)
+                if wait <= 0:
+                    gate.probing, gate.unclaimed = True, False
+                    break
+                if not await self._waiting.sleep(min(wait, CLAIM_RECHECK)):
+                    self._closing(key, gate)
                     return
         finally:
             gate.keeping = False
         if gate.holding:
             self._grant(key, gate)
             self._close_if_done(key, gate)
+
+    def _closing(self, key: str, gate: Gate) -> None:
+        self._drop_waiters(key, gate)
+        reason = f"the spider closed while download slot {key!r} was paused"
+        dropped = self._pauses.drop_queued(key, reason, gate.timer)
+        self._stats.inc_value("rep/slowdown/dropped_closing", dropped)
 
     def _close_if_done(self, key: str, gate: Gate) -> None:
         """The gate stops holding once its backlog is gone and its pause is
