@@ -88,7 +88,7 @@ redis-server:
 # processes would not help (the three keep two cores busy) and would stall each
 # event loop longer.
 test: lint typecheck docs
-	@echo "== pytest, pytest-twisted and pytest-floor side by side: about 15 minutes on 2 cores;"
+	@echo "== pytest, pytest-twisted and pytest-floor side by side: about 18 minutes on 2 cores;"
 	@echo "   each prints its results when it ends (make pytest runs one alone, as it goes)"
 	$(MAKE) -j3 --output-sync=target pytest pytest-twisted pytest-floor
 
