@@ -10,10 +10,10 @@ import asyncio
 import contextlib
 import json
 import logging
-import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from scrapy_rep.cluster.link import RedisUnavailable, _redis_errors
+from scrapy_rep.cluster._channel import Channel
+from scrapy_rep.cluster.link import RedisUnavailable
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -122,11 +122,8 @@ table.insert(found, 1, string.format('%.0f', now))
 return found
 """
 
-RESUBSCRIBE_MIN = 1.0
-"""Seconds at least between two attempts to subscribe again after an error."""
 
-
-class ClusterPauses:
+class ClusterPauses(Channel["Apply"]):
     """This worker's side of the cluster-wide pauses (see :mod:`scrapy_rep.cluster`).
 
     ``publish`` and ``resume`` are called on the answers that change a pause:
@@ -136,28 +133,21 @@ class ClusterPauses:
     the other workers' pauses. No Redis call is made per request.
     """
 
+    what = "Slow-down"
+
     def __init__(self, link: RedisLink, config: Config, stats: StatsCollector) -> None:
-        self.link = link
+        super().__init__(link, config, stats, f"{config.redis_prefix}slowdown")
         self._prefix = config.redis_prefix
-        self.channel = f"{config.redis_prefix}slowdown"
-        self._stats = stats
-        self._me = uuid.uuid4().hex
         self._min_us = int(config.slowdown_min_delay * 1e6)
         self._max_us = int(config.slowdown_max_delay * 1e6)
         self._max = config.slowdown_max_delay
         # A level outlives its pause by REP_SLOWDOWN_MAX_DELAY, at least a
         # minute: a slow-down answer later than that starts from the minimum.
         self._keep_ms = int(max(config.slowdown_max_delay, 60.0) * 1000)
-        self._resubscribe = max(config.redis_retry, RESUBSCRIBE_MIN)
         self._pause_now = link.script_now(_PAUSE)
         self._resume = link.script(_RESUME)
         self._running = link.script(_RUNNING)
         self._claim = link.script(_CLAIM)
-        self._apply: Apply | None = None
-        self._ready = asyncio.Event()  # the first subscription and catch-up are done
-        self._timeout = config.redis_timeout
-        self._listener: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
         self._unshared = False  # warned that pauses stay local (until Redis answers)
 
     def _keys(self, slot: str) -> list[str]:
@@ -222,57 +212,11 @@ class ClusterPauses:
             return 0.0
         return max(int(wait) / 1e6, 0.001)
 
-    def _background(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)  # the loop keeps weak references only
-        task.add_done_callback(self._tasks.discard)
-
     async def _call_resume(self, slot: str) -> None:
         with contextlib.suppress(RedisUnavailable):
             await self.link.call(self._resume, self._keys(slot)[:1], [])
 
     # -- the other workers' answers ------------------------------------------------
-
-    async def start(self, apply: Apply) -> None:
-        """Subscribe (at spider_opened); ``apply`` receives the other workers' pauses.
-
-        Returns once the pauses running in the cluster are known (or Redis
-        failed to say within its timeout), so that a worker joining during a
-        pause sends nothing into it: the crawl starts after spider_opened."""
-        self._apply = apply
-        if self._listener is None:
-            self._listener = asyncio.ensure_future(self._listen())
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._ready.wait(), self._timeout * 2)
-
-    def close(self) -> None:
-        """Stop listening (at engine_stopped, before the link closes)."""
-        if self._listener is not None:
-            self._listener.cancel()
-            self._listener = None
-        for task in list(self._tasks):
-            task.cancel()
-
-    async def _listen(self) -> None:
-        redis_errors = _redis_errors()
-        errors: tuple[type[BaseException], ...] = (*redis_errors, ValueError, TypeError)
-        while True:
-            pubsub = self.link.client.pubsub(ignore_subscribe_messages=True)
-            try:
-                await pubsub.subscribe(self.channel)
-                await self._catch_up()
-                self._ready.set()
-                while True:
-                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                    if message is not None:
-                        self._received(message["data"])
-            except errors as exc:
-                self._ready.set()  # the crawl does not wait for Redis any longer
-                logger.debug("Slow-down subscriber stopped (%r); again later", exc)
-            finally:
-                with contextlib.suppress(*redis_errors):
-                    await pubsub.aclose()
-            await asyncio.sleep(self._resubscribe)
 
     async def _catch_up(self) -> None:
         """Pauses that began before this worker (re)subscribed."""

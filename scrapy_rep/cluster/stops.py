@@ -14,14 +14,12 @@ included), none is sent. It rides on the slow-down's Redis link
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
-import uuid
 from typing import TYPE_CHECKING, Any
 
-from scrapy_rep.cluster.link import RedisUnavailable, _redis_errors
+from scrapy_rep.cluster._channel import Channel
+from scrapy_rep.cluster.link import RedisUnavailable
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -45,34 +43,24 @@ redis.call('PUBLISH', ARGV[4], ARGV[5])
 return 1
 """
 _ALL = "return redis.call('HGETALL', KEYS[1])"
-RESUBSCRIBE_MIN = 1.0
 _MAX_FIELD = 256  # characters kept of each text field of a message
 
 
-class ClusterStops:
+class ClusterStops(Channel["Apply"]):
     """This worker's side of the cluster-wide stops (see the module docstring)."""
 
+    what = "Stop"
+
     def __init__(self, link: RedisLink, config: Config, stats: StatsCollector) -> None:
-        self.link = link
         self.key = f"{config.redis_prefix}stopped"
-        self.channel = self.key
+        super().__init__(link, config, stats, self.key)
         self._keep_ms = int(max(config.redis_keep, 60.0) * 1000)
-        self._stats = stats
-        self._me = uuid.uuid4().hex
-        self._timeout = config.redis_timeout
         self._stop = link.script(_STOP)
         self._all = link.script(_ALL)
-        self._resubscribe = max(config.redis_retry, RESUBSCRIBE_MIN)
-        self._apply: Apply | None = None
-        self._ready = asyncio.Event()
-        self._listener: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
 
     def publish(self, slot: str, what: dict[str, Any]) -> None:
         """This worker stopped ``slot`` (``what``: why); returns at once."""
-        task = asyncio.ensure_future(self._publish(slot, what))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._background(self._publish(slot, what))
 
     async def _publish(self, slot: str, what: dict[str, Any]) -> None:
         args = [slot, json.dumps(what), self._keep_ms, self.channel]
@@ -87,45 +75,6 @@ class ClusterStops:
             )
             return
         self._stats.inc_value("rep/challenge/redis/published")
-
-    async def start(self, apply: Apply) -> None:
-        """Subscribe (at spider_opened); ``apply`` receives the other workers'
-        stops. Returns once the stops already made are known (or Redis failed
-        to say within its timeout)."""
-        self._apply = apply
-        if self._listener is None:
-            self._listener = asyncio.ensure_future(self._listen())
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._ready.wait(), self._timeout * 2)
-
-    def close(self) -> None:
-        """Stop listening (before the link closes)."""
-        if self._listener is not None:
-            self._listener.cancel()
-            self._listener = None
-        for task in list(self._tasks):
-            task.cancel()
-
-    async def _listen(self) -> None:
-        redis_errors = _redis_errors()
-        errors: tuple[type[BaseException], ...] = (*redis_errors, ValueError, TypeError)
-        while True:
-            pubsub = self.link.client.pubsub(ignore_subscribe_messages=True)
-            try:
-                await pubsub.subscribe(self.channel)
-                await self._catch_up()
-                self._ready.set()
-                while True:
-                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                    if message is not None:
-                        self._received(message["data"])
-            except errors as exc:
-                self._ready.set()
-                logger.debug("Stop subscriber stopped (%r); again later", exc)
-            finally:
-                with contextlib.suppress(*redis_errors):
-                    await pubsub.aclose()
-            await asyncio.sleep(self._resubscribe)
 
     async def _catch_up(self) -> None:
         try:

@@ -1,0 +1,104 @@
+"""A cluster-wide state kept by publish/subscribe: the pauses' and the stops' common part.
+
+Each worker subscribes to a channel when the spider opens, reads the state
+already written (``_catch_up``) each time it subscribes, and hands each
+message to ``_received``. A subscriber that fails subscribes again after
+``REP_REDIS_RETRY`` seconds (at least :data:`RESUBSCRIBE_MIN`); the crawl waits
+for the first subscription at most twice ``REP_REDIS_TIMEOUT``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from scrapy_rep.cluster.link import _redis_errors
+
+if TYPE_CHECKING:
+    from scrapy.statscollectors import StatsCollector
+
+    from scrapy_rep.cluster.link import RedisLink
+    from scrapy_rep.config import Config
+
+logger = logging.getLogger(__name__)
+
+RESUBSCRIBE_MIN = 1.0
+"""Seconds at least between two attempts to subscribe again after an error."""
+
+ApplyT = TypeVar("ApplyT")
+
+
+class Channel(Generic[ApplyT]):
+    """Subscribe, catch up, receive; ``apply`` (given to :meth:`start`) is what
+    the subclass calls with the other workers' news."""
+
+    what = "cluster"  # for the log: whose subscriber stopped
+
+    def __init__(
+        self, link: RedisLink, config: Config, stats: StatsCollector, channel: str
+    ) -> None:
+        self.link = link
+        self.channel = channel
+        self._stats = stats
+        self._me = uuid.uuid4().hex  # a worker ignores its own messages
+        self._timeout = config.redis_timeout
+        self._resubscribe = max(config.redis_retry, RESUBSCRIBE_MIN)
+        self._apply: ApplyT | None = None
+        self._ready = asyncio.Event()  # the first subscription and catch-up are done
+        self._listener: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def _background(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)  # the loop keeps weak references only
+        task.add_done_callback(self._tasks.discard)
+
+    async def start(self, apply: ApplyT) -> None:
+        """Subscribe (at spider_opened). Returns once the state already written
+        is known (or Redis failed to say within its timeout), so that a worker
+        joining later acts on it from its first request."""
+        self._apply = apply
+        if self._listener is None:
+            self._listener = asyncio.ensure_future(self._listen())
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._ready.wait(), self._timeout * 2)
+
+    def close(self) -> None:
+        """Stop listening (at engine_stopped, before the link closes)."""
+        if self._listener is not None:
+            self._listener.cancel()
+            self._listener = None
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def _listen(self) -> None:
+        redis_errors = _redis_errors()
+        errors: tuple[type[BaseException], ...] = (*redis_errors, ValueError, TypeError)
+        while True:
+            pubsub = self.link.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.channel)
+                await self._catch_up()
+                self._ready.set()
+                while True:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if message is not None:
+                        self._received(message["data"])
+            except errors as exc:
+                self._ready.set()  # the crawl does not wait for Redis any longer
+                logger.debug("%s subscriber stopped (%r); again later", self.what, exc)
+            finally:
+                with contextlib.suppress(*redis_errors):
+                    await pubsub.aclose()
+            await asyncio.sleep(self._resubscribe)
+
+    async def _catch_up(self) -> None:
+        """The state written before this worker (re)subscribed."""
+        raise NotImplementedError
+
+    def _received(self, data: bytes | str) -> None:
+        """One message of another worker (or this one's: ignored by ``_me``)."""
+        raise NotImplementedError
