@@ -31,6 +31,7 @@ WORKER = Path(__file__).with_name("_redis_worker.py")
 
 def start_worker(name: str, urls: list[str], settings: dict[str, Any]) -> subprocess.Popen[str]:
     config = {"name": name, "urls": urls, "settings": settings}
+    config["scrapy_redis"] = "SCHEDULER_QUEUE_CLASS" in settings  # the Redis queue
     return subprocess.Popen(
         [sys.executable, str(WORKER), json.dumps(config)],
         stdout=subprocess.PIPE,
@@ -39,8 +40,8 @@ def start_worker(name: str, urls: list[str], settings: dict[str, Any]) -> subpro
     )
 
 
-def report_of(worker: subprocess.Popen[str]) -> dict[str, Any]:
-    out, err = worker.communicate(timeout=60)
+def report_of(worker: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
+    out, err = worker.communicate(timeout=timeout)
     assert worker.returncode == 0, err[-3000:]
     report: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     report["log"] = err

@@ -6,11 +6,7 @@ loopback address of its own that challenges every page.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,33 +14,14 @@ import pytest_twisted
 from crawls import run_crawl
 from redis_server import RedisServer, shared
 from servers import Reply, ScriptedServer
+from test_redis_slowdown import report_of, start_worker
 
 from scrapy_rep import RobotsTxtUnavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio_only]  # worker subprocesses
 
-WORKER = Path(__file__).with_name("_redis_worker.py")
 CHALLENGE = Reply(403, b"<html>Just a moment...</html>", {"cf-mitigated": "challenge"})
 FAST = {"REP_CHALLENGE_PAUSE": 0.5, "REP_CHALLENGE_MAX_PAUSE": 1.0, "RETRY_ENABLED": True}
-
-
-def start_worker(name: str, urls: list[str], settings: dict[str, Any]) -> subprocess.Popen[str]:
-    config = {"name": name, "urls": urls, "settings": settings}
-    config["scrapy_redis"] = "SCHEDULER_QUEUE_CLASS" in settings
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), json.dumps(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def report_of(worker: subprocess.Popen[str]) -> dict[str, Any]:
-    out, err = worker.communicate(timeout=90)
-    assert worker.returncode == 0, err[-3000:]
-    report: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    assert report["finish_reason"] == "finished", err[-3000:]
-    return report
 
 
 @pytest.fixture
@@ -74,7 +51,7 @@ def test_workers_that_start_after_the_stop_send_nothing(
     settings = shared(redis_server, redis_prefix, **FAST, CONCURRENT_REQUESTS_PER_DOMAIN=1)
     if queue == "redis-queue":
         settings.update(redis_queue(redis_server, redis_prefix))
-    first = report_of(start_worker("a", [site.url(f"/p{i}") for i in range(10)], settings))
+    first = report_of(start_worker("a", [site.url(f"/p{i}") for i in range(10)], settings), 90)
     assert first["stats"]["rep/challenge/stopped"] == 1
     sent_by_a = len(site.page_hits())
     assert sent_by_a == 1 + 3  # the first answer, then 3 probes
@@ -103,7 +80,7 @@ def test_three_workers_at_once_account_for_every_request(
         start_worker(name, [site.url(f"/p{i}") for i in range(start, start + 10)], settings)
         for name, start in (("a", 0), ("b", 10), ("c", 20))
     ]
-    reports = [report_of(worker) for worker in workers]
+    reports = [report_of(worker, 90) for worker in workers]
     hits = site.page_hits()
     failures: dict[str, str] = {}
     for report in reports:  # with the Redis queue, any worker may end any request
