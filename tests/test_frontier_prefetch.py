@@ -165,7 +165,10 @@ async def test_prefetch_runs_at_most_rep_max_fetches_robots_txt_at_once() -> Non
     assert not failed, failed
     assert len(answered) == MANY_ORIGINS
     assert robots_hits == MANY_ORIGINS
-    assert peak <= FEW_FETCHES, f"{peak} robots.txt requests at once"
+    # A fetch still under way after an eighth of REP_FETCH_TIMEOUT gives its place
+    # to the next (frontier/robots.py): on a loaded machine a few do, each counted.
+    slow = crawler.stats.get_value("rep/frontier/robotstxt_slow", 0)
+    assert peak <= FEW_FETCHES + slow, f"{peak} robots.txt requests at once, {slow} slow"
     assert stats(crawler).get("rep/frontier/robotstxt_prefetched") == MANY_ORIGINS
 
 
