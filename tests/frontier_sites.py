@@ -50,6 +50,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path
         robots = path == "/robots.txt"
         sites._arrived(host, path, page=not robots)
+        answering = False
         try:
             if robots:
                 wait = sites.robots_wait(host)
@@ -66,6 +67,10 @@ class _Handler(BaseHTTPRequestHandler):
                 if sites.page_delay:
                     time.sleep(sites.page_delay)
                 status, payload, kind = 200, PAGE, "text/html"
+            # Counted out before the answer is written: once the client has it, it
+            # may send the next request before this thread runs again.
+            answering = True
+            sites._left(host, page=not robots)
             self.send_response(status)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(payload)))
@@ -74,7 +79,8 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
         finally:
-            sites._left(host, page=not robots)
+            if not answering:
+                sites._left(host, page=not robots)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
