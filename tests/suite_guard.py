@@ -32,6 +32,7 @@ import contextlib
 import faulthandler
 import functools
 import os
+import resource
 import signal
 import sys
 import threading
@@ -243,17 +244,27 @@ def _descendants() -> list[int]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     _State.item, _State.started = item, time.monotonic()
+    cpu_before = _cpu_seconds()
     _note(f"start {item.nodeid}")
     try:
         return (yield)
     finally:
-        _note(f"end   {item.nodeid} ({time.monotonic() - _State.started:.1f} s)")
+        took, cpu = time.monotonic() - _State.started, _cpu_seconds() - cpu_before
+        _note(f"end   {item.nodeid} ({took:.1f} s, cpu {cpu:.1f} s)")
         _State.item = None
         if _State.terminated:
             item.session.shouldstop = "SIGTERM: stopped after the test under way"
             for pid in _descendants():
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of the children it has reaped (crawl
+    subprocesses, workers): a test's CPU beside its wall time says whether it
+    waits or works."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def _time_limit(item: pytest.Item) -> float:
