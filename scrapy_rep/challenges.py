@@ -44,7 +44,7 @@ from scrapy import signals
 from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_rep import signals as rep_signals
-from scrapy_rep._download import ROBOTS_META
+from scrapy_rep._meta_keys import ROBOTS_META, STOP_META
 from scrapy_rep.exceptions import PaymentRequired, SiteChallenged
 from scrapy_rep.origin import origin_of
 from scrapy_rep.stop_signals import KINDS, RULES, Detector, StopSignal
@@ -65,10 +65,6 @@ __all__ = ["STOP_META", "Challenges"]
 
 logger = logging.getLogger(__name__)
 
-STOP_META: Final = "rep_stop_signal"
-"""Meta key set on a request whose answer was a stop signal (value: the
-:class:`~scrapy_rep.stop_signals.StopSignal`); read by the robots
-middleware's ``process_response`` and by the slow-down, which then ignores it."""
 REFUSAL: Final = "refuses this crawler"
 
 

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
     from scrapy.utils.asyncio import CallLaterResult
 
-    from scrapy_rep._waiting import Waiting
+    from scrapy_rep._slots.waiting import Waiting
 
 MAX_HOSTS = 10_000
 """Host names remembered by network location (then forgotten all at once)."""

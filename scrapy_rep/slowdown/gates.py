@@ -45,9 +45,8 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
     from scrapy.utils.asyncio import CallLaterResult
 
-    from scrapy_rep._slots import SlotPauses
+    from scrapy_rep._slots import SlotPauses, Waiting
     from scrapy_rep._slots.pauses import Queued
-    from scrapy_rep._waiting import Waiting
 
 REACH_TIMEOUT = 0.5
 """Seconds a released request has to reach the downloader before it no longer counts as out."""

@@ -24,7 +24,7 @@ What else keeps this sound:
   scheduler at once instead of at its next 5 s heartbeat;
 - every sleep ends early, with False, once the engine starts closing.
 
-The engine internals this needs are in :mod:`scrapy_rep._slots`.
+The engine internals this needs are in :mod:`scrapy_rep._slots.active`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,12 @@ from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
-from scrapy_rep import _slots
+from scrapy_rep._slots.active import (
+    engine_closing,
+    leave_active,
+    rejoin_active,
+    waiting_problems,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -83,14 +88,14 @@ class Waiting:
         if self.count >= self.cap or not self._can_detach():
             yield
             return
-        if not _slots.leave_active(self._crawler.engine, request):
+        if not leave_active(self._crawler.engine, request):
             yield
             return
         self.count += 1
         try:
             yield
         finally:
-            _slots.rejoin_active(self._crawler.engine, request)
+            rejoin_active(self._crawler.engine, request)
             self.count -= 1
 
     async def woken(self, request: Request, wake: Deferred[bool]) -> bool:
@@ -101,7 +106,7 @@ class Waiting:
 
     def _can_detach(self) -> bool:
         if self._supported is None:  # what is missing was logged at start (_slots)
-            self._supported = not _slots.waiting_problems(self._crawler.engine)
+            self._supported = not waiting_problems(self._crawler.engine)
         return self._supported
 
     def _spider_idle(self) -> None:
@@ -134,7 +139,7 @@ class Waiting:
             wake.callback(timer_fired)
 
     def _watch_closing(self) -> None:
-        if self._sleepers and _slots.engine_closing(self._crawler.engine):
+        if self._sleepers and engine_closing(self._crawler.engine):
             self.wake_all()
         elif not self._sleepers:
             self._stop_watch()
