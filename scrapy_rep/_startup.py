@@ -118,5 +118,6 @@ def _warn_if_scrapy_middleware_enabled(crawler: Crawler) -> None:
 
 def _is_our_addon(addon: object) -> bool:
     """Whether ``addon`` is scrapy-rep's add-on (or a subclass), known by its
-    class's path: this module sits below the add-on, which imports it."""
+    class's path: the add-on sits above this module (it enables the middleware
+    that runs this check), so importing it here would close a circle."""
     return any(f"{cls.__module__}.{cls.__qualname__}" == ADDON for cls in type(addon).__mro__)
