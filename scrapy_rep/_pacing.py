@@ -82,6 +82,7 @@ class Pacing:
         self.gates: Gates | None = self.slowdown.gates if self.slowdown is not None else None
         if self.challenges is not None:  # challenge pauses hold slots through the same gates
             report.sections.append(self.challenges.section)
+            report.stop_signals = self.challenges.states
             if self.gates is None:
                 self.gates = Gates(crawler, stats, waiting, pauses, config.cache_max_origins)
             self.challenges.gates = self.gates

@@ -429,6 +429,15 @@ class Challenges:
         if self._shared_stops is not None:
             self._shared_stops.close()
 
+    def states(self) -> list[tuple[str, dict[str, Any]]]:
+        """(origin, state) of every slot that answered with a stop signal, for
+        the REP_REPORT file (scrapy_rep.report)."""
+        return [
+            (record.origin, _state(key, record))
+            for key, record in self.records.items()
+            if record.signal is not None
+        ]
+
     def section(self) -> str | None:
         """The close report's section (scrapy_rep.report), None if no origin
         answered with a stop signal."""
@@ -446,6 +455,28 @@ class Challenges:
         if len(told) > self._top:
             lines.append(f"  ... and {len(told) - self._top} more")
         return "\n".join(lines)
+
+
+def _state(key: str, record: SlotRecord) -> dict[str, Any]:
+    """A slot's stop-signal state as the REP_REPORT file holds it (docs/report.md)."""
+    signal = record.signal
+    assert signal is not None
+    refusal = signal.provider == "the site"
+    return {
+        "slot": key,
+        "kind": "refusal" if refusal else signal.kind,
+        "provider": signal.provider,
+        "marker": signal.marker,
+        "price": signal.price,
+        "scheme": signal.scheme,
+        "first_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.first)),
+        "answers": record.challenged,
+        "pauses": record.paused,
+        "probes": record.probes,
+        "stopped": record.stopped,
+        "from_cluster": record.from_cluster,
+        "not_sent": record.dropped,
+    }
 
 
 def _line(record: SlotRecord) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from crawls import run_crawl
 from redis_server import RedisServer, shared
 from servers import Reply, ScriptedServer
 from test_redis_slowdown import report_of, start_worker
+from test_report import records
 
 from scrapy_rep import RobotsTxtUnavailable
 
@@ -46,7 +48,11 @@ def redis_queue(redis: RedisServer, prefix: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("queue", ["frontier", "redis-queue"])
 def test_workers_that_start_after_the_stop_send_nothing(
-    challenging: ScriptedServer, redis_server: RedisServer, redis_prefix: str, queue: str
+    challenging: ScriptedServer,
+    redis_server: RedisServer,
+    redis_prefix: str,
+    queue: str,
+    tmp_path: Path,
 ) -> None:
     site = challenging
     settings = shared(redis_server, redis_prefix, **FAST, CONCURRENT_REQUESTS_PER_DOMAIN=1)
@@ -57,15 +63,24 @@ def test_workers_that_start_after_the_stop_send_nothing(
     sent_by_a = len(site.page_hits())
     assert sent_by_a == 1 + 3  # the first answer, then 3 probes
     later = [
-        start_worker(name, [site.url(f"/p{i}") for i in range(start, start + 10)], settings)
+        start_worker(
+            name,
+            [site.url(f"/p{i}") for i in range(start, start + 10)],
+            {**settings, "REP_REPORT": str(tmp_path / f"{name}.jsonl")},
+        )
         for name, start in (("b", 10), ("c", 20))
     ]
-    for report in map(report_of, later):
+    for name, report in zip("bc", map(report_of, later), strict=True):
         assert report["responses"] == []
         assert set(report["failures"].values()) == {"SiteChallenged"}
         assert len(report["failures"]) == 10
         assert report["stats"]["rep/challenge/stopped/cluster"] == 1
         assert report["stats"]["rep/challenge/dropped"] == 10
+        # its REP_REPORT file: the stop learnt from A, with A's count of probes
+        [state] = [record["stop_signal"] for record in records(tmp_path / f"{name}.jsonl")]
+        assert (state["kind"], state["provider"]) == ("challenge", "Cloudflare")
+        assert (state["stopped"], state["from_cluster"]) == (True, True)
+        assert (state["probes"], state["answers"], state["not_sent"]) == (3, 0, 10)
     assert len(site.page_hits()) == sent_by_a  # b and c sent nothing
 
 
