@@ -28,6 +28,7 @@ from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
 
 from scrapy_rep import _slots
+from scrapy_rep._meta_keys import ROBOTS_META
 from scrapy_rep._slots import SlotDelays, SlotLimits, SlotPauses
 from scrapy_rep.challenges import Challenges
 from scrapy_rep.cluster import CLOSING, LOCAL, PACED
@@ -82,6 +83,7 @@ class Pacing:
         self.gates: Gates | None = self.slowdown.gates if self.slowdown is not None else None
         if self.challenges is not None:  # challenge pauses hold slots through the same gates
             report.sections.append(self.challenges.section)
+            report.stop_signals = self.challenges.states
             if self.gates is None:
                 self.gates = Gates(crawler, stats, waiting, pauses, config.cache_max_origins)
             self.challenges.gates = self.gates
@@ -187,6 +189,25 @@ class Pacing:
         limits = self.limits
         placed = limits.admit(request, url) if limits is not None else None
         return placed if placed is None else self.placed(request, placed)
+
+    def gate_only(self, request: Request) -> Coroutine[Any, Any, None] | None:
+        """A request that skips robots.txt (``dont_obey_robotstxt``) still waits
+        at a paused slot's gate (not for a place: the slot limit counts only
+        the requests robots.txt let go). scrapy-rep's own robots.txt and
+        tdmrep.json requests do not: they are how a slot gets its rules."""
+        gates = self.gates
+        if gates is None or ROBOTS_META in request.meta:
+            return None
+        held = gates.gate(request)
+        if held is None:
+            return None
+        self._stats.inc_value("rep/waited/gate")
+        return self._held(request, held)
+
+    async def _held(self, request: Request, held: Coroutine[Any, Any, None]) -> None:
+        await held
+        if self.challenges is not None and self.challenges.stopped:  # stopped meanwhile
+            self.challenges.check(request)
 
     def placed(
         self, request: Request, placed: Coroutine[Any, Any, None]

@@ -45,6 +45,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._meta_keys import ROBOTS_META, STOP_META
+from scrapy_rep.cluster.pauses import PAUSED, RUNNING, STOP
 from scrapy_rep.exceptions import PaymentRequired, SiteChallenged
 from scrapy_rep.origin import origin_of
 from scrapy_rep.stop_signals import KINDS, RULES, Detector, StopSignal
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from scrapy_rep._slots import SlotPauses
     from scrapy_rep._slots.pauses import Queued
     from scrapy_rep.cluster import ClusterPauses
+    from scrapy_rep.cluster.pauses import ChallengeRun
     from scrapy_rep.cluster.stops import ClusterStops
     from scrapy_rep.config import Config
     from scrapy_rep.slowdown.gates import Gates
@@ -75,12 +77,15 @@ class SlotRecord:
         "challenged",
         "dropped",
         "first",
+        "from_cluster",
         "origin",
+        "paused",
         "pauses",
         "plain_403",
         "probes",
         "signal",
         "stopped",
+        "told",
     )
 
     def __init__(self, origin: str) -> None:
@@ -88,10 +93,13 @@ class SlotRecord:
         self.signal: StopSignal | None = None  # the latest
         self.first = 0.0  # time.time() of the first signal
         self.challenged = 0  # challenged answers seen, all told
-        self.probes = 0  # challenged answers after a pause, in a row
-        self.pauses = 0  # pauses in this run
+        self.probes = 0  # challenged answers after a pause, in a row (with Redis: the cluster's)
+        self.pauses = 0  # pauses in this run (with Redis: the cluster's)
+        self.paused = 0  # pauses this worker began, all told
+        self.told = False  # its pause told at INFO
         self.plain_403 = 0  # plain 403s in a row (no 2xx between)
         self.stopped = False
+        self.from_cluster = False  # stopped because another worker did
         self.dropped = 0  # requests not sent once stopped
 
 
@@ -155,6 +163,10 @@ class Challenges:
             what.get("scheme"),
         )
         record.first = record.first or time.time()
+        probes = what.get("probes")
+        if isinstance(probes, int) and not isinstance(probes, bool):
+            record.probes = max(record.probes, probes)
+        record.from_cluster = True
         self._stats.inc_value("rep/challenge/stopped/cluster")
         signal = record.signal
         why = f"{signal.kind} by {signal.provider} ({signal.marker}), told by another worker"
@@ -236,6 +248,16 @@ class Challenges:
 
     def _challenged(self, key: str, record: SlotRecord, why: str) -> None:
         """A challenge: pause the slot, or stop it after enough challenged probes."""
+        if self.gates is None:  # REP_SLOWDOWN off and no gates: nothing can pause it
+            self._stop(key, record, why)
+            return
+        if self._shared_pauses is not None:  # the run is the cluster's
+            run = self._shared_pauses.challenge(
+                key, record.origin, self._pause, self._max_pause, self._give_up
+            )
+            if run is not None:
+                self._in_cluster(key, record, why, run)
+                return
         if record.pauses:
             record.probes += 1
             self._stats.inc_value("rep/challenge/probes")
@@ -244,21 +266,38 @@ class Challenges:
                 return
         seconds = min(self._pause * 2.0 ** min(record.pauses, 64), self._max_pause)
         record.pauses += 1
-        self._stats.inc_value("rep/challenge/pauses")
-        if self.gates is None:  # REP_SLOWDOWN off and no gates: nothing can pause it
-            self._stop(key, record, why)
-            return
+        self._paused(key, record, why, seconds, "")
+
+    def _in_cluster(self, key: str, record: SlotRecord, why: str, run: ChallengeRun) -> None:
+        """The cluster's count of the run (cluster/pauses.py): one probe per pause
+        across the workers, and ``REP_CHALLENGE_GIVE_UP`` challenged probes in
+        all stop the slot."""
+        if run.what != RUNNING and run.probes:  # this worker's probe, counted
+            self._stats.inc_value("rep/challenge/probes")
+        record.probes, record.pauses = run.probes, run.pauses
+        if run.what == STOP:
+            self._stop(key, record, f"{why}, {run.probes} probes in a row across the workers")
+        else:  # RUNNING: sent before the cluster's pause began, held for what is left of it
+            seconds = round(run.left, 1)
+            self._paused(key, record, why, seconds, " with the other workers", run.what == PAUSED)
+
+    def _paused(
+        self, key: str, record: SlotRecord, why: str, seconds: float, who: str, begun: bool = True
+    ) -> None:
+        if begun:
+            record.paused += 1
+            self._stats.inc_value("rep/challenge/pauses")
         now = time.monotonic()
-        self.gates.pause(key, now + seconds, now)
-        if self._shared_pauses is not None:  # the others pause too (at most REP_SLOWDOWN_MAX_DELAY)
-            self._shared_pauses.publish(key, record.origin, seconds)
+        self.gates.pause(key, now + seconds, now)  # type: ignore[union-attr]
         logger.log(
-            logging.INFO if record.pauses == 1 else logging.DEBUG,
-            "%s %s; paused %g s (REP_CHALLENGE_PAUSE), then one probe",
+            logging.DEBUG if record.told else logging.INFO,
+            "%s %s; paused %g s%s (REP_CHALLENGE_PAUSE), then one probe",
             record.origin,
             why,
             seconds,
+            who,
         )
+        record.told = True
 
     def _payment(
         self, key: str, record: SlotRecord, signal: StopSignal, request: Request, response: Response
@@ -305,6 +344,7 @@ class Challenges:
                     "marker": signal.marker,
                     "price": signal.price,
                     "scheme": signal.scheme,
+                    "probes": record.probes,
                 },
             )
         if self.gates is not None:
@@ -385,6 +425,15 @@ class Challenges:
         if self._shared_stops is not None:
             self._shared_stops.close()
 
+    def states(self) -> list[tuple[str, dict[str, Any]]]:
+        """(origin, state) of every slot that answered with a stop signal, for
+        the REP_REPORT file (scrapy_rep.report)."""
+        return [
+            (record.origin, _state(key, record))
+            for key, record in self.records.items()
+            if record.signal is not None
+        ]
+
     def section(self) -> str | None:
         """The close report's section (scrapy_rep.report), None if no origin
         answered with a stop signal."""
@@ -402,6 +451,28 @@ class Challenges:
         if len(told) > self._top:
             lines.append(f"  ... and {len(told) - self._top} more")
         return "\n".join(lines)
+
+
+def _state(key: str, record: SlotRecord) -> dict[str, Any]:
+    """A slot's stop-signal state as the REP_REPORT file holds it (docs/report.md)."""
+    signal = record.signal
+    assert signal is not None
+    refusal = signal.provider == "the site"
+    return {
+        "slot": key,
+        "kind": "refusal" if refusal else signal.kind,
+        "provider": signal.provider,
+        "marker": signal.marker,
+        "price": signal.price,
+        "scheme": signal.scheme,
+        "first_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.first)),
+        "answers": record.challenged,
+        "pauses": record.paused,
+        "probes": record.probes,
+        "stopped": record.stopped,
+        "from_cluster": record.from_cluster,
+        "not_sent": record.dropped,
+    }
 
 
 def _line(record: SlotRecord) -> str:

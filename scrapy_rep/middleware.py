@@ -94,7 +94,8 @@ class RobotsTxtMiddleware:
             challenges.check(request)
         if request.meta.get("dont_obey_robotstxt"):
             request.meta[PROVENANCE_META] = unchecked("dont_obey_robotstxt")
-            return None
+            gates = self._gates  # skips robots.txt, not a paused slot's gate
+            return self._pacing.gate_only(request) if gates is not None and gates.holding else None
         url = urlparse_cached(request)
         checked = self._check(request, url)
         # A request that may go now leaves through its slot's gate and limit;

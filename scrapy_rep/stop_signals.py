@@ -10,8 +10,9 @@ reads them from markers the vendors document or that only their answers carry
   answer;
 - body markers only for the statuses their rule names, only in the first
   :data:`BODY_WINDOW` bytes, as literal bytes (no decoding, no regex); on a
-  2xx only in a body no longer than that (challenge pages are small
-  interstitials; a longer 2xx body is content and costs nothing);
+  2xx only in a page (markup) no longer than that (challenge pages are small
+  interstitials; a longer 2xx body is content and costs nothing; a
+  robots.txt that disallows a marker's path is no page);
 - the presence of a WAF is not action by a WAF: ``cf-ray``,
   ``Server: cloudflare``, a CSP naming ``cdnjs.cloudflare.com`` or reCAPTCHA,
   ``x-datadome`` on a 200 are never signals.
@@ -182,8 +183,12 @@ RULES: Final[tuple[Rule, ...]] = (
         "Imperva",
         "challenge",
         statuses=frozenset({200, 403}),
-        body=b"_Incapsula_Resource",
-        source="Imperva (Incapsula) challenge page script path",
+        # The interstitial loads the resource in a script tag; ordinary pages
+        # of Imperva's sites load it from their analytics snippet
+        # (``_analytics_scr.src = '/_Incapsula_Resource?...'``), and robots.txt
+        # files disallow it: neither is a challenge.
+        body=b'<script src="/_Incapsula_Resource?',
+        source="Imperva (Incapsula) challenge page: its script tag (the robots.txt corpus)",
     ),
     Rule(
         "Anubis",
@@ -243,11 +248,20 @@ class Detector:
                     if not raw or _match_value((rule,), raw) is None:
                         continue
                 if rule.body is not None and (
-                    not short or body.find(rule.body, 0, BODY_WINDOW) < 0
+                    not short
+                    or body.find(rule.body, 0, BODY_WINDOW) < 0
+                    or (status < 300 and not _markup(body))
                 ):
                     continue
                 return _signal(rule)
         return None
+
+
+def _markup(body: bytes) -> bool:
+    """The body is a page (its first byte past blanks and a BOM is ``<``): a
+    2xx challenge is one; a robots.txt or JSON naming the marker's path is not."""
+    start = body[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
+    return start.startswith(b"<")
 
 
 def _match_value(rules: Iterable[Rule], raw: Any) -> Rule | None:

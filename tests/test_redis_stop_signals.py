@@ -6,7 +6,9 @@ loopback address of its own that challenges every page.
 
 from __future__ import annotations
 
+import threading
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ from crawls import run_crawl
 from redis_server import RedisServer, shared
 from servers import Reply, ScriptedServer
 from test_redis_slowdown import report_of, start_worker
+from test_report import records
 
 from scrapy_rep import RobotsTxtUnavailable
 
@@ -45,7 +48,11 @@ def redis_queue(redis: RedisServer, prefix: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("queue", ["frontier", "redis-queue"])
 def test_workers_that_start_after_the_stop_send_nothing(
-    challenging: ScriptedServer, redis_server: RedisServer, redis_prefix: str, queue: str
+    challenging: ScriptedServer,
+    redis_server: RedisServer,
+    redis_prefix: str,
+    queue: str,
+    tmp_path: Path,
 ) -> None:
     site = challenging
     settings = shared(redis_server, redis_prefix, **FAST, CONCURRENT_REQUESTS_PER_DOMAIN=1)
@@ -56,15 +63,24 @@ def test_workers_that_start_after_the_stop_send_nothing(
     sent_by_a = len(site.page_hits())
     assert sent_by_a == 1 + 3  # the first answer, then 3 probes
     later = [
-        start_worker(name, [site.url(f"/p{i}") for i in range(start, start + 10)], settings)
+        start_worker(
+            name,
+            [site.url(f"/p{i}") for i in range(start, start + 10)],
+            {**settings, "REP_REPORT": str(tmp_path / f"{name}.jsonl")},
+        )
         for name, start in (("b", 10), ("c", 20))
     ]
-    for report in map(report_of, later):
+    for name, report in zip("bc", map(report_of, later), strict=True):
         assert report["responses"] == []
         assert set(report["failures"].values()) == {"SiteChallenged"}
         assert len(report["failures"]) == 10
         assert report["stats"]["rep/challenge/stopped/cluster"] == 1
         assert report["stats"]["rep/challenge/dropped"] == 10
+        # its REP_REPORT file: the stop learnt from A, with A's count of probes
+        [state] = [record["stop_signal"] for record in records(tmp_path / f"{name}.jsonl")]
+        assert (state["kind"], state["provider"]) == ("challenge", "Cloudflare")
+        assert (state["stopped"], state["from_cluster"]) == (True, True)
+        assert (state["probes"], state["answers"], state["not_sent"]) == (3, 0, 10)
     assert len(site.page_hits()) == sent_by_a  # b and c sent nothing
 
 
@@ -101,10 +117,24 @@ def test_three_workers_at_once_account_for_every_request(
     probes = [when for when in arrived if when >= arrived[0] + pause]
     assert probes
     assert all(later - earlier >= pause for earlier, later in pairwise(probes))
-    assert len(hits) < 30
+    # The give-up count is the cluster's: REP_CHALLENGE_GIVE_UP challenged
+    # probes in all stop the origin. A worker sends at most one request
+    # (CONCURRENT_REQUESTS_PER_DOMAIN) before it knows of the run's pauses (its
+    # first answer tells it, through Redis, before its slot lets another go);
+    # after that only the claimed probe of a pause leaves, one per pause, and
+    # the run has REP_CHALLENGE_GIVE_UP pauses at most: the first, then one
+    # after each challenged probe but the last. Counted per worker, 4 and 5
+    # probes went in two runs, 7 in another.
+    give_up = 3  # REP_CHALLENGE_GIVE_UP's default
+    assert sum(r["stats"].get("rep/challenge/probes", 0) for r in reports) == give_up
+    claimed = {r["name"]: r["stats"].get("rep/slowdown/redis/probes_claimed", 0) for r in reports}
+    assert sum(claimed.values()) <= give_up
+    for name, count in claimed.items():
+        assert sum(hit.headers.get("X-Worker") == name for hit in hits) <= 1 + count
+    assert len(hits) <= 3 * 1 + give_up
     stopped_here = sum(r["stats"].get("rep/challenge/stopped", 0) for r in reports)
     stopped_there = sum(r["stats"].get("rep/challenge/stopped/cluster", 0) for r in reports)
-    assert stopped_here >= 1
+    assert stopped_here == 1
     assert stopped_here + stopped_there == 3
     dropped = sum(r["stats"].get("rep/challenge/dropped", 0) for r in reports)
     assert dropped + len(hits) == 30
@@ -127,3 +157,40 @@ async def test_a_challenged_robots_txt_is_shared_as_such(
         assert second.failed_with(site.url("/b")) is RobotsTxtUnavailable
         assert second.stats["rep/redis/robots/received"] == 1
         assert second.stats["rep/robotstxt/outcome/challenged"] == 1
+
+
+def test_the_run_of_challenges_is_counted_in_redis(
+    redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """The script the workers share a run through: an answer inside the pause
+    counts for nothing, each probe doubles the pause, the give-up-th stops, a
+    good answer after the pause clears the count."""
+    from scrapy_rep.cluster.pauses import _CHALLENGE, _RESUME, PAUSED, RUNNING, STOP
+
+    client = redis_server.client()
+    challenge, resume = client.register_script(_CHALLENGE), client.register_script(_RESUME)
+    keys = [f"{redis_prefix}slowdown:s", f"{redis_prefix}pauses", f"{redis_prefix}delay:s"]
+    args = ["s", 100_000, 150_000, 3, 60_000, f"{redis_prefix}slowdown", "me", "http://s"]
+
+    def answer() -> tuple[float, int, int, int]:
+        left, probes, pauses, what = challenge(keys=keys, args=args)
+        return left / 1e6, probes, pauses, what
+
+    def after_the_pause(left: float) -> None:
+        threading.Event().wait(left + 0.02)
+
+    left, *run = answer()
+    assert run == [0, 1, PAUSED]
+    assert 0.09 < left <= 0.1
+    assert answer()[1:] == (0, 1, RUNNING)  # sent before the pause began
+    after_the_pause(left)
+    left, *run = answer()  # the first probe: twice the pause, up to the longest
+    assert run == [1, 2, PAUSED]
+    assert 0.14 < left <= 0.15
+    after_the_pause(left)
+    left, *run = answer()
+    assert run == [2, 3, PAUSED]
+    after_the_pause(left)
+    assert answer()[1:] == (3, 3, STOP)
+    resume(keys=keys[:1], args=[])  # a good answer after the pause
+    assert answer()[1:] == (0, 1, PAUSED)  # a new run

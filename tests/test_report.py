@@ -119,6 +119,7 @@ async def test_forbidding_origin_is_told_once_then_summarised_with_its_rules(
         "paced": 0,
         "dry_run": {"forbidden": 0, "forbidden_rules": [], "dropped": 0},
         "evicted": False,
+        "stop_signal": None,
     }
     assert result.stats["rep/forbidden"] == record["forbidden"]
 

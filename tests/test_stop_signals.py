@@ -10,6 +10,7 @@ import json
 import timeit
 
 import pytest
+from _corpus import manifest, require_corpus
 from scrapy.http import Headers
 
 from scrapy_rep.config import Config
@@ -43,7 +44,14 @@ def h(**headers: str) -> Headers:
         (403, {}, b'<div id="px-captcha"></div>', "challenge", "PerimeterX"),
         (403, {}, b"see https://www.perimeterx.net/whywasiblocked", "challenge", "PerimeterX"),
         (403, {"x_iinfo": "1-2-3"}, b"Incapsula incident ID: 123", "block", "Imperva"),
-        (200, {}, b'<script src="/_Incapsula_Resource?x=1">', "challenge", "Imperva"),
+        (
+            200,
+            {},
+            b'<html>\n<head>\n<META NAME="robots" CONTENT="noindex,nofollow">\n'
+            b'<script src="/_Incapsula_Resource?SWJIYLWA=5074a744e2e3d891814e9a2dace20bd4">',
+            "challenge",
+            "Imperva",
+        ),
         (
             200,
             {},
@@ -98,6 +106,28 @@ NEGATIVE = [
     pytest.param(403, {}, b"Forbidden", id="plain-403"),
     pytest.param(200, {}, b"<div id='px-captcha'>", id="px-captcha-on-200"),
     pytest.param(429, {"retry_after": "10"}, b"", id="plain-429"),
+    # robots.txt files and pages of sites behind Imperva or Anubis (the first
+    # two as the corpus has them: myanimelist.net, www.amadeus.net)
+    pytest.param(
+        200,
+        {},
+        b"User-agent: *\nDisallow: /admin/\nDisallow: /_Incapsula_Resource\n",
+        id="robots-txt-disallowing-incapsula",
+    ),
+    pytest.param(
+        200,
+        {},
+        b"<!doctype html><html><head><script>var _analytics_scr = document.createElement"
+        b"('script'); _analytics_scr.src = '/_Incapsula_Resource?SWJIYLWA=719d34d31c8e3a6e"
+        b"6fffd425f7e032f3&ns=1&cb=724680361';</script></head><body>Cheap flights</body></html>",
+        id="page-with-incapsula-analytics",
+    ),
+    pytest.param(
+        200,
+        {},
+        b"User-agent: *\nDisallow: /.within.website/x/cmd/anubis/\n",
+        id="robots-txt-disallowing-anubis",
+    ),
 ]
 
 
@@ -115,9 +145,24 @@ def test_body_markers_only_in_the_first_16_kib() -> None:
 
 def test_a_long_2xx_page_is_content() -> None:
     """An article longer than 16 KiB that quotes Anubis's script path is not a challenge."""
-    marker = b"/.within.website/x/cmd/anubis/"
+    marker = b'<script src="/.within.website/x/cmd/anubis/'
     assert DETECT(200, h(), marker + b"x" * (BODY_WINDOW - len(marker))) is not None
     assert DETECT(200, h(), marker + b"x" * BODY_WINDOW) is None
+
+
+def test_no_robots_txt_of_the_corpus_is_a_stop_signal_but_a_challenge_page() -> None:
+    """2,166 real robots.txt bodies answered 200: one is an Imperva challenge page
+    (www.hertz.com's, served at /robots.txt); myanimelist.net's robots.txt,
+    which disallows /_Incapsula_Resource, and an HTML page loading Imperva's
+    analytics (www.amadeus.net) were read as challenges before."""
+    files = manifest(require_corpus())
+    assert len(files) == 2166
+    found = {}
+    for file in files:
+        signal = DETECT(200, h(), file.path.read_bytes())
+        if signal is not None:
+            found[file.filename] = signal.provider
+    assert found == {"www.hertz.com.txt": "Imperva"}
 
 
 def test_402_crawler_price() -> None:

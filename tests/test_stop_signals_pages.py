@@ -67,6 +67,7 @@ def accounted(result: CrawlResult, urls: list[str], error: type[BaseException]) 
 
 CHALLENGES = [
     pytest.param(Reply(403, CHALLENGE_PAGE, {"cf-mitigated": "challenge"}), id="cloudflare-403"),
+    pytest.param(Reply(403, CHALLENGE_PAGE, {"x-vercel-mitigated": "challenge"}), id="vercel-403"),
     pytest.param(Reply(429, CHALLENGE_PAGE, {"x-vercel-mitigated": "challenge"}), id="vercel-429"),
     pytest.param(Reply(202, CHALLENGE_PAGE, {"x-amzn-waf-action": "challenge"}), id="aws-waf-202"),
     pytest.param(
@@ -309,6 +310,33 @@ async def test_dont_obey_robotstxt_requests_obey_the_stop(own_site: ScriptedServ
     result = await run_crawl(requests, {**FAST, "CONCURRENT_REQUESTS_PER_DOMAIN": 1})
     assert len(own_site.pages()) == 1
     accounted(result, urls, SiteChallenged)
+
+
+@pytest.mark.parametrize("frontier", [True, False], ids=["frontier", "no-frontier"])
+@pytest_twisted.ensureDeferred
+async def test_dont_obey_robotstxt_requests_obey_the_pauses(
+    own_site: ScriptedServer, frontier: bool
+) -> None:
+    """They skip robots.txt, not the pauses: one probe per pause window, then the stop."""
+    script_pages(own_site, Reply(403, CHALLENGE_PAGE, {"cf-mitigated": "challenge"}), 30)
+    urls = pages(own_site, 30)
+    requests: list[str | Request] = [
+        Request(url, dont_filter=True, meta={"dont_obey_robotstxt": True}) for url in urls
+    ]
+    result = await run_crawl(requests, {**FAST, "REP_FRONTIER": frontier})
+    hits = own_site.page_hits()
+    assert own_site.hits("/robots.txt") == 0
+    # before the first answer at most the slot's concurrency (8), then one
+    # probe per pause, REP_CHALLENGE_GIVE_UP in all
+    probes = after(hits, first_answer(result))
+    assert len(probes) == 3
+    assert len(hits) <= 8 + 3
+    answered = {url.split("/", 3)[-1]: at for url, _, at in result.downloaded}
+    began = [first_answer(result)] + [answered[probe.path.lstrip("/")] for probe in probes]
+    for probe, start, pause in zip(probes, began, [PAUSE, 2 * PAUSE, 2 * PAUSE], strict=False):
+        assert probe.time - start >= pause
+    accounted(result, urls, SiteChallenged)
+    assert result.stats["rep/challenge/dropped"] == 30 - len(hits)
 
 
 @pytest_twisted.ensureDeferred

@@ -79,6 +79,41 @@ async def test_under_rep_unreachable_allow_a_challenge_still_keeps_no_rules(
     assert result.stats["rep/unreachable/allowed"] == 1
 
 
+# myanimelist.net's robots.txt (the corpus), which disallows Imperva's resource path
+IMPERVA_SITE_ROBOTS = (
+    b"User-agent: *\nDisallow: /admin/\nDisallow: /_Incapsula_Resource\nDisallow: /mymessages.php\n"
+)
+NEGATIVE_ROBOTS = [
+    pytest.param({"cf-ray": "8a1b2c3d4e5f-AMS", "Server": "cloudflare"}, id="cloudflare-served"),
+    pytest.param(
+        {
+            "Content-Security-Policy": "script-src 'self' https://www.google.com/recaptcha/ "
+            "https://cdnjs.cloudflare.com/"
+        },
+        id="csp-naming-cloudflare-and-recaptcha",
+    ),
+    pytest.param({"x-datadome": "protected"}, id="x-datadome-on-200"),
+    pytest.param({}, id="disallowing-incapsula-resource"),
+]
+
+
+@pytest.mark.parametrize("headers", NEGATIVE_ROBOTS)
+@pytest_twisted.ensureDeferred
+async def test_a_robots_txt_served_behind_a_waf_is_read_as_such(
+    own_site: ScriptedServer, headers: dict[str, str]
+) -> None:
+    """The negative set on robots.txt: its rules apply (before the Imperva rule
+    was narrowed, myanimelist.net's robots.txt read as a challenge: every
+    request dropped)."""
+    own_site.script("/robots.txt", Reply(200, IMPERVA_SITE_ROBOTS, headers))
+    urls = [own_site.url("/admin/x"), own_site.url("/anime/1")]
+    result = await run_crawl(urls)
+    assert own_site.pages() == ["/anime/1"]
+    assert result.stats["rep/robotstxt/outcome/parsed"] == 1
+    assert result.stats["rep/forbidden"] == 1
+    assert not any(k.startswith(("rep/challenge/", "rep/payment/")) for k in result.stats)
+
+
 def then(*steps: tuple[str, list[str]]) -> Any:
     plan = dict(steps)
 

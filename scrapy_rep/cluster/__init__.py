@@ -59,7 +59,10 @@ Slow-down pauses (``REP_REDIS_SLOWDOWN``): :class:`ClusterPauses`
     the spider opens, which reads the sorted set when it (re)subscribes, so a
     late worker learns the pauses that run. Requests cost no Redis call; only
     slow-down answers do, and one good answer per worker after a pause, which
-    resets the level. Redis down: each worker pauses on its own.
+    resets the level. A challenged answer (stop signals,
+    :mod:`scrapy_rep.challenges`) is counted in the same record by a script of
+    its own: the run of challenges, its doubling and its give-up count are the
+    cluster's. Redis down: each worker pauses on its own.
 
 Redis down or slow (:class:`RedisLink`)
     Calls time out after ``REP_REDIS_TIMEOUT`` seconds and are not retried. On

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from scrapy_rep.cluster._channel import Channel
 from scrapy_rep.cluster.link import RedisUnavailable
@@ -28,6 +28,30 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# Writes the pause ``untl`` (us, Redis's clock) of ARGV[1]'s slot at level
+# ``level`` (with ``extra``, more fields of the slot's state) and publishes it.
+# KEYS and ARGV[1], ARGV[5..8] as _PAUSE's.
+_WRITE = """
+local function write(now, untl, level, extra)
+  local left_ms = math.ceil((untl - now) / 1000)
+  redis.call('HSET', KEYS[1], 'until', string.format('%.0f', untl), 'level', level,
+    unpack(extra))
+  redis.call('PEXPIRE', KEYS[1], left_ms + tonumber(ARGV[5]))
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  redis.call('ZADD', KEYS[2], string.format('%.0f', untl), ARGV[1])
+  local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  redis.call('PEXPIRE', KEYS[2], math.ceil((tonumber(last[2]) - now) / 1000) + 1000)
+  local free = tonumber(redis.call('GET', KEYS[3]) or '0')
+  if untl > free then
+    redis.call('SET', KEYS[3], string.format('%.0f', untl), 'PX', left_ms + 1000)
+  end
+  redis.call('PUBLISH', ARGV[6], cjson.encode({slot = ARGV[1], left = untl - now,
+    level = level, by = ARGV[7], origin = ARGV[8]}))
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+"""
+
 # KEYS: the slot's state (hash: until, level), the set of paused slots (score:
 # until), the slot's Crawl-delay next free send time (cluster/pacing.py).
 # ARGV: slot, Retry-After (us, capped; -1: none), minimum, maximum (us), how long
@@ -35,9 +59,9 @@ logger = logging.getLogger(__name__)
 # -> {us left, level, 1 if the pause is new or longer}. Times on Redis's clock.
 # The rule is slowdown.py's: a pause that runs is not doubled, only lengthened by
 # a longer Retry-After.
-_PAUSE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+_PAUSE = (
+    _WRITE
+    + """
 local state = redis.call('HMGET', KEYS[1], 'until', 'level')
 local untl = tonumber(state[1] or '0')
 local level = tonumber(state[2] or '0')
@@ -57,23 +81,43 @@ else
   untl = now + pause
   changed = 1
 end
-if changed == 1 then
-  local left_ms = math.ceil((untl - now) / 1000)
-  redis.call('HSET', KEYS[1], 'until', string.format('%.0f', untl), 'level', level)
-  redis.call('PEXPIRE', KEYS[1], left_ms + tonumber(ARGV[5]))
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-  redis.call('ZADD', KEYS[2], string.format('%.0f', untl), ARGV[1])
-  local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-  redis.call('PEXPIRE', KEYS[2], math.ceil((tonumber(last[2]) - now) / 1000) + 1000)
-  local free = tonumber(redis.call('GET', KEYS[3]) or '0')
-  if untl > free then
-    redis.call('SET', KEYS[3], string.format('%.0f', untl), 'PX', left_ms + 1000)
-  end
-  redis.call('PUBLISH', ARGV[6], cjson.encode({slot = ARGV[1], left = untl - now,
-    level = level, by = ARGV[7], origin = ARGV[8]}))
-end
+if changed == 1 then write(now, untl, level, {}) end
 return {math.floor(untl - now), level, changed}
 """
+)
+
+# A challenged answer from the slot: its run of challenges is the cluster's
+# (challenges.py). KEYS as _PAUSE's. ARGV: slot, first pause, longest pause
+# (us), challenged probes in a row that stop the slot, then as _PAUSE's.
+# -> {us left, challenged probes in a row, challenge pauses in the run, what}:
+# what 0: a pause runs (the answer was sent before it began: it counts for
+# nothing), 1: a new pause (the first of the run, or after a challenged
+# probe: twice the last), 2: the probe was the last one, stop the slot. The
+# fields 'challenges' and 'probes' go with the state: a good answer after the
+# pause (_RESUME) clears them.
+_CHALLENGE = (
+    _WRITE
+    + """
+local state = redis.call('HMGET', KEYS[1], 'until', 'level', 'challenges', 'probes')
+local untl = tonumber(state[1] or '0')
+local level = tonumber(state[2] or '0')
+local runs = tonumber(state[3] or '0')
+local probes = tonumber(state[4] or '0')
+if untl > now then return {math.floor(untl - now), probes, runs, 0} end
+if runs > 0 then
+  probes = probes + 1
+  if probes >= tonumber(ARGV[4]) then
+    redis.call('HSET', KEYS[1], 'probes', probes)
+    return {0, probes, runs, 2}
+  end
+end
+runs = runs + 1
+local pause = math.min(tonumber(ARGV[2]) * 2 ^ math.min(runs - 1, 64), tonumber(ARGV[3]))
+untl = now + pause
+write(now, untl, level + 1, {'challenges', runs, 'probes', probes})
+return {math.floor(untl - now), probes, runs, 1}
+"""
+)
 
 # KEYS: the slot's state. A good answer after the pause: the next pause starts
 # again from the minimum. Not while a pause runs (another worker's, newer).
@@ -123,6 +167,27 @@ return found
 """
 
 
+RUNNING: Final = 0
+"""A challenged answer inside the cluster's running pause: sent before it, counts for nothing."""
+PAUSED: Final = 1
+"""A challenged answer that began a new pause of the run."""
+STOP: Final = 2
+"""The challenged probe that ends the run: stop the slot."""
+
+
+class ChallengeRun(NamedTuple):
+    """What the cluster made of a challenged answer (:meth:`ClusterPauses.challenge`)."""
+
+    left: float
+    """Seconds the slot's pause runs from now (0 with STOP)."""
+    probes: int
+    """Challenged probes in a row, across the cluster."""
+    pauses: int
+    """Challenge pauses in the run, across the cluster."""
+    what: int
+    """RUNNING, PAUSED or STOP."""
+
+
 class ClusterPauses(Channel["Apply"]):
     """This worker's side of the cluster-wide pauses (see :mod:`scrapy_rep.cluster`).
 
@@ -145,6 +210,7 @@ class ClusterPauses(Channel["Apply"]):
         # minute: a slow-down answer later than that starts from the minimum.
         self._keep_ms = int(max(config.slowdown_max_delay, 60.0) * 1000)
         self._pause_now = link.script_now(_PAUSE)
+        self._challenge_now = link.script_now(_CHALLENGE)
         self._resume = link.script(_RESUME)
         self._running = link.script(_RUNNING)
         self._claim = link.script(_CLAIM)
@@ -171,15 +237,7 @@ class ClusterPauses(Channel["Apply"]):
         try:
             left, level, changed = self.link.call_now(self._pause_now, self._keys(slot), args)
         except RedisUnavailable:
-            self._stats.inc_value("rep/slowdown/redis/local")
-            if not self._unshared:
-                self._unshared = True
-                logger.warning(
-                    "Redis unavailable: the pause of download slot %r holds "
-                    "for this worker only (other workers pause when their own requests "
-                    "are answered 429/503)",
-                    slot,
-                )
+            self._local(slot)
             return
         self._unshared = False
         if int(changed):
@@ -190,6 +248,39 @@ class ClusterPauses(Channel["Apply"]):
             apply = self._apply
             asyncio.get_running_loop().call_soon(
                 apply, slot, int(left) / 1e6, origin, int(level), True
+            )
+
+    def challenge(
+        self, slot: str, origin: str, first: float, longest: float, give_up: int
+    ) -> ChallengeRun | None:
+        """A challenged answer from ``slot``, counted in the cluster's run of
+        challenges (pauses of ``first`` seconds doubling up to ``longest``,
+        stopped after ``give_up`` challenged probes in a row). Written at once,
+        as :meth:`publish` is; None if Redis is unavailable (count locally)."""
+        args = [slot, int(first * 1e6), int(longest * 1e6), give_up, self._keep_ms]
+        args += [self.channel, self._me, origin]
+        try:
+            left, probes, pauses, what = self.link.call_now(
+                self._challenge_now, self._keys(slot), args
+            )
+        except RedisUnavailable:
+            self._local(slot)
+            return None
+        self._unshared = False
+        run = ChallengeRun(int(left) / 1e6, int(probes), int(pauses), int(what))
+        if run.what == PAUSED:
+            self._stats.inc_value("rep/slowdown/redis/published")
+        return run
+
+    def _local(self, slot: str) -> None:
+        self._stats.inc_value("rep/slowdown/redis/local")
+        if not self._unshared:
+            self._unshared = True
+            logger.warning(
+                "Redis unavailable: the pause of download slot %r holds "
+                "for this worker only (other workers pause when their own requests "
+                "are answered 429/503 or a stop signal)",
+                slot,
             )
 
     def resume(self, slot: str) -> None:

@@ -2,14 +2,15 @@
 
 A worker that stops a slot (:mod:`scrapy_rep.challenges`: challenged past
 ``REP_CHALLENGE_GIVE_UP``, blocked, asked to pay) writes it to the hash
-``stopped`` (field: the slot; value: who stopped it and why, as JSON; the hash
-lives ``REP_REDIS_KEEP`` seconds after its last write) and publishes it on the
-channel ``stopped``. Each worker subscribes when the spider opens and reads
-the hash then (and when it subscribes again), so a late worker learns the
-stops already made. A worker that learns a stop ends the slot's requests as
-its own stop would, so whatever queue hands them out (the Redis queue
-included), none is sent. It rides on the slow-down's Redis link
-(``REP_REDIS_SLOWDOWN``); no Redis call is made per request.
+``stopped`` (field: the slot; value: who stopped it, why, after how many
+challenged probes, as JSON; the hash lives ``REP_REDIS_KEEP`` seconds after its
+last write) and publishes it on the channel ``stopped``. Each worker
+subscribes when the spider opens and reads the hash then (and when it
+subscribes again), so a late worker learns the stops already made. A worker
+that learns a stop ends the slot's requests as its own stop would, so
+whatever queue hands them out (the Redis queue included), none is sent. It
+rides on the slow-down's Redis link (``REP_REDIS_SLOWDOWN``); no Redis call is
+made per request.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from scrapy_rep.config import Config
 
     Apply = Callable[[str, dict[str, Any]], None]
-    """(slot, what stopped it: origin, provider, kind, marker, price, scheme) -> None"""
+    """(slot, what stopped it: origin, provider, kind, marker, price, scheme, probes) -> None"""
 
 logger = logging.getLogger(__name__)
 
@@ -90,13 +91,19 @@ class ClusterStops(Channel["Apply"]):
         slot = message.pop("slot", None)
         if not isinstance(slot, str) or message.pop("by", None) == self._me:
             return
-        what = {
-            key: value[:_MAX_FIELD] if isinstance(value, str) else None
-            for key, value in message.items()
-        }
+        what = {key: _field(value) for key, value in message.items()}
         self._stats.inc_value("rep/challenge/redis/received")
         if self._apply is not None:
             self._apply(slot, what)
+
+
+def _field(value: Any) -> str | int | None:
+    """A field of another worker's message, as far as it is readable."""
+    if isinstance(value, str):
+        return value[:_MAX_FIELD]
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31:
+        return value
+    return None
 
 
 def _text(value: bytes | str) -> str:

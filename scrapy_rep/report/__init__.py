@@ -34,10 +34,12 @@ import heapq
 import logging
 from collections import OrderedDict
 from itertools import count
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 from scrapy import signals
 
+from scrapy_rep.origin import origin_of
 from scrapy_rep.report._listed import Listed
 from scrapy_rep.report._output import OriginText, ReportFile, Summary, cause
 from scrapy_rep.report._records import OriginRecord, Totals, asked_delay, count_rule
@@ -78,6 +80,9 @@ class CrawlReport:
         self.file = ReportFile(config.report) if config.report else None
         self.sections: list[Callable[[], str | None]] = []
         """More of the summary at close, each after it (stop signals: scrapy_rep.challenges)."""
+        self.stop_signals: Callable[[], list[tuple[str, dict[str, Any]]]] | None = None
+        """At close, (origin, its stop-signal state) for the file's records
+        (scrapy_rep.challenges)."""
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
 
@@ -192,6 +197,24 @@ class CrawlReport:
         if self.file is not None:
             self.file.write(record.as_json())
 
+    def _stop_signals(self, held: list[OriginRecord]) -> list[OriginRecord]:
+        """Each origin's stop-signal state on its held record; the records
+        made for origins that have none held (or a second slot's state)."""
+        if self.stop_signals is None or self.file is None:
+            return []
+        by_text = {record.origin.text: record for record in held}
+        alone = []
+        for text, state in self.stop_signals():
+            record = by_text.get(text)
+            if record is None or record.stop_signal is not None:
+                origin = origin_of(urlparse(text))
+                if origin is None:
+                    continue
+                record = OriginRecord(origin)
+                alone.append(record)
+            record.stop_signal = state
+        return alone
+
     # -- open and close -----------------------------------------------------------------
 
     def _spider_opened(self) -> None:
@@ -201,8 +224,12 @@ class CrawlReport:
     def _spider_closed(self, reason: str = "") -> None:
         held = list(self._records.values())
         self._records.clear()
+        alone = self._stop_signals(held)
         for record in held:
             self._finish(record)
+        if self.file is not None:  # robots.txt did nothing to them: in the file only
+            for record in alone:
+                self.file.write(record.as_json())
         if self.file is not None:
             self.file.close()  # first: a failing close is told before the summary
         evicted = [item[2] for item in sorted(self._evicted_top, key=lambda item: item[1])]

@@ -51,6 +51,7 @@ class OriginRecord:
         "source",
         "stale",
         "status",
+        "stop_signal",
         "told_delays",
     )
 
@@ -77,6 +78,8 @@ class OriginRecord:
         self.told_delays: tuple[float, ...] = ()
         self.seen = 0  # activity when eviction last looked at this record
         self.evicted = False
+        # the origin's stop-signal state, set at close (scrapy_rep.challenges)
+        self.stop_signal: dict[str, Any] | None = None
 
     @property
     def affected(self) -> int:
@@ -103,6 +106,7 @@ class OriginRecord:
             self.delay, self.asked, self.source = older.delay, older.asked, older.source
             self.sitemaps, self.stale = older.sitemaps, older.stale
         self.dropped_reason = self.dropped_reason or older.dropped_reason
+        self.stop_signal = self.stop_signal or older.stop_signal
 
     def as_json(self) -> dict[str, Any]:
         """The record as written to the REP_REPORT file (docs/report.md)."""
@@ -128,6 +132,7 @@ class OriginRecord:
                 "dropped": self.dry_dropped,
             },
             "evicted": self.evicted,
+            "stop_signal": self.stop_signal,
         }
 
 

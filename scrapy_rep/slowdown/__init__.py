@@ -39,8 +39,8 @@ pause: RFC 9309 reads them as the site's own state.
 
 Nothing is lost: a request still answered 503 after its retries reaches its
 errback as it would without scrapy-rep; held requests end with IgnoreRequest
-only when the spider closes. Requests with ``dont_obey_robotstxt`` (robots.txt
-itself) skip the gate but not the slot's pause.
+only when the spider closes. Requests with ``dont_obey_robotstxt`` pass the
+gate too; scrapy-rep's own robots.txt requests skip it, but not the slot's pause.
 
 With nothing paused, a request costs one dict truthiness test (in the robots
 middleware), and a response two membership tests and two dict truthiness tests.
