@@ -168,8 +168,9 @@ class SharedState:
             link.url,
             config.redis_prefix,
         )
+        shared_delay = ClusterDelay(link, config, stats) if delay else None
+        if shared_delay is not None:  # a turn holds its slot until its request arrives
+            shared_delay.watch(crawler)
         return cls(
-            RedisRulesCache(link, config, stats) if robots else None,
-            ClusterDelay(link, config, stats) if delay else None,
-            shared_pauses,
+            RedisRulesCache(link, config, stats) if robots else None, shared_delay, shared_pauses
         )
