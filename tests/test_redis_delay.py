@@ -125,7 +125,7 @@ async def test_a_turn_holds_its_slot_until_its_request_arrives(
     here): the next turn, another worker's, comes a full spacing after it
     arrived. Before, the next turn came a spacing after the first one was
     reserved, and the site saw the two as much closer as the first was late
-    (bench-cluster, scrapy-redis's queue, 4 workers on 2 cores: 0.001 s for
+    (bench-cluster, scrapy-redis's queue, 4 workers on 2 cores: 0.028 s for
     0.25 s asked)."""
     import asyncio
     import time
