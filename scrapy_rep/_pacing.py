@@ -142,7 +142,19 @@ class Pacing:
     async def _turn(
         self, request: Request, delay: float, cluster: ClusterDelay, delays: SlotDelays
     ) -> None:
-        """Wait for ``request``'s cluster-wide turn, out of the active set."""
+        """Wait for ``request``'s cluster-wide turn, out of the active set. The
+        turn holds its slot until the request reaches the site; one dropped
+        before it leaves gives the slot back."""
+        try:
+            await self._take_turn(request, delay, cluster, delays)
+        except BaseException:
+            cluster.release(request)
+            raise
+        cluster.let_go(request)
+
+    async def _take_turn(
+        self, request: Request, delay: float, cluster: ClusterDelay, delays: SlotDelays
+    ) -> None:
         self._stats.inc_value("rep/waited/turn")
         key = _slots.slot_key(self._crawler.engine, request)
         spacing = max(delay, delays.let_cluster_pace(request))
@@ -156,7 +168,7 @@ class Pacing:
                 if gates is not None and not await gates.sit_out(key):
                     outcome = CLOSING
                     break
-                outcome = await cluster.pace(key, spacing, self._waiting.sleep)
+                outcome = await cluster.pace(key, spacing, self._waiting.sleep, request)
                 if outcome != PACED or gates is None or not gates.paused(key, 0.05):
                     break
                 self._stats.inc_value("rep/slowdown/redis/turn_in_pause")

@@ -239,7 +239,7 @@ def test_three_workers_on_the_queue_are_polite_cluster_wide_and_lose_nothing(
     for report in reports:
         assert report["stats"].get("rep/redis/frontier/handed", 0) > 0
         assert report["stats"].get("rep/redis/outages", 0) == 0
-    # the queue took Crawl-delay turns (a request late to its turn reserves again)
+    # the queue took Crawl-delay turns
     assert sum(r["stats"].get("rep/redis/delay/queue_turn", 0) for r in reports) > 0
 
 

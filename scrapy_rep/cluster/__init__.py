@@ -23,27 +23,29 @@ robots.txt (``REP_REDIS_ROBOTS``): :class:`RedisRulesCache`
     failures on from it and can serve its rules as stale-if-error.
 
 Crawl-delay (``REP_REDIS_DELAY``): :class:`ClusterDelay`
-    Each request to an origin with a Crawl-delay (or Request-rate) reserves the
-    next free send time of its download slot in one script call, on Redis's
-    clock (``TIME``): ``at = max(now, next_free)``, ``next_free = at +
-    spacing``, and the call answers ``at - now``. The worker waits that long,
-    out of the downloader's active set (like requests waiting for robots.txt),
-    then lets the request go.
+    Each request to an origin with a Crawl-delay (or Request-rate) takes the
+    next turn of its download slot in one script call, on Redis's clock
+    (``TIME``): ``at = max(now, next_free)``, ``next_free = at + spacing``,
+    the slot held for the request (``hold:<slot>``), and the call answers ``at -
+    now``. The worker waits that long, out of the downloader's active set
+    (like requests waiting for robots.txt), then lets the request go. The hold
+    ends when the request reaches the site (its answer begins, or it ends
+    without one) and the next turn, any worker's, is a spacing from then: a
+    request taken up late or sent late by a busy worker never brings the next
+    one closer, as the site sees them. While a slot is held, the others ask
+    again a spacing later (the next turn cannot come sooner).
 
-    The slot's *local* delay must then be zero (``SlotDelays.let_cluster_pace``),
-    because lateness is what breaks the spacing: the next reservation, maybe
-    another worker's, is ``spacing`` after this one's reserved time, not after
-    its actual sending. A local delay (Crawl-delay, ``DOWNLOAD_DELAY``, jitter,
-    AutoThrottle) would hold the released request back and send it late, so
-    the slot's own delay is folded into the reserved spacing instead
-    (``max(Crawl-delay, own delay)``) and AutoThrottle does not move it. For
-    the same reason, a worker that wakes more than 20 ms after its reserved
-    time (a busy event loop) reserves again instead of sending late (the third
-    time, it goes). Each worker keeps at most one reservation per slot
-    outstanding; its other requests for the slot wait in order behind it,
-    in-process, so a worker that dies leaves at most one unused turn in
-    Redis's schedule. The worker that downloads an origin's robots.txt
-    reserves a turn for it too: it was a request to the origin.
+    The slot's *local* delay must then be zero (``SlotDelays.let_cluster_pace``):
+    a local delay (Crawl-delay, ``DOWNLOAD_DELAY``, jitter, AutoThrottle) would
+    hold the released request back and keep the slot held longer, so the
+    slot's own delay is folded into the spacing instead (``max(Crawl-delay,
+    own delay)``) and AutoThrottle does not move it. Each worker takes at most
+    one turn per slot at a time; its other requests for the slot wait in
+    order behind it, in-process, and a hold ends by itself after
+    ``min(DOWNLOAD_TIMEOUT, 30 s)`` + 1 s past its turn, so a worker that
+    dies holds a slot no longer than that. The worker that downloads an
+    origin's robots.txt counts a turn for it once answered: it was a request
+    to the origin.
 
 Slow-down pauses (``REP_REDIS_SLOWDOWN``): :class:`ClusterPauses`
     A worker whose request is answered 429 or 503 pauses the download slot at
@@ -171,8 +173,9 @@ class SharedState:
             link.url,
             config.redis_prefix,
         )
+        shared_delay = ClusterDelay(link, config, stats) if delay else None
+        if shared_delay is not None:  # a turn holds its slot until its request arrives
+            shared_delay.watch(crawler)
         return cls(
-            RedisRulesCache(link, config, stats) if robots else None,
-            ClusterDelay(link, config, stats) if delay else None,
-            shared_pauses,
+            RedisRulesCache(link, config, stats) if robots else None, shared_delay, shared_pauses
         )
