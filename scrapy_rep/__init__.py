@@ -25,7 +25,7 @@ _LAZY = {
     "MetaRobotsMiddleware": "scrapy_rep.meta",
     "PolitePriorityQueue": "scrapy_rep.frontier",
     "ProvenanceMiddleware": "scrapy_rep.evidence",
-    "RedisPoliteQueue": "scrapy_rep.cluster.queue",
+    "RedisPoliteQueue": "scrapy_rep.frontier.redis_queue",
     "RobotsSitemapMixin": "scrapy_rep.sitemaps",
     "RobotsSitemapSpider": "scrapy_rep.sitemaps",
     "RobotParser": "scrapy_rep.robotparser",
@@ -65,7 +65,6 @@ __all__ = [
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers
     from scrapy_rep.addon import Addon
-    from scrapy_rep.cluster.queue import RedisPoliteQueue
     from scrapy_rep.decompression import BoundedDecompressionMiddleware
     from scrapy_rep.evidence import ProvenanceMiddleware
     from scrapy_rep.exceptions import (
@@ -77,6 +76,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers
         UsageDenied,
     )
     from scrapy_rep.frontier import PolitePriorityQueue
+    from scrapy_rep.frontier.redis_queue import RedisPoliteQueue
     from scrapy_rep.meta import MetaRobotsMiddleware
     from scrapy_rep.middleware import RobotsTxtMiddleware
     from scrapy_rep.robotparser import RobotParser

@@ -129,7 +129,7 @@ class Pacing:
         cluster = self._cluster
         if cluster is None:
             delays.require(request, delay)
-        elif turn_taken(request):  # the Redis queue took its turn (scrapy_rep.cluster.queue)
+        elif turn_taken(request):  # the Redis queue took its turn (scrapy_rep.frontier.redis_queue)
             self._stats.inc_value("rep/redis/delay/queue_turn")
             delays.let_cluster_pace(request)
         elif not cluster.up:  # Redis unavailable: each worker spaces its own requests

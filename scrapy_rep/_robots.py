@@ -51,7 +51,7 @@ _MAX_HEADER_AGENTS = 1_000
 """User-Agent header values whose product token is remembered."""
 
 Readiness = Literal["unknown", "allowed", "refused"]
-"""What the scheduler queues (scrapy_rep.frontier, scrapy_rep.cluster.queue)
+"""What the scheduler queues (scrapy_rep.frontier, scrapy_rep.frontier.redis_queue)
 learn of a request before it leaves the scheduler (RobotsService.readiness)."""
 UNKNOWN: Final = "unknown"
 """Its origin's robots.txt is not known: the middleware would wait for it."""

@@ -19,7 +19,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.test import get_crawler
 from servers import ScriptedServer
 
-from scrapy_rep.cluster.queue import AWAIT_ROBOTS, CLEAR_BATCH, RedisPoliteQueue
+from scrapy_rep.frontier.redis_queue import AWAIT_ROBOTS, CLEAR_BATCH, RedisPoliteQueue
 
 pytestmark = pytest.mark.asyncio_only
 

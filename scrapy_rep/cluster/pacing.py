@@ -99,7 +99,7 @@ _TAKEN: weakref.WeakKeyDictionary[Request, float] = weakref.WeakKeyDictionary()
 
 def hand_over_turn(request: Request) -> None:
     """``request`` took its slot's cluster-wide turn as it left the Redis queue
-    (:mod:`scrapy_rep.cluster.queue`), now."""
+    (:mod:`scrapy_rep.frontier.redis_queue`), now."""
     _TAKEN[request] = time.monotonic()
 
 

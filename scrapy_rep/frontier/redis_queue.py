@@ -56,9 +56,14 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 
-from scrapy_rep.cluster._queue_scripts import KNOWN, POP, PUSH, RELEASE, SENT
+from scrapy_rep._robots import ALLOWED, REFUSED, UNKNOWN, robots_service
+from scrapy_rep._slots.readiness import SlotReadiness
+from scrapy_rep._slots.wakeup import EngineWakeup
 from scrapy_rep.cluster.link import Outage
 from scrapy_rep.cluster.pacing import hand_over_turn
+from scrapy_rep.config import crawl_config
+from scrapy_rep.frontier._redis_scripts import KNOWN, POP, PUSH, RELEASE, SENT
+from scrapy_rep.frontier.robots import Prefetch
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -108,12 +113,6 @@ class RedisPoliteQueue:
         stats = crawler.stats
         assert stats is not None
         self._stats = stats
-        from scrapy_rep._robots import robots_service
-        from scrapy_rep._slots.readiness import SlotReadiness
-        from scrapy_rep._slots.wakeup import EngineWakeup
-        from scrapy_rep.config import crawl_config
-        from scrapy_rep.frontier.robots import Prefetch
-
         self._slots = SlotReadiness(crawler)
         self._wakeup = EngineWakeup(crawler)
         self._robots: RobotsService | None = robots_service(crawler)
@@ -170,8 +169,6 @@ class RedisPoliteQueue:
 
     def push(self, request: Request) -> None:
         verdict, delay, origin = self._readiness(request)
-        from scrapy_rep._robots import REFUSED
-
         if verdict == REFUSED:  # the robots middleware drops it at once
             self._forbidden.append(request)
             return
@@ -258,8 +255,6 @@ class RedisPoliteQueue:
     # -- Redis ----------------------------------------------------------------------
 
     def _readiness(self, request: Request) -> tuple[Readiness, float, Origin | None]:
-        from scrapy_rep._robots import ALLOWED
-
         if self._robots is None:
             return ALLOWED, 0.0, None
         return self._robots.readiness(request)
@@ -270,8 +265,6 @@ class RedisPoliteQueue:
     def _push_redis(
         self, request: Request, verdict: Readiness, delay: float, origin: Origin | None
     ) -> bool:
-        from scrapy_rep._robots import UNKNOWN
-
         slot = self._slots.key(request)
         known = verdict != UNKNOWN
         try:
@@ -405,8 +398,6 @@ class RedisPoliteQueue:
 
     def _flush_local(self) -> None:
         """Requests pushed while Redis was down go to Redis once it answers."""
-        from scrapy_rep._robots import REFUSED
-
         while self._local:
             request = self._local[0]
             verdict, delay, origin = self._readiness(request)

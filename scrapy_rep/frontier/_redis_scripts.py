@@ -1,4 +1,4 @@
-"""The server-side scripts of :class:`~scrapy_rep.cluster.queue.RedisPoliteQueue`.
+"""The server-side scripts of :class:`~scrapy_rep.frontier.redis_queue.RedisPoliteQueue`.
 
 Each runs atomically in Redis, on Redis's clock (``TIME``, microseconds): a
 push, a pop that takes a slot's turn as it hands out a request, a place given
