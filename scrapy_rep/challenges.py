@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Final
 from scrapy import signals
 from scrapy.utils.httpobj import urlparse_cached
 
+from scrapy_rep import _clock
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._download import ROBOTS_META
 from scrapy_rep.exceptions import PaymentRequired, SiteChallenged
@@ -90,7 +91,7 @@ class SlotRecord:
     def __init__(self, origin: str) -> None:
         self.origin = origin
         self.signal: StopSignal | None = None  # the latest
-        self.first = 0.0  # time.time() of the first signal
+        self.first = 0.0  # _clock.now() of the first signal
         self.challenged = 0  # challenged answers seen, all told
         self.probes = 0  # challenged answers after a pause, in a row
         self.pauses = 0  # pauses in this run
@@ -158,7 +159,7 @@ class Challenges:
             what.get("price"),
             what.get("scheme"),
         )
-        record.first = record.first or time.time()
+        record.first = record.first or _clock.now()
         self._stats.inc_value("rep/challenge/stopped/cluster")
         signal = record.signal
         why = f"{signal.kind} by {signal.provider} ({signal.marker}), told by another worker"
@@ -186,8 +187,8 @@ class Challenges:
         record = self._record(key, request)
         record.signal = signal
         if not record.first:
-            record.first = time.time()
-        now = time.monotonic()
+            record.first = _clock.now()
+        now = _clock.monotonic()
         sent_before = self.gates is not None and self.gates.answered(key, request, now)
         if signal.kind == "payment":
             self._payment(key, record, signal, request, response)
@@ -226,7 +227,7 @@ class Challenges:
                 "challenge", "the site", f"{record.plain_403} plain 403s in a row"
             )
             if not record.first:
-                record.first = time.time()
+                record.first = _clock.now()
             self._crawler.signals.send_catch_log(
                 signal=rep_signals.site_challenged,
                 origin=record.origin,
@@ -252,7 +253,7 @@ class Challenges:
         if self.gates is None:  # REP_SLOWDOWN off and no gates: nothing can pause it
             self._stop(key, record, why)
             return
-        now = time.monotonic()
+        now = _clock.monotonic()
         self.gates.pause(key, now + seconds, now)
         if self._shared_pauses is not None:  # the others pause too (at most REP_SLOWDOWN_MAX_DELAY)
             self._shared_pauses.publish(key, record.origin, seconds)

@@ -6,10 +6,10 @@ See :mod:`scrapy_rep.cluster` for why the slot's local delay is then zero.
 from __future__ import annotations
 
 import asyncio
-import time
 import weakref
 from typing import TYPE_CHECKING, Final, Literal
 
+from scrapy_rep import _clock
 from scrapy_rep.cluster.link import RedisUnavailable
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ _TAKEN: weakref.WeakKeyDictionary[Request, float] = weakref.WeakKeyDictionary()
 def hand_over_turn(request: Request) -> None:
     """``request`` took its slot's cluster-wide turn as it left the Redis queue
     (:mod:`scrapy_rep.cluster.queue`), now."""
-    _TAKEN[request] = time.monotonic()
+    _TAKEN[request] = _clock.monotonic()
 
 
 def turn_taken(request: Request) -> bool:
@@ -115,11 +115,11 @@ class ClusterDelay:
             except RedisUnavailable:
                 stats.inc_value("rep/redis/delay/local")
                 return LOCAL
-            due = time.monotonic() + wait
+            due = _clock.monotonic() + wait
             if wait > 0 and not await sleep(wait):
                 stats.inc_value("rep/redis/delay/dropped_closing")
                 return CLOSING
-            if time.monotonic() - due <= LATE:
+            if _clock.monotonic() - due <= LATE:
                 break
             stats.inc_value("rep/redis/delay/late")
             if attempt == RESERVE_ATTEMPTS:
