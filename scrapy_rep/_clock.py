@@ -6,8 +6,7 @@ timeouts, freshness, the frontier's sleeping slots) reads ``now()`` or
 that time forward by hand with ``advance()`` and see a 30 s rule act at once,
 on the crawl it runs for real (the model is Twisted's ``task.Clock``; here the
 reactor's own timers stay underneath, so a test that does not advance runs in
-real time). ``real_monotonic()`` is for what must measure the machine, not the
-rules: how long a Redis call or the event loop really took.
+real time).
 
 Only tests call ``advance()`` and ``reset()``; the offset is per process, so a
 cluster of workers (one process each) is never advanced.
@@ -31,11 +30,6 @@ def now() -> float:
 def monotonic() -> float:
     """Seconds for deadlines and gaps (``time.monotonic()``), as the rules see them."""
     return time.monotonic() + _offset
-
-
-def real_monotonic() -> float:
-    """``time.monotonic()``, never advanced: for measuring the machine itself."""
-    return time.monotonic()
 
 
 class Timer:
