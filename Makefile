@@ -35,10 +35,13 @@ $(FLOOR_VENV)/.installed-test: pyproject.toml
 	$(FLOOR_VENV)/bin/python -m pip install -q -e '.[test,redis]' 'scrapy==$(FLOOR_SCRAPY)'
 	touch $@
 
+# lint-imports: the import contracts of pyproject.toml ([tool.importlinter]): arrows
+# point down the layers, no import circles, a Scrapy-free core.
 lint: venv
-	@echo "== lint: ruff check, ruff format --check (a few seconds)"
+	@echo "== lint: ruff check, ruff format --check, lint-imports (a few seconds)"
 	$(VENV)/bin/ruff check scrapy_rep tests benchmarks example_project
 	$(VENV)/bin/ruff format --check scrapy_rep tests benchmarks example_project
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 typecheck: venv
 	@echo "== typecheck: mypy --strict scrapy_rep (under a minute)"

@@ -12,8 +12,8 @@ from pathlib import Path
 _ROOT = Path(__file__).resolve().parents[1]
 # The version is read from the package source, not imported: building the docs
 # needs neither Scrapy nor an installed scrapy-rep.
-_INIT = (_ROOT / "scrapy_rep" / "__init__.py").read_text(encoding="utf-8")
-_VERSION = re.search(r'^__version__ = "([^"]+)"', _INIT, re.MULTILINE)
+_SOURCE = (_ROOT / "scrapy_rep" / "_version.py").read_text(encoding="utf-8")
+_VERSION = re.search(r'^__version__ = "([^"]+)"', _SOURCE, re.MULTILINE)
 
 project = "scrapy-rep"
 author = "scrapy-rep developers"

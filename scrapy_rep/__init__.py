@@ -9,9 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from scrapy_rep._version import __version__ as __version__
 from scrapy_rep.robotstxt import Decision, DelayLine, Delays, RobotsTxt
-
-__version__ = "0.1.0.dev0"
 
 # public name -> module that defines it (imported on first use)
 _LAZY = {

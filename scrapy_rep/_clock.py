@@ -1,25 +1,31 @@
-"""Now and call-later: the one module of scrapy-rep that reads the time.
+"""Now: the one module of scrapy-rep that reads the time.
 
 Every rule of time (Crawl-delay turns, pauses and probes, backoff, fetch
 timeouts, freshness, the frontier's sleeping slots) reads ``now()`` or
-``monotonic()`` and sets its timers with ``call_later()``, so a test can move
-that time forward by hand with ``advance()`` and see a 30 s rule act at once,
-on the crawl it runs for real (the model is Twisted's ``task.Clock``; here the
-reactor's own timers stay underneath, so a test that does not advance runs in
-real time).
+``monotonic()`` here, and sets its timers with :mod:`scrapy_rep._timers`,
+which count in this time. A test moves it forward by hand with ``advance()``
+and sees a 600 s backoff or a 30 s deadline pass at once in a crawl it runs
+for real (the model is Twisted's ``task.Clock``; here the reactor's own timers
+stay underneath, so a test that does not advance runs in real time).
 
-Only tests call ``advance()`` and ``reset()``; the offset is per process, so a
-cluster of workers (one process each) is never advanced.
+Only tests call ``advance()`` and ``reset()``. The offset is per process: a
+cluster of workers (a process each) is never advanced.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 _offset = 0.0  # seconds added by advance()
-_pending: set[Timer] = set()
+
+
+class Moved(Protocol):
+    def moved(self) -> None:
+        """The clock was advanced: come due sooner."""
+
+
+_watching: set[Moved] = set()  # the timers still to come
 
 
 def now() -> float:
@@ -32,62 +38,28 @@ def monotonic() -> float:
     return time.monotonic() + _offset
 
 
-class Timer:
-    """A call ``delay`` seconds from now, on the running reactor (or asyncio loop),
-    brought forward when the clock is advanced past its time."""
-
-    __slots__ = ("__weakref__", "_args", "_call", "_due", "_function")
-
-    def __init__(self, delay: float, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        self._due = monotonic() + delay
-        self._function, self._args = function, args
-        self._call: Any = None
-        self._schedule(delay)
-
-    def _schedule(self, delay: float) -> None:
-        from scrapy.utils.asyncio import call_later
-
-        self._call = call_later(max(delay, 0.0), self._fire)
-        _pending.add(self)
-
-    def _fire(self) -> None:
-        _pending.discard(self)
-        self._call = None
-        self._function(*self._args)
-
-    def active(self) -> bool:
-        """Whether the call is still to come."""
-        return self._call is not None
-
-    def cancel(self) -> None:
-        """Call it off (nothing if it already ran or was called off)."""
-        if self._call is not None:
-            self._call.cancel()
-            self._call = None
-            _pending.discard(self)
+def watch(timer: Moved) -> None:
+    """Tell ``timer`` when the clock is advanced (until :func:`unwatch`)."""
+    _watching.add(timer)
 
 
-def call_later(delay: float, function: Callable[..., Any], *args: Any) -> Timer:
-    """Call ``function(*args)`` after ``delay`` seconds of this clock."""
-    return Timer(delay, function, args)
+def unwatch(timer: Moved) -> None:
+    _watching.discard(timer)
 
 
 def advance(seconds: float) -> None:
-    """Move the rules' time forward by ``seconds`` (tests only): every timer now
-    due is called on the reactor's next turn, the others come that much sooner."""
+    """Move the rules' time forward by ``seconds`` (tests only): every timer
+    now due runs on the reactor's next turn, the others come that much sooner."""
     global _offset
     if seconds < 0:
         raise ValueError(f"the clock only moves forward, not by {seconds!r} s")
     _offset += seconds
-    at = monotonic()
-    for timer in list(_pending):
-        if timer._call is not None:
-            timer._call.cancel()
-            timer._schedule(timer._due - at)
+    for timer in list(_watching):
+        timer.moved()
 
 
 def reset() -> None:
     """Back to real time, as a test ends (its crawl's timers are gone with it)."""
     global _offset
     _offset = 0.0
-    _pending.clear()
+    _watching.clear()

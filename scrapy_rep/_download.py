@@ -46,7 +46,10 @@ from w3lib.url import safe_url_string
 
 from scrapy_rep import _clock, _compat, _slots
 from scrapy_rep._inflate import accept_encoding
+from scrapy_rep._meta_keys import ROBOTS_META, WELL_KNOWN_META
 from scrapy_rep._slots import headers
+from scrapy_rep.evidence import Evidence
+from scrapy_rep.origin import ROBOTS_PATH
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -57,12 +60,6 @@ if TYPE_CHECKING:
     from scrapy_rep.config import Config
     from scrapy_rep.origin import Origin
 
-ROBOTS_PATH = "/robots.txt"
-ROBOTS_META = "rep_robotstxt"
-"""Meta key marking scrapy-rep's own requests (value: the origin text)."""
-WELL_KNOWN_META = "rep_well_known"
-"""Meta key marking scrapy-rep's requests for another file of the origin
-(/.well-known/tdmrep.json), which carry ROBOTS_META too (value: the file's path)."""
 _SCRAPY_HANDLERS = "scrapy.core.downloader.handlers."
 
 Stop = Literal["no_location", "too_many"]
@@ -102,8 +99,6 @@ class OwnDownloads:
         self.most_out = config.max_fetches  # of them at once
         self._can_leave: bool | None = None  # engine internals there (checked once)
         crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
-        from scrapy_rep.evidence import Evidence  # (it reads this module's meta keys)
-
         self._evidence = Evidence.of(crawler, config)  # None unless REP_EVIDENCE
         headers.install(config.headers_max)  # once per process; a problem was logged at start
 

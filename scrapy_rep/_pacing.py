@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
-    from scrapy_rep._waiting import Waiting
+    from scrapy_rep._slots import Waiting
     from scrapy_rep.cluster import ClusterDelay, SharedState
     from scrapy_rep.cluster.pacing import Pace
     from scrapy_rep.config import Config

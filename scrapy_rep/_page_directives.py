@@ -97,7 +97,7 @@ _FLAGS: dict[str, tuple[str, ...]] = {
     "noimageindex": ("noimageindex",),
     "notranslate": ("notranslate",),
     "indexifembedded": (),
-    "noai": ("noai",),  # DeviantArt's convention (scrapy_rep.usage._labels)
+    "noai": ("noai",),  # DeviantArt's convention (scrapy_rep.robotstxt._usage_labels)
     "noimageai": ("noimageai",),
 }
 # rules written "name: value"; in a header, any other "key:" followed by a rule names a crawler

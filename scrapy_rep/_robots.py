@@ -25,7 +25,7 @@ from twisted.internet.defer import Deferred, succeed
 
 from scrapy_rep import _clock, _compat, _startup
 from scrapy_rep._pacing import Pacing
-from scrapy_rep._waiting import Waiting
+from scrapy_rep._slots import Waiting
 from scrapy_rep.cache import MemoryRulesCache
 from scrapy_rep.cluster import SharedState
 from scrapy_rep.evidence import Evidence, Provenance

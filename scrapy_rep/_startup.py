@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("scrapy_rep.middleware")
 
 SCRAPY_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
+ADDON = "scrapy_rep.addon.Addon"
 _UNREACHABLE_ACTIONS: dict[UnreachableMode, str] = {
     "disallow": "dropped",
     "allow": "let through",
@@ -94,9 +95,7 @@ def _warn_if_scrapy_middleware_enabled(crawler: Crawler) -> None:
     enabled = _compat.downloader_middlewares(crawler.settings)
     if not any(cls is ScrapyMiddleware for cls, _ in enabled):
         return
-    from scrapy_rep.addon import Addon
-
-    if any(isinstance(addon, Addon) for addon in getattr(crawler.addons, "addons", ())):
+    if any(_is_our_addon(addon) for addon in getattr(crawler.addons, "addons", ())):
         # the add-on leaves alone what DOWNLOADER_MIDDLEWARES names
         fix = (
             "The add-on is enabled, but DOWNLOADER_MIDDLEWARES names Scrapy's middleware: "
@@ -115,3 +114,10 @@ def _warn_if_scrapy_middleware_enabled(crawler: Crawler) -> None:
         "an unreachable robots.txt allows everything). %s",
         fix,
     )
+
+
+def _is_our_addon(addon: object) -> bool:
+    """Whether ``addon`` is scrapy-rep's add-on (or a subclass), known by its
+    class's path: the add-on sits above this module (it enables the middleware
+    that runs this check), so importing it here would close a circle."""
+    return any(f"{cls.__module__}.{cls.__qualname__}" == ADDON for cls in type(addon).__mro__)

@@ -36,8 +36,8 @@ proxy. scrapy-rep's own robots.txt requests are read by the fetcher instead
 from __future__ import annotations
 
 import logging
-import time
 from collections import OrderedDict
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from scrapy import signals
@@ -45,7 +45,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_rep import _clock
 from scrapy_rep import signals as rep_signals
-from scrapy_rep._download import ROBOTS_META
+from scrapy_rep._meta_keys import ROBOTS_META, STOP_META
 from scrapy_rep.exceptions import PaymentRequired, SiteChallenged
 from scrapy_rep.origin import origin_of
 from scrapy_rep.stop_signals import KINDS, RULES, Detector, StopSignal
@@ -66,10 +66,6 @@ __all__ = ["STOP_META", "Challenges"]
 
 logger = logging.getLogger(__name__)
 
-STOP_META: Final = "rep_stop_signal"
-"""Meta key set on a request whose answer was a stop signal (value: the
-:class:`~scrapy_rep.stop_signals.StopSignal`); read by the robots
-middleware's ``process_response`` and by the slow-down, which then ignores it."""
 REFUSAL: Final = "refuses this crawler"
 
 
@@ -412,7 +408,7 @@ class Challenges:
 def _line(record: SlotRecord) -> str:
     signal = record.signal
     assert signal is not None
-    at = time.strftime("%H:%M:%S", time.localtime(record.first))
+    at = datetime.fromtimestamp(record.first).strftime("%H:%M:%S")
     if signal.kind == "payment":
         offer = f"{signal.scheme} {signal.price}" if signal.price else signal.marker
         what = f"asks for payment: {offer} ({signal.provider}) at {at}"

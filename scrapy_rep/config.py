@@ -28,8 +28,8 @@ from scrapy_rep.exceptions import InvalidSetting
 from scrapy_rep.policy import Policy
 from scrapy_rep.robotstxt import DEFAULT_MAX_SIZE
 from scrapy_rep.robotstxt._agent import product_token
+from scrapy_rep.robotstxt._usage_labels import PURPOSES
 from scrapy_rep.stop_signals import Rule, user_rules
-from scrapy_rep.usage._labels import PURPOSES
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

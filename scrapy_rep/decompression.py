@@ -33,8 +33,8 @@ from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddlewa
 from scrapy.exceptions import NotConfigured
 
 from scrapy_rep import _compat
-from scrapy_rep._download import ROBOTS_META, WELL_KNOWN_META
 from scrapy_rep._inflate import Undecodable, decode, ignored
+from scrapy_rep._meta_keys import DECODED_META, ROBOTS_META, WELL_KNOWN_META
 from scrapy_rep.config import crawl_config
 
 if TYPE_CHECKING:
@@ -50,9 +50,6 @@ logger = logging.getLogger(__name__)
 
 ORDER = 595
 """Just after HttpCompressionMiddleware (590), before RedirectMiddleware (600)."""
-DECODED_META = "rep_decoded"
-"""Meta key set on a request whose answer was decoded here: the codings it came
-in (``"gzip"``), for the evidence archive (:mod:`scrapy_rep.evidence`)."""
 
 
 class BoundedDecompressionMiddleware:

@@ -27,10 +27,11 @@ from twisted.internet.defer import Deferred
 
 from scrapy_rep import _clock, _compat, _slots
 from scrapy_rep import signals as rep_signals
-from scrapy_rep._download import ROBOTS_PATH, OwnDownloads
+from scrapy_rep._download import OwnDownloads
 from scrapy_rep._in_flight import InFlight
 from scrapy_rep.cluster import RedisUnavailable
 from scrapy_rep.exceptions import PaymentRequired, SiteChallenged
+from scrapy_rep.origin import ROBOTS_PATH
 from scrapy_rep.policy import (
     CHALLENGED,
     PARSED,

@@ -9,7 +9,7 @@ How a request is checked (``process_request``):
 - unknown origin (or an unreachable one whose retry time has come): a
   coroutine is returned, which Scrapy awaits. It joins the origin's single
   in-flight fetch. While waiting, the request leaves the downloader's active
-  set (:mod:`scrapy_rep._waiting`), so waiting does not starve origins whose
+  set (:mod:`scrapy_rep._slots.waiting`), so waiting does not starve origins whose
   rules are known.
 
 The verdict is one path (:meth:`RobotsTxtMiddleware._verdict`): the rules of

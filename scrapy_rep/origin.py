@@ -19,9 +19,18 @@ from typing import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     from urllib.parse import ParseResult
 
-__all__ = ["DEFAULT_PORTS", "Origin", "OriginKeys", "origin_of", "origin_text", "robots_url"]
+__all__ = [
+    "DEFAULT_PORTS",
+    "ROBOTS_PATH",
+    "Origin",
+    "OriginKeys",
+    "origin_of",
+    "origin_text",
+    "robots_url",
+]
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
+ROBOTS_PATH = "/robots.txt"
 
 
 class _Parts(NamedTuple):
@@ -45,7 +54,7 @@ class Origin(_Parts):
 
     @property
     def robots_url(self) -> str:
-        return self.text + "/robots.txt"
+        return self.text + ROBOTS_PATH
 
 
 def _text(scheme: str, host: str, port: int) -> str:
@@ -92,7 +101,7 @@ def origin_text(origin: tuple[str, str, int]) -> str:
 
 def robots_url(origin: tuple[str, str, int]) -> str:
     """The origin's robots.txt URL (an :class:`Origin` carries it: ``origin.robots_url``)."""
-    return origin_text(origin) + "/robots.txt"
+    return origin_text(origin) + ROBOTS_PATH
 
 
 class OriginKeys:

@@ -12,7 +12,7 @@ gives each response ``response.meta["rep_usage"]``: ``{purpose: True | False
   not downloaded. The origin's ``/.well-known/tdmrep.json`` is fetched once
   (per ``REP_CACHE_TTL``) when a declared purpose is one TDMRep governs, while
   the first pages download. A response that arrives first waits for it out of
-  the downloader's active set (:mod:`scrapy_rep._waiting`, ``REP_MAX_WAITING``
+  the downloader's active set (:mod:`scrapy_rep._slots.waiting`, ``REP_MAX_WAITING``
   shared with robots.txt waiters), so that waiting costs other origins
   nothing, and until ``REP_FETCH_TIMEOUT`` after the fetch began at most.
 - ``process_response``: the response's headers (Content-Usage,
@@ -38,19 +38,19 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_rep import _compat
 from scrapy_rep import signals as rep_signals
-from scrapy_rep._download import ROBOTS_META
+from scrapy_rep._meta_keys import ROBOTS_META
 from scrapy_rep._page_directives import header_directives, parse_rules, robots_meta_tags
 from scrapy_rep._robots import RobotsService, robots_service
+from scrapy_rep._slots import Waiting
 from scrapy_rep._tdmrep_files import TdmEntry, TdmRepFiles
-from scrapy_rep._waiting import Waiting
 from scrapy_rep.cache import lru_put
 from scrapy_rep.config import Config, crawl_config
 from scrapy_rep.evidence import PROVENANCE_META
 from scrapy_rep.exceptions import UsageDenied
 from scrapy_rep.meta import is_html
 from scrapy_rep.origin import Origin, OriginKeys
+from scrapy_rep.robotstxt._usage_labels import TDMREP as TDMREP_LABEL
 from scrapy_rep.usage import ROBOTSTXT, Statement, Verdict, combine, response_statements
-from scrapy_rep.usage._labels import TDMREP as TDMREP_LABEL
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from scrapy_rep import RobotsTxt, UsageLine
 from scrapy_rep._page_directives import parse_header, parse_rules
+from scrapy_rep.robotstxt._usage_labels import PURPOSES
 from scrapy_rep.usage import (
     MAX_FIELD,
     MAX_TDMREP_RULES,
@@ -27,7 +28,6 @@ from scrapy_rep.usage import (
     response_statements,
     tdm_value,
 )
-from scrapy_rep.usage._labels import PURPOSES
 
 # no Scrapy code runs: neither the reactor nor Scrapy's version changes anything
 pytestmark = [pytest.mark.reactor_free, pytest.mark.scrapy_free]
@@ -742,11 +742,11 @@ def test_header_values_past_the_bound_state_nothing() -> None:
 
 
 def test_docs_mapping_table_is_the_data_of_usage_labels() -> None:
-    """docs/usage.md's mapping table lists every row of scrapy_rep.usage._labels,
+    """docs/usage.md's mapping table lists every row of scrapy_rep.robotstxt._usage_labels,
     with the same purposes and source, and nothing else."""
     from pathlib import Path
 
-    from scrapy_rep.usage import _labels as labels
+    from scrapy_rep.robotstxt import _usage_labels as labels
 
     mechanisms = {
         "Content-Usage": labels.CONTENT_USAGE,

@@ -24,7 +24,9 @@ and tests/test_slot_limit.py fail when any of it changes.
 - :mod:`~scrapy_rep._slots.headers`: the bound on the headers of scrapy-rep's
   own downloads, a process-wide patch of Twisted's HTTP/1.1 client parser.
 - :mod:`~scrapy_rep._slots.limits`: at most a slot's concurrency of requests
-  in flight, which Scrapy does not hold on the asyncio reactor (:class:`SlotLimits`).
+  in flight, which Scrapy does not hold on the asyncio reactor (:class:`SlotLimits`);
+- :mod:`~scrapy_rep._slots.waiting`: requests waiting in a middleware outside
+  the downloader's active set, and their sleeps (:class:`Waiting`).
 
 Everything is imported from here (``from scrapy_rep._slots import SlotDelays``).
 """
@@ -44,6 +46,7 @@ from scrapy_rep._slots.active import (
 from scrapy_rep._slots.delays import SlotDelays, internals_problems
 from scrapy_rep._slots.limits import SlotLimits, limit_problems
 from scrapy_rep._slots.pauses import SlotPauses, pause_problems
+from scrapy_rep._slots.waiting import Waiting
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -53,6 +56,7 @@ __all__ = [
     "SlotDelays",
     "SlotLimits",
     "SlotPauses",
+    "Waiting",
     "engine_closing",
     "internals_problems",
     "leave_active",

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def waiting_problems(engine: Any) -> list[str]:
-    """What :mod:`scrapy_rep._waiting` needs from Scrapy's engine and does not find."""
+    """What :mod:`scrapy_rep._slots.waiting` needs from Scrapy's engine and does not find."""
     if engine is None:
         return ["no engine"]
     problems = []

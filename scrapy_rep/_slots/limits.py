@@ -39,7 +39,7 @@ from scrapy.core.downloader import Downloader
 from scrapy.exceptions import IgnoreRequest
 from twisted.internet.defer import Deferred
 
-from scrapy_rep import _clock
+from scrapy_rep import _timers
 from scrapy_rep._slots.active import OnDownloader, engine_closing, missing_slot_attributes
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
-    from scrapy_rep._waiting import Waiting
+    from scrapy_rep._slots.waiting import Waiting
 
 MAX_HOSTS = 10_000
 """Host names remembered by network location (then forgotten all at once)."""
@@ -89,7 +89,7 @@ class SlotLimits(OnDownloader):
         self._new: dict[Request, str] = {}
         self._older: dict[Request, str] = {}
         self._inside: dict[Request, str] = {}  # seen in their slot by a sweep
-        self._sweep: _clock.Timer | None = None
+        self._sweep: _timers.Timer | None = None
         self._by_host = False  # slot key = host name (no download_slot meta), set by _bind
         self._hosts: dict[str, str] = {}  # URL netloc -> host name, while _by_host
         crawler.signals.connect(self._left, signal=signals.request_left_downloader)
@@ -120,7 +120,7 @@ class SlotLimits(OnDownloader):
             self._out[key] = out + 1
             self._new[request] = key
             if self._sweep is None:
-                self._sweep = _clock.call_later(REACH_TIMEOUT, self._sweep_out)
+                self._sweep = _timers.call_later(REACH_TIMEOUT, self._sweep_out)
             return None
         wake: Deferred[bool] = Deferred()
         held = self._held.get(key)
@@ -166,7 +166,7 @@ class SlotLimits(OnDownloader):
     def _let_go(self, request: Request, key: str) -> None:
         self._new[request] = key
         if self._sweep is None:
-            self._sweep = _clock.call_later(REACH_TIMEOUT, self._sweep_out)
+            self._sweep = _timers.call_later(REACH_TIMEOUT, self._sweep_out)
 
     async def _wait(self, request: Request, key: str, wake: Deferred[bool]) -> None:
         self._stats.inc_value("rep/slot_limit/held")
@@ -250,7 +250,7 @@ class SlotLimits(OnDownloader):
             self._stats.inc_value("rep/slot_limit/not_reached")
             self._free(key)
         if self._sweep is None and (self._older or self._inside):
-            self._sweep = _clock.call_later(REACH_TIMEOUT, self._sweep_out)
+            self._sweep = _timers.call_later(REACH_TIMEOUT, self._sweep_out)
 
     # -- the spider closes --------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from scrapy.core.downloader import Slot
 from scrapy.exceptions import IgnoreRequest
 
-from scrapy_rep import _clock
+from scrapy_rep import _clock, _timers
 from scrapy_rep._slots.active import OnDownloader, missing_slot_attributes, slot_key
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class SlotPauses(OnDownloader):
         slot = self._slot(key)
         return default if slot is None else max(int(slot.concurrency), 1)
 
-    def hold(self, key: str, until: float) -> _clock.Timer | None:
+    def hold(self, key: str, until: float) -> _timers.Timer | None:
         """Nothing queued in slot ``key`` leaves before ``until`` (monotonic):
         the timer that holds it now, None if the downloader has no such slot."""
         slot = self._slot(key)
@@ -84,11 +84,11 @@ class SlotPauses(OnDownloader):
             return None
         if slot.latercall is not None:
             slot.latercall.cancel()  # the delay's timer, or an earlier end: the pause ends later
-        call = _clock.call_later(max(until - _clock.monotonic(), 0.0), self._release, slot)
+        call = _timers.call_later(max(until - _clock.monotonic(), 0.0), self._release, slot)
         slot.latercall = call  # type: ignore[assignment]  # Scrapy only tests and cancel()s it
         return call
 
-    def holds(self, key: str, timer: _clock.Timer | None) -> bool:
+    def holds(self, key: str, timer: _timers.Timer | None) -> bool:
         """True while slot ``key`` is held by ``timer`` (its latercall)."""
         slot = self._slot(key) if timer is not None else None
         return slot is not None and _held_by(slot, timer)
@@ -127,7 +127,7 @@ class SlotPauses(OnDownloader):
         downloader._process_queue(slot)
         return False
 
-    def drop_queued(self, key: str, reason: str, timer: _clock.Timer | None) -> int:
+    def drop_queued(self, key: str, reason: str, timer: _timers.Timer | None) -> int:
         """End the requests queued in slot ``key`` with IgnoreRequest (their
         errbacks get it), if ``timer`` holds it; their number. For the spider
         closing during a pause, which would otherwise wait for the pause to end."""
@@ -152,7 +152,7 @@ class SlotPauses(OnDownloader):
         self._downloader._latercall(slot)  # clears latercall, sends what the delay allows
 
 
-def _held_by(slot: Slot, timer: _clock.Timer | None) -> bool:
+def _held_by(slot: Slot, timer: _timers.Timer | None) -> bool:
     """Whether ``timer`` (set by :meth:`SlotPauses.hold`) is the slot's latercall."""
     latercall: object = slot.latercall
     return latercall is timer

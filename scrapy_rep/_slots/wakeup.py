@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from scrapy_rep import _clock
+from scrapy_rep import _clock, _timers
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -45,7 +45,7 @@ class EngineWakeup:
     def __init__(self, crawler: Crawler, on_timer: Callable[[], None] | None = None) -> None:
         self._crawler = crawler
         self._on_timer = on_timer
-        self._call: _clock.Timer | None = None
+        self._call: _timers.Timer | None = None
         self._when = 0.0  # _clock.monotonic() at which _call fires
 
     def now(self) -> None:
@@ -63,7 +63,7 @@ class EngineWakeup:
                 return
             self._call.cancel()
         self._when = when
-        self._call = _clock.call_later(max(when - _clock.monotonic(), 0.0), self._fire)
+        self._call = _timers.call_later(max(when - _clock.monotonic(), 0.0), self._fire)
 
     def cancel(self) -> None:
         if self._call is not None:

@@ -37,11 +37,12 @@ import scrapy
 from scrapy import signals
 from scrapy.utils.defer import deferred_from_coro
 
-from scrapy_rep import __version__, _clock
-from scrapy_rep._download import ROBOTS_META, ROBOTS_PATH, WELL_KNOWN_META
+from scrapy_rep import _clock
+from scrapy_rep._meta_keys import DECODED_META, ROBOTS_META, WELL_KNOWN_META
+from scrapy_rep._version import __version__
 from scrapy_rep.cache import lru_put
-from scrapy_rep.decompression import DECODED_META
 from scrapy_rep.evidence._warc import WarcFiles, Written, digest, http_block, warc_date
+from scrapy_rep.origin import ROBOTS_PATH
 
 if TYPE_CHECKING:
     from scrapy import Request

@@ -21,9 +21,9 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from scrapy_rep import _clock
-from scrapy_rep._download import ROBOTS_PATH
 from scrapy_rep.cache import lru_put
 from scrapy_rep.evidence._warc import warc_date
+from scrapy_rep.origin import ROBOTS_PATH
 from scrapy_rep.policy import CHALLENGED, PARSED, UNREACHABLE
 from scrapy_rep.robotstxt._groups import parsed_bytes
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from scrapy_rep import _clock
+from scrapy_rep import _clock, _timers
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -92,7 +92,7 @@ class Prefetch:
         files = robots.fetcher.download.files
         files.most_out = max(files.most_out, SLOW_SHARES * config.max_fetches)
         # fetches in the window, with the timer that finds them slow
-        self._fresh: dict[Origin, _clock.Timer | None] = {}
+        self._fresh: dict[Origin, _timers.Timer | None] = {}
         self._stuck: OrderedDict[Origin, None] = OrderedDict()  # slow, no room yet
         self._slow: set[Origin] = set()  # slow, out of the window
         self._waiting: OrderedDict[Origin, Request] = OrderedDict()
@@ -121,7 +121,7 @@ class Prefetch:
         self._stats.inc_value("rep/frontier/robotstxt_prefetched")
         self._moved = _clock.monotonic()
         # Timed from the loop's next turn: a run of pushes is not the server's time.
-        self._fresh[origin] = _clock.call_later(0, self._time, origin) if self._window else None
+        self._fresh[origin] = _timers.call_later(0, self._time, origin) if self._window else None
         fetched.addBoth(self._done, origin)
 
     def retry(self) -> None:
@@ -154,9 +154,9 @@ class Prefetch:
         if origin in self._fresh:
             self._fresh[origin] = self._slow_timer(origin)
 
-    def _slow_timer(self, origin: Origin) -> _clock.Timer:
+    def _slow_timer(self, origin: Origin) -> _timers.Timer:
         due = _clock.monotonic() + self._slow_after
-        return _clock.call_later(self._slow_after, self._turned_slow, origin, due)
+        return _timers.call_later(self._slow_after, self._turned_slow, origin, due)
 
     def _turned_slow(self, origin: Origin, due: float) -> None:
         """``origin``'s fetch has run for an eighth of its timeout: it gives

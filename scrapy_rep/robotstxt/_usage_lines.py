@@ -20,6 +20,7 @@ from scrapy_rep.robotstxt._delay_lines import lines_of_runs_naming
 from scrapy_rep.robotstxt._groups import Groups
 from scrapy_rep.robotstxt._match import Matcher, matches
 from scrapy_rep.robotstxt._url import normalize_pattern
+from scrapy_rep.robotstxt._usage_formats import content_signal, content_usage
 
 __all__ = ["NO_USAGE", "AgentUsage", "UsageDecision", "UsageLine", "read_usage"]
 
@@ -119,11 +120,6 @@ def read_usage(groups: Groups, indexes: Sequence[int], token: str) -> AgentUsage
     """The usage lines of the runs of groups ``indexes`` that name ``token`` (the
     agent's own, or "*" when no group names it), and the Content-Signal lines
     above every group."""
-    # The value formats are usage/'s, which imports this module for its types:
-    # loaded when the first usage line is read, so neither package's import
-    # needs the other's (and the parser alone never loads usage/).
-    from scrapy_rep.usage._formats import content_signal, content_usage
-
     readers = {_lines.CONTENT_USAGE: content_usage, _lines.CONTENT_SIGNAL: content_signal}
     usage: list[_Rule] = []
     signal: list[_Rule] = []

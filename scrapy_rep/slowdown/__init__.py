@@ -61,9 +61,8 @@ from scrapy import signals
 from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_rep import _clock
-from scrapy_rep._download import WELL_KNOWN_META
+from scrapy_rep._meta_keys import STOP_META, WELL_KNOWN_META
 from scrapy_rep.cache import lru_put
-from scrapy_rep.challenges import STOP_META
 from scrapy_rep.origin import origin_of
 from scrapy_rep.policy import header_text, pause_for, retry_after
 from scrapy_rep.slowdown.gates import Gates
@@ -73,8 +72,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from scrapy_rep._slots import SlotPauses
-    from scrapy_rep._waiting import Waiting
+    from scrapy_rep._slots import SlotPauses, Waiting
     from scrapy_rep.cluster import ClusterPauses
     from scrapy_rep.config import Config
 

@@ -33,7 +33,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 
-from scrapy_rep import _clock, _slots
+from scrapy_rep import _clock, _slots, _timers
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
@@ -42,9 +42,8 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
-    from scrapy_rep._slots import SlotPauses
+    from scrapy_rep._slots import SlotPauses, Waiting
     from scrapy_rep._slots.pauses import Queued
-    from scrapy_rep._waiting import Waiting
 
 REACH_TIMEOUT = 0.5
 """Seconds a released request has to reach the downloader before it no longer counts as out."""
@@ -74,13 +73,13 @@ class Gate:
 
     def __init__(self) -> None:
         self.until = 0.0  # _clock.monotonic() at which the pause ends
-        self.timer: _clock.Timer | None = None  # holds the slot's queue until then
+        self.timer: _timers.Timer | None = None  # holds the slot's queue until then
         self.answers = 0  # slow-down answers in a row (0: a good one came since)
         self.since = 0.0  # when the first of them came (_clock.monotonic())
         self.holding = False  # paused or resuming: requests leave through the gate
         self.allowed = 1  # released requests that may be unanswered at once
         # released, not answered yet -> timer until it reaches the downloader
-        self.out: dict[Request, _clock.Timer | None] = {}
+        self.out: dict[Request, _timers.Timer | None] = {}
         self.waiters: deque[tuple[Request, Deferred[bool]]] = deque()
         # queued in the slot when the pause began: they go first
         self.parked: deque[Queued] = deque()
@@ -116,7 +115,7 @@ class Gates:
         self.holding = 0
         """Gates holding requests now: their slots are paused, or resuming slowly."""
         self._listening = False  # request_reached/left_downloader connected
-        self._quieting: _clock.Timer | None = None
+        self._quieting: _timers.Timer | None = None
         self.claim: Callable[[str, float], Awaitable[float]] | None = None
         """With shared pauses (Redis): asks for the probe of slot ``key``'s
         ended pause; 0 if this worker sends it, else seconds to wait before
@@ -223,7 +222,7 @@ class Gates:
             )
 
     def _release(self, key: str, gate: Gate, request: Request) -> None:
-        gate.out[request] = _clock.call_later(REACH_TIMEOUT, self._not_reached, key, request)
+        gate.out[request] = _timers.call_later(REACH_TIMEOUT, self._not_reached, key, request)
         self._stats.inc_value("rep/slowdown/released")
 
     def _grant(self, key: str, gate: Gate) -> None:
@@ -449,7 +448,7 @@ class Gates:
             del self.by_slot[key]
         if not self.holding and self._quieting is None:
             # not now: this may run inside the dispatch of a signal it disconnects
-            self._quieting = _clock.call_later(0, self._quiet)
+            self._quieting = _timers.call_later(0, self._quiet)
 
     def _listen(self) -> None:
         """Follow released requests into the downloader while any gate exists."""

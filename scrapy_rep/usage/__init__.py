@@ -2,7 +2,7 @@
 
 robots.txt says what a crawler may fetch; these statements say what the fetched
 content may be used for, per *purpose* (``train-ai``, ``search``, ``ai-input``:
-:mod:`scrapy_rep.usage._labels`). Each mechanism is read by its own rules, then
+:mod:`scrapy_rep.robotstxt._usage_labels`). Each mechanism is read by its own rules, then
 the statements are combined per purpose: any "no" wins, else any "yes", else
 nothing is known (None). That is AIPREF's rule for combining statements
 (draft-ietf-aipref-vocab-07 §5.1), used here across every mechanism.
@@ -40,17 +40,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
+from scrapy_rep.robotstxt import _usage_labels as labels
 from scrapy_rep.robotstxt._match import Matcher
 from scrapy_rep.robotstxt._url import normalize_pattern, url_path
-from scrapy_rep.robotstxt._usage_lines import AgentUsage, UsageDecision, UsageLine, read_usage
-from scrapy_rep.usage import _labels as labels
-from scrapy_rep.usage._formats import (
+from scrapy_rep.robotstxt._usage_formats import (
     MAX_FIELD,
     content_signal,
     content_usage,
     parse_dictionary,
     shown,
 )
+from scrapy_rep.robotstxt._usage_lines import AgentUsage, UsageDecision, UsageLine, read_usage
 
 __all__ = [
     "MAX_FIELD",

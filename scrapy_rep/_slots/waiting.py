@@ -24,7 +24,7 @@ What else keeps this sound:
   scheduler at once instead of at its next 5 s heartbeat;
 - every sleep ends early, with False, once the engine starts closing.
 
-The engine internals this needs are in :mod:`scrapy_rep._slots`.
+The engine internals this needs are in :mod:`scrapy_rep._slots.active`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,13 @@ from scrapy.utils.asyncio import create_looping_call
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
-from scrapy_rep import _clock, _slots
+from scrapy_rep import _timers
+from scrapy_rep._slots.active import (
+    engine_closing,
+    leave_active,
+    rejoin_active,
+    waiting_problems,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -68,7 +74,7 @@ class Waiting:
         self.cap = cap
         self.count = 0
         self._supported: bool | None = None  # checked on first use: no engine before
-        self._sleepers: dict[Deferred[bool], _clock.Timer] = {}
+        self._sleepers: dict[Deferred[bool], _timers.Timer] = {}
         self._closing_watch: Any = None
         crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(self.wake_all, signal=signals.engine_stopped)
@@ -82,14 +88,14 @@ class Waiting:
         if self.count >= self.cap or not self._can_detach():
             yield
             return
-        if not _slots.leave_active(self._crawler.engine, request):
+        if not leave_active(self._crawler.engine, request):
             yield
             return
         self.count += 1
         try:
             yield
         finally:
-            _slots.rejoin_active(self._crawler.engine, request)
+            rejoin_active(self._crawler.engine, request)
             self.count -= 1
 
     async def woken(self, request: Request, wake: Deferred[bool]) -> bool:
@@ -100,7 +106,7 @@ class Waiting:
 
     def _can_detach(self) -> bool:
         if self._supported is None:  # what is missing was logged at start (_slots)
-            self._supported = not _slots.waiting_problems(self._crawler.engine)
+            self._supported = not waiting_problems(self._crawler.engine)
         return self._supported
 
     def _spider_idle(self) -> None:
@@ -113,7 +119,7 @@ class Waiting:
     async def sleep(self, seconds: float) -> bool:
         """Sleep; False if woken early because the spider is closing."""
         wake: Deferred[bool] = Deferred()
-        self._sleepers[wake] = _clock.call_later(max(seconds, 0.0), self._wake, wake, True)
+        self._sleepers[wake] = _timers.call_later(max(seconds, 0.0), self._wake, wake, True)
         if self._closing_watch is None:
             self._closing_watch = create_looping_call(self._watch_closing)
             self._closing_watch.start(CLOSING_CHECK_INTERVAL, now=False)
@@ -133,7 +139,7 @@ class Waiting:
             wake.callback(timer_fired)
 
     def _watch_closing(self) -> None:
-        if self._sleepers and _slots.engine_closing(self._crawler.engine):
+        if self._sleepers and engine_closing(self._crawler.engine):
             self.wake_all()
         elif not self._sleepers:
             self._stop_watch()

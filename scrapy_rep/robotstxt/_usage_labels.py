@@ -3,8 +3,9 @@
 The vocabularies are still moving (the AIPREF vocabulary renamed its labels in
 seven of its first eight revisions), so every mapping below is a row of data
 naming the text and revision it comes from. Updating scrapy-rep to a new
-revision means editing these rows; :mod:`scrapy_rep.usage` only reads them, and
-the documentation's mapping table is checked against them by the tests.
+revision means editing these rows; their readers
+(:mod:`scrapy_rep.robotstxt._usage_formats`, :mod:`scrapy_rep.usage`) only read
+them, and the documentation's mapping table is checked against them by the tests.
 
 A purpose is what a crawl collects for (``REP_PURPOSES``):
 

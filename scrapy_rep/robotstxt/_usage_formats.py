@@ -4,7 +4,7 @@ Content-Usage (IETF AIPREF, draft-ietf-aipref-vocab-07 §4) is an RFC 9651
 Structured Fields Dictionary, read strictly: any syntax error makes the whole
 statement say nothing. Content-Signal (Cloudflare's Content Signals Policy) has
 no written syntax and is read leniently. Which label means which purpose is
-data, in :mod:`scrapy_rep.usage._labels`.
+data, in :mod:`scrapy_rep.robotstxt._usage_labels`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from scrapy_rep.usage import _labels as labels
+from scrapy_rep.robotstxt import _usage_labels as labels
 
 __all__ = ["MAX_FIELD", "content_signal", "content_usage", "parse_dictionary", "restrict", "shown"]
 
