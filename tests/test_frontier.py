@@ -273,7 +273,7 @@ async def test_robots_txt_fetched_while_its_request_waits_in_the_queue() -> None
         seed = sites.url("busy.test", "/seed")
         crawler, answered, failed = await crawl(
             [seed],
-            {"CONCURRENT_REQUESTS_PER_DOMAIN": 16},
+            {**PATIENT, "CONCURRENT_REQUESTS_PER_DOMAIN": 16},  # 1,000 pages: not about timeouts
             close_after={late},
             follow=lambda response: [waiting, *busy] if response.url == seed else [],
         )
