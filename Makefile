@@ -52,13 +52,24 @@ docs: venv
 	@echo "== docs: sphinx-build -W, every warning an error (under a minute)"
 	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
-# Branch coverage of scrapy_rep/ on the newest Scrapy, on the asyncio reactor
-# (what it leaves out and why: docs, development page).
-# Each run appends a line per test started and ended to pytest-RUN.log: the test
-# under way when a run was killed is its last "start" (a SIGTERM also prints it).
+# Each lane runs its tests in JOBS processes (pytest-xdist; a test that waits on
+# real time leaves the cores to the others). Each appends a line per test started
+# and ended, with its wall and CPU time, to pytest-LANE.log: the test under way when
+# a run was killed is its last "start" (a SIGTERM also prints it).
+JOBS ?= 2
+XDIST = -n $(JOBS) --dist worksteal
+
+# The whole suite on the newest Scrapy, on the asyncio reactor.
 pytest: venv redis-server
-	@echo "== pytest: the whole suite on the newest Scrapy, with branch coverage"
-	$(VENV)/bin/pytest -q --cov --cov-report=term:skip-covered --progress-log=pytest-newest.log
+	@echo "== pytest: the whole suite on the newest Scrapy"
+	$(VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) --progress-log=pytest-newest.log
+
+# Branch coverage of scrapy_rep/ on the newest Scrapy (what it leaves out and why:
+# docs, development page). Not part of make test: tracing doubles the suite's CPU.
+coverage: venv redis-server
+	@echo "== coverage: the whole suite on the newest Scrapy, with branch coverage"
+	$(VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) --cov --cov-report=term:skip-covered \
+	  --progress-log=pytest-coverage.log
 
 # The newest Scrapy on Twisted's own reactor (epoll on Linux): waiting, fetching
 # and pacing run on Deferreds alone there, and a fetch can end before anyone awaits it.
@@ -66,7 +77,7 @@ pytest: venv redis-server
 # the docs, crawls in subprocesses with their own reactor) would only repeat.
 pytest-twisted: venv redis-server
 	@echo "== pytest-twisted: the crawl tests on the newest Scrapy, on Twisted's own reactor"
-	$(VENV)/bin/pytest -q -p no:cacheprovider --reactor=default -m "not reactor_free" \
+	$(VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) --reactor=default -m "not reactor_free" \
 	  --progress-log=pytest-twisted.log
 
 # The oldest Scrapy, at a lower CPU priority so that it does not starve the others.
@@ -75,7 +86,7 @@ pytest-twisted: venv redis-server
 pytest-floor: floor-venv redis-server
 	@echo "== pytest-floor: the suite but the Scrapy-free tests, on Scrapy $(FLOOR_SCRAPY)"
 	$(FLOOR_VENV)/bin/python -c "import scrapy; print('Scrapy', scrapy.__version__, '(floor)')"
-	nice -n 5 $(FLOOR_VENV)/bin/pytest -q -p no:cacheprovider -m "not scrapy_free" \
+	nice -n 5 $(FLOOR_VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) -m "not scrapy_free" \
 	  --progress-log=pytest-floor.log
 
 # The Redis tests and bench-cluster start their own redis-server (Debian's package)

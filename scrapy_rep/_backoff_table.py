@@ -26,10 +26,10 @@ retry time comes first: the one whose backoff is over or ends soonest.
 from __future__ import annotations
 
 import math
-import time
 from array import array
 from typing import NamedTuple
 
+from scrapy_rep import _clock
 from scrapy_rep.origin import Origin
 
 DEFAULT_BOUND = 1_000_000
@@ -50,7 +50,7 @@ class Backoff(NamedTuple):
     """What the table recalls of one origin."""
 
     retry_at: float
-    """``time.time()`` after which its robots.txt may be asked again."""
+    """``_clock.now()`` after which its robots.txt may be asked again."""
     failures: int
     reason: str
     """The kind of its latest failure (``HTTP 503``), or "" if not kept."""
@@ -75,7 +75,7 @@ class BackoffTable:
 
     def __init__(self, bound: int) -> None:
         self._capacity = -(-max(bound, 0) // WAYS) * WAYS
-        self._epoch = time.time()
+        self._epoch = _clock.now()
         self._count = 0
         self._kinds: list[str] = [""]
         self._kind_of: dict[str, int] = {"": 0}

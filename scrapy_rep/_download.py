@@ -34,7 +34,6 @@ for another file carries ``rep_well_known`` too (its path). Each
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Literal, NamedTuple
 from urllib.parse import urljoin, urlparse
@@ -45,7 +44,7 @@ from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.misc import load_object
 from w3lib.url import safe_url_string
 
-from scrapy_rep import _compat, _slots
+from scrapy_rep import _clock, _compat, _slots
 from scrapy_rep._inflate import accept_encoding
 from scrapy_rep._meta_keys import ROBOTS_META, WELL_KNOWN_META
 from scrapy_rep._slots import headers
@@ -193,7 +192,7 @@ class OwnDownloads:
         if self._running == 1:
             self._connect(True)
         evidence = self._evidence
-        started = time.time()
+        started = _clock.now()
         try:
             response = await engine.download_async(request)
         except Exception as exc:
@@ -292,20 +291,20 @@ class Budget:
     (REP_FETCH_TIMEOUT) and retries (REP_FETCH_RETRIES)."""
 
     def __init__(self, seconds: float, retries: int) -> None:
-        self._end = time.monotonic() + seconds
+        self._end = _clock.monotonic() + seconds
         self.retries = retries
 
     def left(self) -> float:
-        return self._end - time.monotonic()
+        return self._end - _clock.monotonic()
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """A wait that does not count (before a retry the server asked for)."""
-        start = time.monotonic()
+        start = _clock.monotonic()
         try:
             yield
         finally:
-            self._end += time.monotonic() - start
+            self._end += _clock.monotonic() - start
 
 
 def is_redirect(status: int) -> bool:

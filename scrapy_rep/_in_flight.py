@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from scrapy.utils.asyncio import CallLaterResult, call_later
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
+
+from scrapy_rep import _timers
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Hashable
@@ -74,7 +75,7 @@ class InFlight(Generic[K, V]):
         else:
             task.waiters.append(waiter)
         if timeout is not None and not waiter.called:
-            timer = call_later(max(timeout, 0.0), _give_up, task, waiter)
+            timer = _timers.call_later(max(timeout, 0.0), _give_up, task, waiter)
             waiter.addBoth(_cancelling, timer)
         return waiter
 
@@ -100,6 +101,6 @@ def _give_up(task: _Task[Any], waiter: Deferred[Any]) -> None:
         waiter.callback(None)
 
 
-def _cancelling(result: Any, timer: CallLaterResult) -> Any:
+def _cancelling(result: Any, timer: _timers.Timer) -> Any:
     timer.cancel()  # a no-op once it fired
     return result

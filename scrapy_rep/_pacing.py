@@ -21,13 +21,12 @@ few dict lookups.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
 
-from scrapy_rep import _slots
+from scrapy_rep import _clock, _slots
 from scrapy_rep._meta_keys import ROBOTS_META
 from scrapy_rep._slots import SlotDelays, SlotLimits, SlotPauses
 from scrapy_rep.challenges import Challenges
@@ -262,4 +261,4 @@ class Pacing:
         if gate is None:
             return None
         held = len(gate.waiters) + len(gate.parked)
-        return gate.until - time.monotonic(), gate.allowed, held, len(gate.out)
+        return gate.until - _clock.monotonic(), gate.allowed, held, len(gate.out)

@@ -18,6 +18,8 @@ from email.utils import parsedate_to_datetime
 
 from parsel import Selector
 
+from scrapy_rep import _clock
+
 __all__ = [
     "MAX_HEAD_CHARS",
     "MAX_META_TAGS",
@@ -76,7 +78,7 @@ class Directives:
         """True once ``unavailable_after`` is past (``now`` defaults to the current UTC time)."""
         if self.unavailable_after is None:
             return False
-        return (now or datetime.now(timezone.utc)) >= self.unavailable_after
+        return (now or datetime.fromtimestamp(_clock.now(), timezone.utc)) >= self.unavailable_after
 
 
 NO_DIRECTIVES = Directives()

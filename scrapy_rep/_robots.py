@@ -15,7 +15,6 @@ fetching when they need rules (:meth:`~RobotsService.entry_for`,
 
 from __future__ import annotations
 
-import time
 import weakref
 from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlparse
@@ -24,7 +23,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred, succeed
 
-from scrapy_rep import _compat, _startup
+from scrapy_rep import _clock, _compat, _startup
 from scrapy_rep._pacing import Pacing
 from scrapy_rep._slots import Waiting
 from scrapy_rep.cache import MemoryRulesCache
@@ -192,7 +191,7 @@ class RobotsService:
             mode = self.config.unreachable
             if mode == "defer":  # kept there, within REP_DEFER_MAX, refetched meanwhile
                 return ALLOWED, 0.0, origin
-            if entry.expires <= time.time():
+            if entry.expires <= _clock.now():
                 return UNKNOWN, 0.0, origin
             refused = mode == "disallow" and not dry_run
             return (REFUSED if refused else ALLOWED), 0.0, origin
@@ -217,7 +216,7 @@ class RobotsService:
         if origin is None:
             return None
         entry = self.cache.get(origin)
-        if entry is None or (entry.robots is None and entry.expires <= time.time()):
+        if entry is None or (entry.robots is None and entry.expires <= _clock.now()):
             entry = await maybe_deferred_to_future(self.fetcher.join(origin))
         return entry
 
@@ -227,6 +226,6 @@ class RobotsService:
         it is). The caller bounds how many it starts
         (:class:`scrapy_rep.frontier.robots.Prefetch`)."""
         entry = self.cache.get(origin)
-        if entry is not None and (entry.robots is not None or entry.expires > time.time()):
+        if entry is not None and (entry.robots is not None or entry.expires > _clock.now()):
             return succeed(entry)
         return self.fetcher.join(origin, request)

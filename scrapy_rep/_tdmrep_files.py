@@ -16,7 +16,6 @@ one that could not be fetched (the fetch goes on for later ones).
 from __future__ import annotations
 
 import logging
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING, Literal
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import maybe_deferred_to_future
 
-from scrapy_rep import _startup
+from scrapy_rep import _clock, _startup
 from scrapy_rep._download import OwnDownloads
 from scrapy_rep._in_flight import InFlight
 from scrapy_rep.cache import lru_put
@@ -76,8 +75,8 @@ class TdmRepFiles:
         if origin not in self._fetches:
             return self._files.get(origin)
         self._stats.inc_value("rep/usage/tdmrep/waited")
-        began = self._began.get(origin, time.monotonic())
-        left = began + self.config.fetch_timeout - time.monotonic()
+        began = self._began.get(origin, _clock.monotonic())
+        left = began + self.config.fetch_timeout - _clock.monotonic()
         entry = await maybe_deferred_to_future(
             self._fetches.join(origin, lambda: self._fetch(origin), timeout=left)
         )
@@ -91,7 +90,7 @@ class TdmRepFiles:
         entry = self._files.get(origin)
         if entry is not None:
             self._files.move_to_end(origin)
-            if entry.expires > time.time():
+            if entry.expires > _clock.now():
                 return entry
         if origin not in self._fetches:
             self._fetches.start(origin, lambda: self._fetch(origin))
@@ -99,13 +98,13 @@ class TdmRepFiles:
         return entry
 
     async def _fetch(self, origin: Origin) -> TdmEntry:
-        self._began[origin] = time.monotonic()
+        self._began[origin] = _clock.monotonic()
         try:
             entry = await self._get(origin)
         except Exception:  # a bug here must not leave responses waiting
             url = origin.text + TDMREP_PATH
             logger.exception("Error while fetching %s", url)
-            entry = TdmEntry(None, "error", time.time() + self.config.retry_min)
+            entry = TdmEntry(None, "error", _clock.now() + self.config.retry_min)
         finally:
             self._began.pop(origin, None)
         self._stats.inc_value(f"rep/usage/tdmrep/outcome/{entry.outcome}")
@@ -122,7 +121,7 @@ class TdmRepFiles:
         network error is asked again after REP_RETRY_MIN, the rest after
         REP_CACHE_TTL."""
         config = self.config
-        now = time.time()
+        now = _clock.now()
         retry, keep = now + config.retry_min, now + config.cache_ttl
         text = origin.text
         self._stats.inc_value("rep/usage/tdmrep/request_count")

@@ -17,10 +17,10 @@ not kept: evicted is evicted.)
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from typing import Protocol, TypeVar
 
+from scrapy_rep import _clock
 from scrapy_rep._backoff_table import DEFAULT_BOUND, BackoffTable
 from scrapy_rep.origin import Origin
 from scrapy_rep.policy import UNREACHABLE, Entry
@@ -86,7 +86,7 @@ class MemoryRulesCache:
         if kept is None:
             return None
         # (when it failed is not kept: it only matters for last good rules, not kept either)
-        entry = Entry(None, UNREACHABLE, kept.retry_at, time.time(), kept.failures, kept.reason)
+        entry = Entry(None, UNREACHABLE, kept.retry_at, _clock.now(), kept.failures, kept.reason)
         self.put(origin, entry)
         return entry
 

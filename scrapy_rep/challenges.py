@@ -36,13 +36,14 @@ proxy. scrapy-rep's own robots.txt requests are read by the fetcher instead
 from __future__ import annotations
 
 import logging
-import time
 from collections import OrderedDict
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Final
 
 from scrapy import signals
 from scrapy.utils.httpobj import urlparse_cached
 
+from scrapy_rep import _clock
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._meta_keys import ROBOTS_META, STOP_META
 from scrapy_rep.cluster.pauses import PAUSED, RUNNING, STOP
@@ -91,7 +92,7 @@ class SlotRecord:
     def __init__(self, origin: str) -> None:
         self.origin = origin
         self.signal: StopSignal | None = None  # the latest
-        self.first = 0.0  # time.time() of the first signal
+        self.first = 0.0  # _clock.now() of the first signal
         self.challenged = 0  # challenged answers seen, all told
         self.probes = 0  # challenged answers after a pause, in a row (with Redis: the cluster's)
         self.pauses = 0  # pauses in this run (with Redis: the cluster's)
@@ -162,7 +163,7 @@ class Challenges:
             what.get("price"),
             what.get("scheme"),
         )
-        record.first = record.first or time.time()
+        record.first = record.first or _clock.now()
         probes = what.get("probes")
         if isinstance(probes, int) and not isinstance(probes, bool):
             record.probes = max(record.probes, probes)
@@ -194,8 +195,8 @@ class Challenges:
         record = self._record(key, request)
         record.signal = signal
         if not record.first:
-            record.first = time.time()
-        now = time.monotonic()
+            record.first = _clock.now()
+        now = _clock.monotonic()
         sent_before = self.gates is not None and self.gates.answered(key, request, now)
         if signal.kind == "payment":
             self._payment(key, record, signal, request, response)
@@ -234,7 +235,7 @@ class Challenges:
                 "challenge", "the site", f"{record.plain_403} plain 403s in a row"
             )
             if not record.first:
-                record.first = time.time()
+                record.first = _clock.now()
             self._crawler.signals.send_catch_log(
                 signal=rep_signals.site_challenged,
                 origin=record.origin,
@@ -287,7 +288,7 @@ class Challenges:
         if begun:
             record.paused += 1
             self._stats.inc_value("rep/challenge/pauses")
-        now = time.monotonic()
+        now = _clock.monotonic()
         self.gates.pause(key, now + seconds, now)  # type: ignore[union-attr]
         logger.log(
             logging.DEBUG if record.told else logging.INFO,
@@ -465,7 +466,9 @@ def _state(key: str, record: SlotRecord) -> dict[str, Any]:
         "marker": signal.marker,
         "price": signal.price,
         "scheme": signal.scheme,
-        "first_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.first)),
+        "first_at": datetime.fromtimestamp(record.first, timezone.utc).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"
+        ),
         "answers": record.challenged,
         "pauses": record.paused,
         "probes": record.probes,
@@ -478,7 +481,7 @@ def _state(key: str, record: SlotRecord) -> dict[str, Any]:
 def _line(record: SlotRecord) -> str:
     signal = record.signal
     assert signal is not None
-    at = time.strftime("%H:%M:%S", time.localtime(record.first))
+    at = datetime.fromtimestamp(record.first).strftime("%H:%M:%S")
     if signal.kind == "payment":
         offer = f"{signal.scheme} {signal.price}" if signal.price else signal.marker
         what = f"asks for payment: {offer} ({signal.provider}) at {at}"

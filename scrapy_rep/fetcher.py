@@ -19,14 +19,13 @@ import contextlib
 import dataclasses
 import itertools
 import logging
-import time
 from typing import TYPE_CHECKING
 
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from twisted.internet.defer import Deferred
 
-from scrapy_rep import _compat, _slots
+from scrapy_rep import _clock, _compat, _slots
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._download import OwnDownloads
 from scrapy_rep._in_flight import InFlight
@@ -124,7 +123,7 @@ class RobotsFetcher:
         try:
             if previous is None and self._state is not None:
                 previous = self._state.previous(origin)  # a past crawl's
-                if previous is not None and previous.expires > time.time():
+                if previous is not None and previous.expires > _clock.now():
                     self._stats.inc_value("rep/state/used")
                     entry = self._store(origin, previous, None)
                     if self._pins is not None:
@@ -146,7 +145,7 @@ class RobotsFetcher:
             await self._announce(origin, entry, previous, response, trigger)
         except Exception:  # a bug here must not leave waiters hanging
             logger.exception("Error while fetching %s", origin.robots_url)
-            entry = self._policy.on_error("internal error", now=time.time(), previous=previous)
+            entry = self._policy.on_error("internal error", now=_clock.now(), previous=previous)
             self._cache.put(origin, entry)
         return entry
 
@@ -232,10 +231,10 @@ class RobotsFetcher:
         self._stats.inc_value(
             "rep/robotstxt/challenged" if challenged else "rep/robotstxt/unreachable"
         )
-        retry = entry.expires - time.time()
+        retry = entry.expires - _clock.now()
         if entry.stale:
             self._stats.inc_value("rep/robotstxt/stale_served")
-            action = f"keeping its rules of {time.time() - entry.fetched:.0f} s ago"
+            action = f"keeping its rules of {_clock.now() - entry.fetched:.0f} s ago"
         else:
             action = {
                 "disallow": "its requests are dropped",
@@ -340,14 +339,14 @@ class RobotsDownload:
         signal = self._stop_signal(response)
         if signal is not None:  # a page for browsers or buyers: no rules were said
             self._stats.inc_value(f"rep/robotstxt/stop_signal/{signal.split(' ', 1)[0]}")
-            entry = self._policy.challenged(signal, now=time.time(), previous=previous)
+            entry = self._policy.challenged(signal, now=_clock.now(), previous=previous)
         elif stopped is not None:  # nowhere to go, or too far: as if there were none (§2.3.1.2)
             if stopped == "too_many":
                 self._stats.inc_value("rep/robotstxt/redirects_exceeded")
                 reason = f"more than {self.config.max_redirects} redirects"
             else:
                 reason = f"HTTP {status} without a usable Location"
-            entry = self._policy.unavailable(reason, now=time.time())
+            entry = self._policy.unavailable(reason, now=_clock.now())
         else:
             headers = response.headers
             sent = response.request.headers if response.request is not None else {}
@@ -356,7 +355,7 @@ class RobotsDownload:
                 status,
                 response.body,
                 url=response.url,
-                now=time.time(),
+                now=_clock.now(),
                 previous=previous,
                 cache_control=header_text(headers.get(b"Cache-Control")),
                 retry_after_header=header_text(headers.get(b"Retry-After")),
@@ -394,15 +393,15 @@ class RobotsDownload:
                     self._stats.inc_value("rep/robotstxt/conditional")
                 response = await self._download(request)
             except (SiteChallenged, PaymentRequired) as exc:  # its slot is stopped: not sent
-                return None, self._policy.challenged(str(exc), now=time.time(), previous=previous)
+                return None, self._policy.challenged(str(exc), now=_clock.now(), previous=previous)
             except IgnoreRequest as exc:
                 # Refused by a downloader middleware of this crawl, not by the site.
                 self._stats.inc_value("rep/robotstxt/refused_locally")
-                return None, self._policy.refused_locally(_reason(exc), now=time.time())
+                return None, self._policy.refused_locally(_reason(exc), now=_clock.now())
             except Exception as exc:
                 name = f"{type(exc).__module__}.{type(exc).__qualname__}"
                 self._stats.inc_value(f"rep/robotstxt/exception_count/{name}")
-                failed = self._policy.on_error(_reason(exc), now=time.time(), previous=previous)
+                failed = self._policy.on_error(_reason(exc), now=_clock.now(), previous=previous)
                 if isinstance(exc, _compat.TIMEOUT_ERRORS):
                     break  # it had REP_FETCH_TIMEOUT already: asked again after REP_RETRY_MIN
             else:
@@ -430,7 +429,7 @@ class RobotsDownload:
             headers = response.headers
             asked = retry_after(
                 header_text(headers.get(b"Retry-After")),
-                time.time(),
+                _clock.now(),
                 date=header_text(headers.get(b"Date")),
             )
         if asked is None:

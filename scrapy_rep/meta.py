@@ -21,6 +21,7 @@ from scrapy import Request
 from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse, Response, TextResponse
 
+from scrapy_rep import _clock
 from scrapy_rep._page_directives import (
     MAX_TAGS,
     NO_DIRECTIVES,
@@ -126,7 +127,7 @@ class MetaRobotsMiddleware:
         directives = NO_DIRECTIVES
         for _, found in sources:
             directives = directives.merge(found)
-        now = datetime.now(timezone.utc)
+        now = datetime.fromtimestamp(_clock.now(), timezone.utc)
         page = _Page(
             directives=directives,
             nofollow=_reason(sources, "nofollow", lambda d: d.nofollow),

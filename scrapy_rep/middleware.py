@@ -26,12 +26,12 @@ Everything the middleware uses is the crawl's robots service
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 
+from scrapy_rep import _clock
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._robots import ALLOWED, REFUSED, UNKNOWN, RobotsService
 from scrapy_rep.challenges import STOP_META, Challenges
@@ -127,7 +127,7 @@ class RobotsTxtMiddleware:
         entry = self._cache.get(origin)
         if entry is None:
             return self._wait(request, origin, None)
-        if entry.expires <= time.time():
+        if entry.expires <= _clock.now():
             if entry.robots is None:
                 return self._wait(request, origin, entry)
             self.fetcher.refresh(origin, request)  # serve the old rules meanwhile
@@ -263,8 +263,8 @@ class RobotsTxtMiddleware:
         defer = self.config.unreachable == "defer" and not self._dry_run
         deadline: float | None = None  # set once the origin is found unreachable
         while True:
-            if entry is None or (entry.robots is None and entry.expires <= time.time()):
-                timeout = None if deadline is None else deadline - time.time()
+            if entry is None or (entry.robots is None and entry.expires <= _clock.now()):
+                timeout = None if deadline is None else deadline - _clock.now()
                 joined = self.fetcher.join(origin, request, timeout=timeout)
                 entry = await maybe_deferred_to_future(joined)
                 if entry is None:  # the deadline came during the fetch
@@ -276,7 +276,7 @@ class RobotsTxtMiddleware:
                 if deadline is not None:
                     self._stats.inc_value("rep/deferred/released")
                 return entry
-            now = time.time()
+            now = _clock.now()
             if deadline is None:
                 deadline = now + self.config.defer_max
                 self._stats.inc_value("rep/deferred")

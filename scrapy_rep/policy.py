@@ -94,7 +94,7 @@ class Entry:
     outcome: Outcome
     """Result of the latest fetch."""
     expires: float
-    """Time (``time.time()``) after which the robots.txt is fetched again."""
+    """Time (``_clock.now()``) after which the robots.txt is fetched again."""
     fetched: float
     """When ``robots`` was obtained (for stale-if-error)."""
     failures: int = 0

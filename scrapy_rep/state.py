@@ -36,10 +36,10 @@ import hashlib
 import logging
 import os
 import sqlite3
-import time
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlparse
 
+from scrapy_rep import _clock
 from scrapy_rep._entry_codec import Rules, decode, encode
 from scrapy_rep.origin import origin_of
 from scrapy_rep.policy import PARSED, REFUSED_LOCALLY, UNAVAILABLE, UNREACHABLE
@@ -199,7 +199,7 @@ class StateStore:
         """``origin``'s stored entry (fetched within REP_STALE_MAX, not from
         the future), its expiry bounded by this crawl's REP_CACHE_TTL and
         REP_RETRY_MAX: fresh, or what a fetch starts from."""
-        now = time.time() if now is None else now
+        now = _clock.now() if now is None else now
         text = origin.text
         if text in self._pending:  # fetched this crawl, then left its LRU
             self.flush()
@@ -255,7 +255,7 @@ class StateStore:
             with _transaction(db):
                 db.execute(
                     "INSERT OR REPLACE INTO pinned (sha256, body, written) VALUES (?, ?, ?)",
-                    (sha256, body, time.time()),
+                    (sha256, body, _clock.now()),
                 )
         except sqlite3.Error as exc:
             self._give_up("write", exc)
@@ -314,7 +314,7 @@ class StateStore:
         if db is None or not pending:
             return
         self._pending = {}
-        now = time.time()
+        now = _clock.now()
         rows: dict[_Body, list[tuple[object, ...]]] = {"new": [], "keep": [], "none": []}
         for text, (entry, mode, body) in pending.items():
             meta = encode(entry, _rules(entry, mode))
@@ -337,7 +337,7 @@ class StateStore:
         if db is None:
             return
         self._db = None
-        now = time.time()
+        now = _clock.now()
         old = now - max(self._config.stale_max, self._config.cache_ttl)
         try:
             db.execute("DELETE FROM robots WHERE expires < ? AND fetched < ?", (now, old))
@@ -390,7 +390,7 @@ def stored_entries(directory: str, config: Config) -> Iterator[tuple[Origin, Ent
     finally:
         store._db = None
         db.close()
-    now = time.time()
+    now = _clock.now()
     for row in rows:
         found = store._decode(row[0], row[1], row[2], now)
         if found is not None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from types import ModuleType
 
 import pytest
 import suite_guard
 from redis_server import RedisServer, require_redis_server
 from servers import ScriptedServer
+
+from scrapy_rep import _clock
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -36,6 +39,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("asyncio_only"):
             item.add_marker(skip)
+
+
+@pytest.fixture
+def rep_clock() -> Iterator[ModuleType]:
+    """scrapy-rep's clock (``scrapy_rep._clock``), for the test to move forward by
+    hand with ``advance(seconds)``: a 600 s backoff or a 30 s deadline then passes
+    at once in a real crawl. Back to real time after the test."""
+    yield _clock
+    _clock.reset()
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import logging
 import time
 import tracemalloc
 from collections import Counter
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -27,7 +28,7 @@ from scrapy.utils.test import get_crawler
 from servers import Reply, ScriptedServer
 from twisted.python.failure import Failure
 
-from scrapy_rep import RobotsTxtUnavailable
+from scrapy_rep import RobotsTxtUnavailable, _clock
 from scrapy_rep._backoff_table import BYTES_PER_ORIGIN, BackoffTable
 from scrapy_rep.config import Config
 from scrapy_rep.exceptions import InvalidSetting
@@ -37,8 +38,8 @@ CACHE = 100
 
 
 class Rounds(Spider):
-    """Requests ``rounds[0]``; each later round once the crawl is idle and
-    ``pause`` seconds have passed since."""
+    """Requests ``rounds[0]``; each later round once the crawl is idle, after
+    moving scrapy-rep's clock ``pause`` seconds forward."""
 
     name = "rounds"
 
@@ -79,7 +80,8 @@ class Rounds(Spider):
         urls = self.rounds[self.next_round]
         self.next_round += 1
         self.pending = True
-        reactor.callLater(self.pause, self.crawl, urls)  # type: ignore[attr-defined]
+        _clock.advance(self.pause)
+        reactor.callLater(0, self.crawl, urls)  # type: ignore[attr-defined]
         raise DontCloseSpider
 
     def crawl(self, urls: list[str]) -> None:
@@ -161,19 +163,16 @@ async def test_an_evicted_unreachable_origin_is_not_asked_again_before_its_backo
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_an_outage_is_announced_once_though_its_origin_left_the_cache(
-    site: ScriptedServer, caplog: pytest.LogCaptureFixture
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture, rep_clock: ModuleType
 ) -> None:
-    """The second round comes after the backoff (10 s, longer than a round takes
-    on a busy machine: 5 s was not, with two test suites at once on two cores,
-    and an origin whose page waited that long in the queue after its robots.txt
-    was asked ahead was asked a third time): every robots.txt is
-    asked again, once, and fails again; that is the same outage, so no second
-    WARNING (before: 800 origins were announced again, their failure count
-    lost with their rules)."""
+    """The second round comes after the backoff (600 s of scrapy-rep's clock,
+    moved forward by the test): every robots.txt is asked again, once, and fails
+    again; that is the same outage, so no second WARNING (before: 800 origins
+    were announced again, their failure count lost with their rules)."""
     site.script("/robots.txt", Reply(status=503))
-    settings = {"REP_RETRY_MIN": 10, "REP_RETRY_MAX": 10}
+    settings = {"REP_RETRY_MIN": 600, "REP_RETRY_MAX": 600}
     with caplog.at_level(logging.INFO):
-        failures, stats = await crawl_in_rounds(site, 2, 11.5, settings)
+        failures, stats = await crawl_in_rounds(site, 2, 601, settings)
     asked = robots_requests(site)
     assert len(asked) == ORIGINS
     assert set(asked.values()) == {2}

@@ -25,7 +25,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from types import SimpleNamespace
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -274,25 +274,23 @@ def test_redis_full_mid_crawl_loses_nothing_and_politeness_comes_back(
 
 
 def test_a_failure_soon_after_redis_answers_again_continues_the_outage(
-    monkeypatch: pytest.MonkeyPatch,
+    rep_clock: ModuleType,
 ) -> None:
     """The rule the tests above rely on (scrapy_rep.cluster.link.Outage): a
     slow or full Redis answers some calls and fails others; the failures of
     one such period are one outage, told once."""
     from scrapy_rep.cluster import link
 
-    now = [100.0]
-    monkeypatch.setattr(link, "time", SimpleNamespace(monotonic=lambda: now[0]))
     outage = link.Outage()
     assert not outage.end()  # no outage: nothing to tell
     assert outage.begin()  # WARNING
     assert not outage.begin()  # still under way
-    now[0] += 2
+    rep_clock.advance(2)
     assert outage.end()  # INFO: answers again
-    now[0] += 1
+    rep_clock.advance(1)
     assert not outage.begin()  # fails again a moment later: the same outage
     assert outage.on
     assert not outage.end()  # its end was told already
-    now[0] += link.SAME_OUTAGE + 1
+    rep_clock.advance(link.SAME_OUTAGE + 1)
     assert outage.begin()  # long after: a new outage, a new WARNING
     assert outage.end()

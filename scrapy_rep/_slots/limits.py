@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.core.downloader import Downloader
 from scrapy.exceptions import IgnoreRequest
-from scrapy.utils.asyncio import call_later
 from twisted.internet.defer import Deferred
 
+from scrapy_rep import _timers
 from scrapy_rep._slots.active import OnDownloader, engine_closing, missing_slot_attributes
 
 if TYPE_CHECKING:
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
-    from scrapy.utils.asyncio import CallLaterResult
 
     from scrapy_rep._slots.waiting import Waiting
 
@@ -90,7 +89,7 @@ class SlotLimits(OnDownloader):
         self._new: dict[Request, str] = {}
         self._older: dict[Request, str] = {}
         self._inside: dict[Request, str] = {}  # seen in their slot by a sweep
-        self._sweep: CallLaterResult | None = None
+        self._sweep: _timers.Timer | None = None
         self._by_host = False  # slot key = host name (no download_slot meta), set by _bind
         self._hosts: dict[str, str] = {}  # URL netloc -> host name, while _by_host
         crawler.signals.connect(self._left, signal=signals.request_left_downloader)
@@ -121,7 +120,7 @@ class SlotLimits(OnDownloader):
             self._out[key] = out + 1
             self._new[request] = key
             if self._sweep is None:
-                self._sweep = call_later(REACH_TIMEOUT, self._sweep_out)
+                self._sweep = _timers.call_later(REACH_TIMEOUT, self._sweep_out)
             return None
         wake: Deferred[bool] = Deferred()
         held = self._held.get(key)
@@ -167,7 +166,7 @@ class SlotLimits(OnDownloader):
     def _let_go(self, request: Request, key: str) -> None:
         self._new[request] = key
         if self._sweep is None:
-            self._sweep = call_later(REACH_TIMEOUT, self._sweep_out)
+            self._sweep = _timers.call_later(REACH_TIMEOUT, self._sweep_out)
 
     async def _wait(self, request: Request, key: str, wake: Deferred[bool]) -> None:
         self._stats.inc_value("rep/slot_limit/held")
@@ -251,7 +250,7 @@ class SlotLimits(OnDownloader):
             self._stats.inc_value("rep/slot_limit/not_reached")
             self._free(key)
         if self._sweep is None and (self._older or self._inside):
-            self._sweep = call_later(REACH_TIMEOUT, self._sweep_out)
+            self._sweep = _timers.call_later(REACH_TIMEOUT, self._sweep_out)
 
     # -- the spider closes --------------------------------------------------------------
 

@@ -14,19 +14,17 @@ keeping the crawl open.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from scrapy.core.downloader import Slot
 from scrapy.exceptions import IgnoreRequest
-from scrapy.utils.asyncio import call_later
 
+from scrapy_rep import _clock, _timers
 from scrapy_rep._slots.active import OnDownloader, missing_slot_attributes, slot_key
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.http import Response
-    from scrapy.utils.asyncio import CallLaterResult
     from twisted.internet.defer import Deferred
 
     Queued = tuple[Request, Deferred[Response]]
@@ -51,7 +49,7 @@ class SlotPauses(OnDownloader):
     """Download slots held still until a time: nothing queued in them leaves.
 
     ``hold(key, until)`` replaces the slot's ``latercall`` with a timer
-    that fires at ``until`` (``time.monotonic()``) and then lets the downloader
+    that fires at ``until`` (``_clock.monotonic()``) and then lets the downloader
     go on as its own timer would (``Downloader._latercall``); the caller keeps
     the timer (the slot's record in :mod:`scrapy_rep.slowdown.gates`), which
     holds the slot while it is the slot's ``latercall``. ``lastseen``, whose
@@ -78,7 +76,7 @@ class SlotPauses(OnDownloader):
         slot = self._slot(key)
         return default if slot is None else max(int(slot.concurrency), 1)
 
-    def hold(self, key: str, until: float) -> CallLaterResult | None:
+    def hold(self, key: str, until: float) -> _timers.Timer | None:
         """Nothing queued in slot ``key`` leaves before ``until`` (monotonic):
         the timer that holds it now, None if the downloader has no such slot."""
         slot = self._slot(key)
@@ -86,14 +84,14 @@ class SlotPauses(OnDownloader):
             return None
         if slot.latercall is not None:
             slot.latercall.cancel()  # the delay's timer, or an earlier end: the pause ends later
-        call = call_later(max(until - time.monotonic(), 0.0), self._release, slot)
-        slot.latercall = call
+        call = _timers.call_later(max(until - _clock.monotonic(), 0.0), self._release, slot)
+        slot.latercall = call  # type: ignore[assignment]  # Scrapy only tests and cancel()s it
         return call
 
-    def holds(self, key: str, timer: CallLaterResult | None) -> bool:
+    def holds(self, key: str, timer: _timers.Timer | None) -> bool:
         """True while slot ``key`` is held by ``timer`` (its latercall)."""
         slot = self._slot(key) if timer is not None else None
-        return slot is not None and slot.latercall is timer
+        return slot is not None and _held_by(slot, timer)
 
     def take_queued(self, key: str) -> list[Queued]:
         """Take the requests queued in slot ``key`` out of its queue, for
@@ -129,12 +127,12 @@ class SlotPauses(OnDownloader):
         downloader._process_queue(slot)
         return False
 
-    def drop_queued(self, key: str, reason: str, timer: CallLaterResult | None) -> int:
+    def drop_queued(self, key: str, reason: str, timer: _timers.Timer | None) -> int:
         """End the requests queued in slot ``key`` with IgnoreRequest (their
         errbacks get it), if ``timer`` holds it; their number. For the spider
         closing during a pause, which would otherwise wait for the pause to end."""
         slot = self._slot(key)
-        if slot is None or timer is None or slot.latercall is not timer:
+        if slot is None or timer is None or not _held_by(slot, timer):
             return 0
         # Only requests the downloader counts as active: it removes them from
         # there when they fail. One taken out (a robots.txt download) goes back
@@ -152,3 +150,9 @@ class SlotPauses(OnDownloader):
     def _release(self, slot: Slot) -> None:
         assert self._downloader is not None
         self._downloader._latercall(slot)  # clears latercall, sends what the delay allows
+
+
+def _held_by(slot: Slot, timer: _timers.Timer | None) -> bool:
+    """Whether ``timer`` (set by :meth:`SlotPauses.hold`) is the slot's latercall."""
+    latercall: object = slot.latercall
+    return latercall is timer

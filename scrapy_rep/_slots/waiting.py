@@ -35,10 +35,11 @@ from weakref import WeakKeyDictionary
 
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
-from scrapy.utils.asyncio import call_later, create_looping_call
+from scrapy.utils.asyncio import create_looping_call
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
+from scrapy_rep import _timers
 from scrapy_rep._slots.active import (
     engine_closing,
     leave_active,
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
 
     from scrapy import Request
     from scrapy.crawler import Crawler
-    from scrapy.utils.asyncio import CallLaterResult
 
 CLOSING_CHECK_INTERVAL = 1.0
 """Seconds between checks, while anything sleeps, of whether the engine is closing."""
@@ -74,7 +74,7 @@ class Waiting:
         self.cap = cap
         self.count = 0
         self._supported: bool | None = None  # checked on first use: no engine before
-        self._sleepers: dict[Deferred[bool], CallLaterResult] = {}
+        self._sleepers: dict[Deferred[bool], _timers.Timer] = {}
         self._closing_watch: Any = None
         crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(self.wake_all, signal=signals.engine_stopped)
@@ -119,7 +119,7 @@ class Waiting:
     async def sleep(self, seconds: float) -> bool:
         """Sleep; False if woken early because the spider is closing."""
         wake: Deferred[bool] = Deferred()
-        self._sleepers[wake] = call_later(max(seconds, 0.0), self._wake, wake, True)
+        self._sleepers[wake] = _timers.call_later(max(seconds, 0.0), self._wake, wake, True)
         if self._closing_watch is None:
             self._closing_watch = create_looping_call(self._watch_closing)
             self._closing_watch.start(CLOSING_CHECK_INTERVAL, now=False)

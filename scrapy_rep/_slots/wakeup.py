@@ -14,16 +14,14 @@ fires. So :class:`EngineWakeup` keeps a timer of its own, which calls
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
-from scrapy.utils.asyncio import call_later
+from scrapy_rep import _clock, _timers
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from scrapy.crawler import Crawler
-    from scrapy.utils.asyncio import CallLaterResult
 
 
 def wakeup_problems(engine: Any) -> list[str]:
@@ -47,8 +45,8 @@ class EngineWakeup:
     def __init__(self, crawler: Crawler, on_timer: Callable[[], None] | None = None) -> None:
         self._crawler = crawler
         self._on_timer = on_timer
-        self._call: CallLaterResult | None = None
-        self._when = 0.0  # time.monotonic() at which _call fires
+        self._call: _timers.Timer | None = None
+        self._when = 0.0  # _clock.monotonic() at which _call fires
 
     def now(self) -> None:
         """Ask the engine for requests at its next loop turn."""
@@ -58,14 +56,14 @@ class EngineWakeup:
             nextcall.schedule()
 
     def at(self, when: float) -> None:
-        """Ask the engine for requests at ``when`` (``time.monotonic()``), unless
+        """Ask the engine for requests at ``when`` (``_clock.monotonic()``), unless
         a timer fires earlier already."""
         if self._call is not None:
             if self._when <= when:
                 return
             self._call.cancel()
         self._when = when
-        self._call = call_later(max(when - time.monotonic(), 0.0), self._fire)
+        self._call = _timers.call_later(max(when - _clock.monotonic(), 0.0), self._fire)
 
     def cancel(self) -> None:
         if self._call is not None:

@@ -27,10 +27,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from scrapy_rep import _clock
 from scrapy_rep.cluster.stalls import LoopStalls
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class Outage:
 
     def __init__(self) -> None:
         self.on = False
-        self.since = 0.0  # time.monotonic() at which it began
+        self.since = 0.0  # _clock.monotonic() at which it began
         self._told = False  # this outage was logged as a WARNING
         self._same_until = 0.0
 
@@ -78,7 +78,7 @@ class Outage:
         """A call failed: True when that begins an outage to warn about."""
         if self.on:
             return False
-        self.on, self.since = True, time.monotonic()
+        self.on, self.since = True, _clock.monotonic()
         self._told = self.since >= self._same_until
         return self._told
 
@@ -87,7 +87,7 @@ class Outage:
         if not self.on:
             return False
         self.on = False
-        self._same_until = time.monotonic() + SAME_OUTAGE
+        self._same_until = _clock.monotonic() + SAME_OUTAGE
         return self._told
 
 
@@ -155,7 +155,7 @@ class RedisLink:
     @property
     def up(self) -> bool:
         """False during the pause after a failure (``REP_REDIS_RETRY``)."""
-        return not self._outage.on or time.monotonic() >= self._next_try
+        return not self._outage.on or _clock.monotonic() >= self._next_try
 
     def script(self, source: str) -> Any:
         return self.client.register_script(source)
@@ -176,7 +176,7 @@ class RedisLink:
         if not self.up:
             raise RedisUnavailable
         self._stats.inc_value("rep/redis/calls")
-        started = time.monotonic()
+        started = _clock.monotonic()
         try:
             reply = script(keys=keys, args=args)
         except self._errors as exc:
@@ -193,10 +193,10 @@ class RedisLink:
             if not self.up:  # failed while this call queued
                 raise RedisUnavailable
             self._stalls.start()
-            first = time.monotonic()
+            first = _clock.monotonic()
             for attempt in range(1, STALLED_ATTEMPTS + 1):
                 self._stats.inc_value("rep/redis/calls")
-                started = time.monotonic()
+                started = _clock.monotonic()
                 try:
                     reply = await script(keys=keys, args=args)
                     break
@@ -222,7 +222,7 @@ class RedisLink:
         loop explains: without the stall, the call had time left."""
         if not isinstance(exc, self._timeouts):
             return False
-        busy = time.monotonic() - started - self._stalls.stalled(started)
+        busy = _clock.monotonic() - started - self._stalls.stalled(started)
         if busy >= self._timeout:
             return False
         self._stats.inc_value("rep/redis/stalled")
@@ -235,7 +235,7 @@ class RedisLink:
 
     def _failed(self, exc: BaseException) -> None:
         self._stats.inc_value("rep/redis/errors")
-        now = time.monotonic()
+        now = _clock.monotonic()
         self._next_try = now + self._retry
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if not self._outage.begin():  # under way, or again soon after its end

@@ -17,21 +17,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import time
 import uuid
 import weakref
 from typing import TYPE_CHECKING, Final, Literal, NamedTuple
 
 from scrapy import signals
-from scrapy.utils.asyncio import call_later
 
+from scrapy_rep import _clock, _timers
 from scrapy_rep.cluster.link import RedisUnavailable
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
-    from scrapy.utils.asyncio import CallLaterResult
 
     from scrapy_rep.cluster.link import RedisLink, Sleep
     from scrapy_rep.config import Config
@@ -100,7 +98,7 @@ _TAKEN: weakref.WeakKeyDictionary[Request, float] = weakref.WeakKeyDictionary()
 def hand_over_turn(request: Request) -> None:
     """``request`` took its slot's cluster-wide turn as it left the Redis queue
     (:mod:`scrapy_rep.frontier.redis_queue`), now."""
-    _TAKEN[request] = time.monotonic()
+    _TAKEN[request] = _clock.monotonic()
 
 
 def turn_taken(request: Request) -> bool:
@@ -155,7 +153,7 @@ class ClusterDelay:
         self._holding: dict[Request, _Hold] = {}
         self._hold_ms = int((HOLD_MAX + HOLD_MARGIN) * 1000)
         self._crawler: Crawler | None = None
-        self._sweep_timer: CallLaterResult | None = None
+        self._sweep_timer: _timers.Timer | None = None
 
     @property
     def up(self) -> bool:
@@ -237,7 +235,7 @@ class ClusterDelay:
     def _hold(self, request: Request, hold: _Hold) -> None:
         self._holding[request] = hold
         if self._sweep_timer is None and self._crawler is not None:
-            self._sweep_timer = call_later(SWEEP_EVERY, self._sweep)
+            self._sweep_timer = _timers.call_later(SWEEP_EVERY, self._sweep)
 
     def let_go(self, request: Request) -> None:
         """The middleware let ``request`` go, at its turn: from now on it is
@@ -273,7 +271,7 @@ class ClusterDelay:
             if hold.let_go and request not in under_way:
                 self.release(request)
         if self._holding:
-            self._sweep_timer = call_later(SWEEP_EVERY, self._sweep)
+            self._sweep_timer = _timers.call_later(SWEEP_EVERY, self._sweep)
 
     def _stop_sweeping(self) -> None:
         if self._sweep_timer is not None:

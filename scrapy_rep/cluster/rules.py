@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from scrapy_rep import _clock
 from scrapy_rep._entry_codec import Rules, decode, encode
 from scrapy_rep.cache import MemoryRulesCache
 from scrapy_rep.cluster.link import RedisUnavailable
@@ -125,11 +125,11 @@ class RedisRulesCache:
         another worker fetches. ``Claim(None)`` means: fetch locally (Redis
         unavailable, the wait too long, or the spider closing)."""
         keys = self._keys(origin)
-        deadline = time.monotonic() + self.wait_max
+        deadline = _clock.monotonic() + self.wait_max
         pause = FIRST_POLL
         waited = False
         while True:
-            args = [repr(time.time()), self._token, int(self.lock_seconds * 1000)]
+            args = [repr(_clock.now()), self._token, int(self.lock_seconds * 1000)]
             try:
                 reply = await self.link.call(self._claim, keys, args)
             except RedisUnavailable:
@@ -147,7 +147,7 @@ class RedisRulesCache:
             if not waited:
                 waited = True
                 self._stats.inc_value("rep/redis/robots/waited")
-            if time.monotonic() + pause > deadline:
+            if _clock.monotonic() + pause > deadline:
                 self._stats.inc_value("rep/redis/robots/wait_expired")
                 logger.info(
                     "Another worker has been fetching the robots.txt of %s for "
@@ -175,7 +175,7 @@ class RedisRulesCache:
             meta, mode = _meta(entry, "body"), "keep"
             # (a 304 whose body Redis lost: an unreadable state, fetched again)
             fallback = "" if entry.outcome == PARSED else _meta(entry, "none")
-        ttl_ms = max(int((entry.expires - time.time() + self._keep) * 1000), 1000)
+        ttl_ms = max(int((entry.expires - _clock.now() + self._keep) * 1000), 1000)
         args = [
             meta,
             repr(entry.expires),

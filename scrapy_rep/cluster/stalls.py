@@ -13,8 +13,9 @@ before the late tick).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
+
+from scrapy_rep import _clock
 
 TICK = 0.05
 """Seconds between two ticks of the watch."""
@@ -29,7 +30,7 @@ class LoopStalls:
 
     def __init__(self) -> None:
         self._stalls: deque[tuple[float, float]] = deque(maxlen=KEPT)  # (began, ended)
-        self._last = 0.0  # time.monotonic() of the last tick
+        self._last = 0.0  # _clock.monotonic() of the last tick
         self._handle: asyncio.TimerHandle | None = None
 
     @property
@@ -39,7 +40,7 @@ class LoopStalls:
     def start(self) -> None:
         """Start ticking (needs a running asyncio loop); again: nothing."""
         if self._handle is None:
-            self._last = time.monotonic()
+            self._last = _clock.monotonic()
             self._handle = asyncio.get_running_loop().call_later(TICK, self._tick)
 
     def stop(self) -> None:
@@ -48,7 +49,7 @@ class LoopStalls:
             self._handle = None
 
     def _tick(self) -> None:
-        now = time.monotonic()
+        now = _clock.monotonic()
         due = self._last + TICK
         if now - due > LATE:
             self._stalls.append((due, now))
@@ -56,11 +57,11 @@ class LoopStalls:
         self._handle = asyncio.get_running_loop().call_later(TICK, self._tick)
 
     def stalled(self, since: float) -> float:
-        """Seconds of ``time.monotonic()`` from ``since`` to now during which the
+        """Seconds of ``_clock.monotonic()`` from ``since`` to now during which the
         loop ran nothing (0 when not started)."""
         if self._handle is None:
             return 0.0
-        now = time.monotonic()
+        now = _clock.monotonic()
         total = 0.0
         for began, ended in reversed(self._stalls):
             if ended <= since:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal
 
+from scrapy_rep import _clock
 from scrapy_rep.config import Config, UnreachableMode
 from scrapy_rep.policy import CHALLENGED, PARSED, REFUSED_LOCALLY, UNAVAILABLE, Entry, delay_for
 from scrapy_rep.robotstxt import Delays, RobotsTxt
@@ -282,7 +282,7 @@ def _verdict_lines(verdicts: Sequence[UrlVerdict]) -> list[str]:
 
 def render_text(reports: Sequence[Report], config: Config, *, now: float | None = None) -> str:
     """One block per robots.txt: its facts once, then a line per URL."""
-    now = time.time() if now is None else now
+    now = _clock.now() if now is None else now
     out: list[str] = []
     for report in reports:
         facts = _fetch_lines(report, config, now)
@@ -369,7 +369,7 @@ def _usage_json(usage: Sequence[PurposeVerdict]) -> dict[str, Any]:
 
 
 def render_json(reports: Sequence[Report], config: Config, *, now: float | None = None) -> str:
-    now = time.time() if now is None else now
+    now = _clock.now() if now is None else now
     data: dict[str, Any] = {
         "agent": config.user_agent,
         "allowed": all(v.allowed for r in reports for v in r.verdicts),

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlparse
@@ -31,7 +30,7 @@ from scrapy.utils.project import inside_project
 from twisted.internet.defer import DeferredList
 from twisted.python.failure import Failure
 
-from scrapy_rep import _compat, decompression
+from scrapy_rep import _clock, _compat, decompression
 from scrapy_rep._robots import robots_service
 from scrapy_rep.commands._explain import Report, explain, render_json, render_text
 from scrapy_rep.commands._pins import pin_report, render_pins
@@ -232,7 +231,7 @@ class Command(ScrapyCommand):
         origin = origins.pop() if len(origins) == 1 else None
         base = origin.robots_url if origin is not None else None  # for relative Sitemap lines
         robots = RobotsTxt.parse(body, url=base, max_size=config.max_size)
-        now = time.time()
+        now = _clock.now()
         entry = Entry(
             robots, PARSED, float("inf"), now, truncated=robots.truncated, size=len(body), url=path
         )

@@ -27,7 +27,6 @@ import logging
 import os
 import platform
 import socket
-import time
 import weakref
 from collections import OrderedDict
 from email.utils import parsedate_to_datetime
@@ -38,6 +37,7 @@ import scrapy
 from scrapy import signals
 from scrapy.utils.defer import deferred_from_coro
 
+from scrapy_rep import _clock
 from scrapy_rep._meta_keys import DECODED_META, ROBOTS_META, WELL_KNOWN_META
 from scrapy_rep._version import __version__
 from scrapy_rep.cache import lru_put
@@ -108,7 +108,7 @@ class Evidence:
     def failed(self, request: Request, error: BaseException) -> None:
         """A hop or attempt that got no answer (refused, timed out, ignored)."""
         reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-        hop = {"url": request.url, "status": None, "error": reason, "time": warc_date(time.time())}
+        hop = {"url": request.url, "status": None, "error": reason, "time": warc_date(_clock.now())}
         self._pending.setdefault(_key(request), []).append(hop)
 
     def finished(
@@ -131,7 +131,7 @@ class Evidence:
             "final_url": last["url"],
             "status": last["status"],
             **reading,
-            "time": warc_date(time.time()),
+            "time": warc_date(_clock.now()),
             "fetched_at": last.get("fetched_at"),
             "cached": last.get("cached", False),
             "sha256": last.get("sha256"),
@@ -149,7 +149,7 @@ class Evidence:
                 [("WARC-Target-URI", line["url"])]
                 + ([("WARC-Refers-To", last["record_id"])] if last.get("record_id") else []),
                 json.dumps(line, sort_keys=True).encode("utf-8"),
-                when=time.time(),
+                when=_clock.now(),
                 content_type="application/json",
             )
             line["metadata_record_id"] = written.record_id
@@ -166,7 +166,7 @@ class Evidence:
     ) -> None:
         body = response.body
         cached = "cached" in response.flags
-        when = time.time()
+        when = _clock.now()
         fields: list[tuple[str, str]] = []
         if cached:  # dated by its original answer, never now
             sent = _http_date(response.headers.get(b"Date"))

@@ -16,11 +16,12 @@ import hashlib
 import itertools
 import os
 import socket
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import BinaryIO, NamedTuple
+
+from scrapy_rep import _clock
 
 __all__ = ["WarcFiles", "Written", "digest", "http_block", "record_id", "warc_date"]
 
@@ -114,7 +115,7 @@ class WarcFiles:
             return file
         self.close()
         os.makedirs(self.directory, exist_ok=True)
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S")
+        stamp = datetime.fromtimestamp(_clock.now(), timezone.utc).strftime("%Y%m%d%H%M%S")
         serial = next(_SERIALS)
         self._name = f"rep-{stamp}-{self._stem}-{os.getpid()}-{serial:05d}.warc.gz"
         file = open(os.path.join(self.directory, self._name), "xb")  # noqa: SIM115 (kept open)
@@ -126,7 +127,7 @@ class WarcFiles:
             [("WARC-Filename", self._name)],
             info.encode("utf-8"),
             None,
-            time.time(),
+            _clock.now(),
             "application/warc-fields",
             None,
         )

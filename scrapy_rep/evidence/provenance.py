@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
+from scrapy_rep import _clock
 from scrapy_rep.cache import lru_put
 from scrapy_rep.evidence._warc import warc_date
 from scrapy_rep.origin import ROBOTS_PATH
@@ -45,7 +45,7 @@ logger = logging.getLogger(__name__)
 
 def unchecked(reason: str) -> dict[str, Any]:
     """The provenance of a request robots.txt was not applied to."""
-    now = warc_date(time.time())
+    now = warc_date(_clock.now())
     return {"origin": None, "decided_at": now, "checked": False, "reason": reason}
 
 
@@ -187,7 +187,7 @@ class Provenance:
             }
         return {
             "origin": origin.text,
-            "decided_at": self._stamp(time.time()),
+            "decided_at": self._stamp(_clock.now()),
             "checked": True,
             "robotstxt": self._part(origin, entry),
             "decision": decision,

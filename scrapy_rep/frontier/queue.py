@@ -35,13 +35,12 @@ default queue's, one directory per slot, so either queue resumes the other's job
 from __future__ import annotations
 
 import heapq
-import time
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Final, Literal
 
 from scrapy.pqueues import DownloaderAwarePriorityQueue
 
-from scrapy_rep import _per_ip
+from scrapy_rep import _clock, _per_ip
 from scrapy_rep._compat import peek_priority_queue, remove_slot_dir
 from scrapy_rep._robots import REFUSED, UNKNOWN
 from scrapy_rep.frontier._verdicts import HeadVerdicts
@@ -174,7 +173,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             self._candidate(slot, front=slot == RELEASE_SLOT)
 
     def pop(self) -> Request | None:
-        now = time.monotonic()
+        now = _clock.monotonic()
         chosen = self._select(now)
         if chosen is None:
             return None
@@ -183,7 +182,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
 
     def peek(self) -> Request | None:
         """The request :meth:`pop` would hand out now, left in the queue."""
-        chosen = self._select(time.monotonic())
+        chosen = self._select(_clock.monotonic())
         if chosen is None:
             return None
         return self._head(chosen[0])
@@ -427,7 +426,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         self._awaiting_on[slot] = origin
         self._awaiting.setdefault(origin, set()).add(slot)
         if origin not in self._awaited_since:  # the deadline runs from the first wait
-            until = self._awaited_since[origin] = time.monotonic() + AWAIT_ROBOTS
+            until = self._awaited_since[origin] = _clock.monotonic() + AWAIT_ROBOTS
             heapq.heappush(self._await_due, (until, origin))
 
     def _wake_overdue(self, now: float) -> None:

@@ -49,13 +49,13 @@ from __future__ import annotations
 
 import itertools
 import logging
-import time
 import uuid
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 
+from scrapy_rep import _clock
 from scrapy_rep._robots import ALLOWED, REFUSED, UNKNOWN, robots_service
 from scrapy_rep._slots.readiness import SlotReadiness
 from scrapy_rep._slots.wakeup import EngineWakeup
@@ -211,7 +211,7 @@ class RedisPoliteQueue:
             first = int(reply[2])
             if first >= 0:
                 wait = max(first - int(reply[1]), 0) / 1e6
-                self._wakeup.at(time.monotonic() + min(wait, IDLE_POLL))
+                self._wakeup.at(_clock.monotonic() + min(wait, IDLE_POLL))
             self._stats.inc_value("rep/redis/frontier/not_ready")
             return None
         request: Request = self._codec._decode_request(reply[1])
@@ -224,7 +224,7 @@ class RedisPoliteQueue:
             hand_over_turn(request)
         if spacing > 0:  # and holds the slot until the request reaches the site
             self._holding[request] = (slot, token, spacing)
-        self._out[request] = (slot, token, time.monotonic())
+        self._out[request] = (slot, token, _clock.monotonic())
         self._stats.inc_value("rep/redis/frontier/handed")
         return request
 
@@ -355,7 +355,7 @@ class RedisPoliteQueue:
         slot (the robots middleware dropped them)."""
         if not self._out:
             return
-        now = time.monotonic()
+        now = _clock.monotonic()
         gone = [
             request
             for request, (_, _, when) in self._out.items()
@@ -416,10 +416,10 @@ class RedisPoliteQueue:
         return (RedisError, OSError, _Down)
 
     def _down(self) -> bool:
-        return self._outage.on and time.monotonic() < self._next_try
+        return self._outage.on and _clock.monotonic() < self._next_try
 
     def _failed(self, exc: BaseException) -> None:
-        self._next_try = time.monotonic() + min(self._retry, 5.0)
+        self._next_try = _clock.monotonic() + min(self._retry, 5.0)
         if isinstance(exc, _Down) or not self._outage.begin():
             return
         self._stats.inc_value("rep/redis/frontier/outages")

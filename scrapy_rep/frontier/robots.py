@@ -41,18 +41,16 @@ a request). The window:
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from scrapy.utils.asyncio import call_later
+from scrapy_rep import _clock, _timers
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
-    from scrapy.utils.asyncio import CallLaterResult
 
     from scrapy_rep._robots import RobotsService
     from scrapy_rep.origin import Origin
@@ -94,19 +92,19 @@ class Prefetch:
         files = robots.fetcher.download.files
         files.most_out = max(files.most_out, SLOW_SHARES * config.max_fetches)
         # fetches in the window, with the timer that finds them slow
-        self._fresh: dict[Origin, CallLaterResult | None] = {}
+        self._fresh: dict[Origin, _timers.Timer | None] = {}
         self._stuck: OrderedDict[Origin, None] = OrderedDict()  # slow, no room yet
         self._slow: set[Origin] = set()  # slow, out of the window
         self._waiting: OrderedDict[Origin, Request] = OrderedDict()
         self._queued: dict[Origin, int] = {}  # requests in the queue, by origin
         self._ahead: set[Origin] = set()  # fetched here, requests still queued
-        self._moved = time.monotonic()  # when a fetch last started or ended
+        self._moved = _clock.monotonic()  # when a fetch last started or ended
 
     def moving(self, origin: Origin, within: float) -> bool:
         """Whether ``origin``'s fetch runs or waits its turn here, and the
         window started or ended a fetch in the last ``within`` seconds."""
         known = origin in self._fresh or origin in self._slow or origin in self._waiting
-        return known and time.monotonic() - self._moved < within
+        return known and _clock.monotonic() - self._moved < within
 
     def want(self, origin: Origin, request: Request) -> None:
         """Have ``origin``'s robots.txt fetched for ``request`` (once)."""
@@ -121,9 +119,9 @@ class Prefetch:
             fetched.addBoth(self._known, origin)
             return
         self._stats.inc_value("rep/frontier/robotstxt_prefetched")
-        self._moved = time.monotonic()
+        self._moved = _clock.monotonic()
         # Timed from the loop's next turn: a run of pushes is not the server's time.
-        self._fresh[origin] = call_later(0, self._time, origin) if self._window else None
+        self._fresh[origin] = _timers.call_later(0, self._time, origin) if self._window else None
         fetched.addBoth(self._done, origin)
 
     def retry(self) -> None:
@@ -156,16 +154,16 @@ class Prefetch:
         if origin in self._fresh:
             self._fresh[origin] = self._slow_timer(origin)
 
-    def _slow_timer(self, origin: Origin) -> CallLaterResult:
-        due = time.monotonic() + self._slow_after
-        return call_later(self._slow_after, self._turned_slow, origin, due)
+    def _slow_timer(self, origin: Origin) -> _timers.Timer:
+        due = _clock.monotonic() + self._slow_after
+        return _timers.call_later(self._slow_after, self._turned_slow, origin, due)
 
     def _turned_slow(self, origin: Origin, due: float) -> None:
         """``origin``'s fetch has run for an eighth of its timeout: it gives
         its place in the window up, if the slow allowance has room."""
         if origin not in self._fresh:
             return
-        if time.monotonic() - due > self._slow_after / 2:
+        if _clock.monotonic() - due > self._slow_after / 2:
             # Our own event loop was busy (a run of pushes): the server has
             # not had the time; a fetch is slow after that long of a free loop.
             self._fresh[origin] = self._slow_timer(origin)
@@ -180,7 +178,7 @@ class Prefetch:
         self.retry()
 
     def _done(self, _: Any, origin: Origin) -> None:
-        self._moved = time.monotonic()
+        self._moved = _clock.monotonic()
         timer = self._fresh.pop(origin, None)
         if timer is not None:
             timer.cancel()

@@ -52,7 +52,7 @@ class SlotTurns:
         self._slots = slots
         self._bound = bound
         self._limit = bound
-        self._last: dict[str, float] = {}  # slot -> time.monotonic() of its last hand-out
+        self._last: dict[str, float] = {}  # slot -> _clock.monotonic() of its last hand-out
         self._out: dict[str, list[Request]] = {}  # handed out, maybe not in the slot yet
 
     def out(self, key: str) -> int:

@@ -54,13 +54,13 @@ one record per slot: its pause, its level, what it holds.
 from __future__ import annotations
 
 import logging
-import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from scrapy import signals
 from scrapy.utils.httpobj import urlparse_cached
 
+from scrapy_rep import _clock
 from scrapy_rep._meta_keys import STOP_META, WELL_KNOWN_META
 from scrapy_rep.cache import lru_put
 from scrapy_rep.origin import origin_of
@@ -127,7 +127,7 @@ class SlowDown:
 
     def _answered(self, key: str, request: Request, status: int) -> None:
         """A good (not slow-down) answer from slot ``key``."""
-        now = time.monotonic()
+        now = _clock.monotonic()
         gates = self.gates
         if gates.answered(key, request, now):  # sent before this pause began
             return
@@ -152,10 +152,10 @@ class SlowDown:
         """A slow-down answer: pause the slot, unless a pause already runs."""
         status = response.status
         key = request.meta.get("download_slot") or self._pauses.key(request)
-        now = time.monotonic()
+        now = _clock.monotonic()
         self._stats.inc_value(f"rep/slowdown/response_status_count/{status}")
         raw = header_text(response.headers.get(b"Retry-After"))
-        asked = retry_after(raw, time.time(), date=header_text(response.headers.get(b"Date")))
+        asked = retry_after(raw, _clock.now(), date=header_text(response.headers.get(b"Date")))
         origin = _origin(request)
         if raw and asked is None:
             self._stats.inc_value("rep/slowdown/retry_after/invalid")
@@ -213,7 +213,7 @@ class SlowDown:
     ) -> None:
         """A pause of slot ``key`` for ``left`` more seconds, decided through Redis
         (``own``: the cluster's answer to this worker's own slow-down answer)."""
-        now = time.monotonic()
+        now = _clock.monotonic()
         until = now + left
         ends = self.gates.ends(key)
         if ends is not None and ends >= until - 0.01:

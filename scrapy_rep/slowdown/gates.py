@@ -25,17 +25,15 @@ The spider closing ends every held request with IgnoreRequest.
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
-from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 
-from scrapy_rep import _slots
+from scrapy_rep import _clock, _slots, _timers
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
@@ -43,7 +41,6 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
-    from scrapy.utils.asyncio import CallLaterResult
 
     from scrapy_rep._slots import SlotPauses, Waiting
     from scrapy_rep._slots.pauses import Queued
@@ -75,14 +72,14 @@ class Gate:
     )
 
     def __init__(self) -> None:
-        self.until = 0.0  # time.monotonic() at which the pause ends
-        self.timer: CallLaterResult | None = None  # holds the slot's queue until then
+        self.until = 0.0  # _clock.monotonic() at which the pause ends
+        self.timer: _timers.Timer | None = None  # holds the slot's queue until then
         self.answers = 0  # slow-down answers in a row (0: a good one came since)
-        self.since = 0.0  # when the first of them came (time.monotonic())
+        self.since = 0.0  # when the first of them came (_clock.monotonic())
         self.holding = False  # paused or resuming: requests leave through the gate
         self.allowed = 1  # released requests that may be unanswered at once
         # released, not answered yet -> timer until it reaches the downloader
-        self.out: dict[Request, CallLaterResult | None] = {}
+        self.out: dict[Request, _timers.Timer | None] = {}
         self.waiters: deque[tuple[Request, Deferred[bool]]] = deque()
         # queued in the slot when the pause began: they go first
         self.parked: deque[Queued] = deque()
@@ -118,7 +115,7 @@ class Gates:
         self.holding = 0
         """Gates holding requests now: their slots are paused, or resuming slowly."""
         self._listening = False  # request_reached/left_downloader connected
-        self._quieting: CallLaterResult | None = None
+        self._quieting: _timers.Timer | None = None
         self.claim: Callable[[str, float], Awaitable[float]] | None = None
         """With shared pauses (Redis): asks for the probe of slot ``key``'s
         ended pause; 0 if this worker sends it, else seconds to wait before
@@ -138,7 +135,7 @@ class Gates:
         gate = self.by_slot.get(key)
         if gate is None or not gate.holding:
             return None
-        if not gate.waiters and not gate.parked and self._has_room(gate, time.monotonic()):
+        if not gate.waiters and not gate.parked and self._has_room(gate, _clock.monotonic()):
             self._release(key, gate, request)
             return None
         return self._hold(request, key, gate)
@@ -146,10 +143,10 @@ class Gates:
     def paused(self, key: str, slack: float = 0.0) -> bool:
         """True while slot ``key`` is paused for longer than ``slack`` seconds."""
         gate = self.by_slot.get(key)
-        return gate is not None and gate.until - slack > time.monotonic()
+        return gate is not None and gate.until - slack > _clock.monotonic()
 
     def ends(self, key: str) -> float | None:
-        """When slot ``key``'s pause ends (``time.monotonic()``); None if it has no record."""
+        """When slot ``key``'s pause ends (``_clock.monotonic()``); None if it has no record."""
         gate = self.by_slot.get(key)
         return None if gate is None else gate.until
 
@@ -171,7 +168,7 @@ class Gates:
 
     def good_answer(self, key: str) -> float | None:
         """A good answer from slot ``key`` ends its run of slow-down answers:
-        since when it ran (``time.monotonic()``), None if none ran."""
+        since when it ran (``_clock.monotonic()``), None if none ran."""
         gate = self.by_slot.get(key)
         if gate is None or not gate.answers:
             return None
@@ -192,7 +189,7 @@ class Gates:
         out of the active set."""
         while True:
             gate = self.by_slot.get(key)
-            left = 0.0 if gate is None else gate.until - time.monotonic()
+            left = 0.0 if gate is None else gate.until - _clock.monotonic()
             if left <= 0:
                 return True
             if not await self._waiting.sleep(left):
@@ -225,12 +222,12 @@ class Gates:
             )
 
     def _release(self, key: str, gate: Gate, request: Request) -> None:
-        gate.out[request] = call_later(REACH_TIMEOUT, self._not_reached, key, request)
+        gate.out[request] = _timers.call_later(REACH_TIMEOUT, self._not_reached, key, request)
         self._stats.inc_value("rep/slowdown/released")
 
     def _grant(self, key: str, gate: Gate) -> None:
         """Let waiters go while the slow start has room (none while paused)."""
-        now = time.monotonic()
+        now = _clock.monotonic()
         if (gate.waiters or gate.parked) and _slots.engine_closing(self._crawler.engine):
             self._drop_waiters(key, gate)
             return
@@ -296,7 +293,7 @@ class Gates:
             timer.cancel()
             gate.out[request] = None
         # a slot made anew during the pause has no timer of it
-        if gate.until > time.monotonic() and not self._pauses.holds(key, gate.timer):
+        if gate.until > _clock.monotonic() and not self._pauses.holds(key, gate.timer):
             gate.timer = self._pauses.hold(key, gate.until)
 
     def _received(self, request: Request) -> None:
@@ -329,7 +326,7 @@ class Gates:
     # -- pauses --------------------------------------------------------------------
 
     def pause(self, key: str, until: float, now: float) -> None:
-        """Slot ``key`` sends nothing before ``until`` (``time.monotonic()``),
+        """Slot ``key`` sends nothing before ``until`` (``_clock.monotonic()``),
         through its gate, made if it has none. A slot not paused at ``now``
         starts its slow start again at one request; a pause never shortens."""
         gate = self.by_slot.get(key)
@@ -360,7 +357,7 @@ class Gates:
         for _, wake in waiters:
             if not wake.called:
                 wake.callback(True)
-        gate.until = min(gate.until, time.monotonic())
+        gate.until = min(gate.until, _clock.monotonic())
         gate.unclaimed = False
         self._close_if_done(key, gate)
 
@@ -409,7 +406,7 @@ class Gates:
         pause cleared), then let the first request go."""
         try:
             while True:
-                while (left := gate.until - time.monotonic()) > 0:
+                while (left := gate.until - _clock.monotonic()) > 0:
                     if not await self._waiting.sleep(left):  # the spider closes
                         self._closing(key, gate)
                         return
@@ -442,7 +439,7 @@ class Gates:
     def _close_if_done(self, key: str, gate: Gate) -> None:
         """The gate stops holding once its backlog is gone and its pause is
         over; the record goes too unless a run of slow-down answers is on."""
-        if gate.waiters or gate.parked or gate.out or gate.until > time.monotonic():
+        if gate.waiters or gate.parked or gate.out or gate.until > _clock.monotonic():
             return
         if gate.holding:
             gate.holding = False
@@ -451,7 +448,7 @@ class Gates:
             del self.by_slot[key]
         if not self.holding and self._quieting is None:
             # not now: this may run inside the dispatch of a signal it disconnects
-            self._quieting = call_later(0, self._quiet)
+            self._quieting = _timers.call_later(0, self._quiet)
 
     def _listen(self) -> None:
         """Follow released requests into the downloader while any gate exists."""
