@@ -26,9 +26,11 @@ is woken when the first one will be (:mod:`scrapy_rep._slots.wakeup`), when a
 robots.txt arrives, or when a download ends.
 
 Each queue (a download slot's, an origin's pending one, the release one) is
-in one place: ``candidates`` (to look at), ``sleeping`` until a time, ``full``
-(looked at again on every ``pop``: a download ending frees a place) or
-``awaiting`` a robots.txt. On disk (``JOBDIR``) the layout is the
+in one place: ``candidates`` (to look at), ``sleeping`` until a time (its
+turn, a pause's end), ``full`` (a candidate again
+when one of its requests leaves the downloader,
+:meth:`~PolitePriorityQueue.slot_freed`, and at the latest after
+``FULL_RECHECK``) or ``awaiting`` a robots.txt. On disk (``JOBDIR``) the layout is the
 default queue's, one directory per slot, so either queue resumes the other's job.
 """
 
@@ -68,6 +70,11 @@ again (as in the Redis queue): unless the prefetch window started or ended a
 fetch meanwhile and has the origin's in hand, its requests are handed out,
 and the robots middleware waits for the fetch or starts one, as without this
 queue (a fault: fetches end within their timeout)."""
+FULL_RECHECK = 1.0
+"""Seconds after which full slots are looked at again, though no request of
+theirs was seen leaving the downloader: what frees a place without one (a
+project's code raising a slot's concurrency) is not missed for long. Without
+the downloader's departures (an internal, logged at start), on every pop."""
 OVERDUE_ORIGINS = 10_000
 """Origins past AWAIT_ROBOTS remembered (the oldest forgotten first)."""
 PENDING = "\x00scrapy-rep:robots.txt:"
@@ -113,6 +120,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         self._sleeping: list[tuple[float, str]] = []  # heap; stale entries skipped
         self._sleep_until: dict[str, float] = {}
         self._full: set[str] = set()
+        self._recheck_full_at = 0.0
         self._awaiting: dict[Origin, set[str]] = {}
         self._awaiting_on: dict[str, Origin] = {}
         self._await_due: list[tuple[float, Origin]] = []  # heap; stale entries skipped
@@ -200,6 +208,12 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             else:
                 self._candidate(slot)
 
+    def slot_freed(self, key: str) -> None:
+        """A request of download slot ``key`` left the downloader: if the slot
+        was full, it has a place now."""
+        if self._where.get(key) == FULL:
+            self._candidate(key)
+
     def _drain(self, pending: str) -> None:
         """Move the requests of an origin's pending queue to their download slots,
         those robots.txt forbids to the release slot, each so that its slot
@@ -248,8 +262,11 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             frontier.prefetch.retry()
         self._wake_due(now)
         self._wake_overdue(now)
-        for slot in list(self._full):  # a download ending may have freed a place
-            self._candidate(slot)
+        if self._full and now >= self._recheck_full_at:
+            watching = frontier.departures.watching  # else a download ending is not told
+            self._recheck_full_at = now + FULL_RECHECK if watching else now
+            for slot in list(self._full):
+                self._candidate(slot)
         candidates = self._candidates
         ready: list[tuple[int, str]] = []
         for _ in range(len(candidates)):
@@ -409,9 +426,11 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             self._candidates.append(slot)
 
     def _put_back(self, ready: list[tuple[int, str]]) -> None:
-        """Ready slots looked at and not chosen keep their place at the front."""
-        for _, slot in reversed(ready):
-            self._candidate(slot, front=True)
+        """Ready slots looked at and not chosen (they had requests out) go
+        behind the others, in their order: the next pop looks first at the
+        slots not looked at, one of which may have none out."""
+        for _, slot in ready:
+            self._candidate(slot)
 
     def _sleep(self, slot: str, until: float) -> None:
         self._where[slot] = SLEEPING

@@ -3,7 +3,9 @@
 Scrapy's scheduler builds two priority queues, one in memory and, with
 ``JOBDIR``, one on disk; both hand out requests of the same download slots,
 so the turns, the requests out and the prefetch window are the crawl's, one
-:class:`CrawlFrontier` per crawler (:func:`frontier_of`).
+:class:`CrawlFrontier` per crawler (:func:`frontier_of`). It also tells the
+queues what frees a slot: a request leaving the downloader
+(:mod:`scrapy_rep._slots.departures`: a place of its slot is free).
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ import weakref
 from typing import TYPE_CHECKING, Protocol
 
 from scrapy_rep._robots import robots_service
+from scrapy_rep._slots.departures import Departures
 from scrapy_rep._slots.readiness import SlotReadiness, readiness_problems
 from scrapy_rep._slots.wakeup import EngineWakeup, wakeup_problems
 from scrapy_rep.frontier.robots import Prefetch
 from scrapy_rep.frontier.turns import SlotTurns
 
 if TYPE_CHECKING:
+    from scrapy import Request
     from scrapy.crawler import Crawler
 
     from scrapy_rep._robots import RobotsService
@@ -33,6 +37,10 @@ REP_CACHE_MAX_ORIGINS (past it, turns older than any delay are forgotten)."""
 
 class Listener(Protocol):
     def robots_known(self, origin: Origin) -> None: ...
+
+    def slot_freed(self, key: str) -> None:
+        """A request of download slot ``key`` left the downloader: a place is free."""
+        ...
 
 
 class CrawlFrontier:
@@ -53,7 +61,8 @@ class CrawlFrontier:
             else None
         )
         self._listeners: weakref.WeakSet[Listener] = weakref.WeakSet()
-        _log_problems(crawler)
+        self.departures = Departures(crawler, self._departed)
+        _log_problems(crawler, self.departures.install())
 
     def listen(self, queue: Listener) -> None:
         self._listeners.add(queue)
@@ -65,6 +74,15 @@ class CrawlFrontier:
 
     def _woke(self) -> None:
         self.stats.inc_value("rep/frontier/wakeups")
+
+    def _departed(self, request: Request, final: bool) -> None:
+        """``request`` left ``Downloader.active`` (for good, or to wait in a
+        middleware): it holds no place of its slot now."""
+        key = request.meta.get("download_slot")
+        if key is None:  # it never reached its slot
+            key = self.slots.key(request)
+        for queue in self._listeners:
+            queue.slot_freed(key)
 
 
 _FRONTIERS: weakref.WeakKeyDictionary[Crawler, CrawlFrontier] = weakref.WeakKeyDictionary()
@@ -78,12 +96,13 @@ def frontier_of(crawler: Crawler) -> CrawlFrontier:
     return frontier
 
 
-def _log_problems(crawler: Crawler) -> None:
+def _log_problems(crawler: Crawler, departures: list[str]) -> None:
     """One ERROR at start naming the Scrapy version if an internal is missing."""
     import scrapy
 
     engine = crawler.engine
     problems = wakeup_problems(engine) + readiness_problems(getattr(engine, "downloader", None))
+    problems += departures
     if problems:
         logger.error(
             "scrapy_rep.PolitePriorityQueue does not fully work with Scrapy %s: %s. "
