@@ -27,7 +27,8 @@ robots.txt arrives, or when a download ends.
 
 Each queue (a download slot's, an origin's pending one, the release one) is
 in one place: ``candidates`` (to look at), ``sleeping`` until a time (its
-turn, a pause's end), ``full`` (a candidate again
+turn, a pause's end, or a Crawl-delay slot held until its request is sent:
+told by :meth:`~PolitePriorityQueue.turn_moved`), ``full`` (a candidate again
 when one of its requests leaves the downloader,
 :meth:`~PolitePriorityQueue.slot_freed`, and at the latest after
 ``FULL_RECHECK``) or ``awaiting`` a robots.txt. On disk (``JOBDIR``) the layout is the
@@ -212,6 +213,12 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         """A request of download slot ``key`` left the downloader: if the slot
         was full, it has a place now."""
         if self._where.get(key) == FULL:
+            self._candidate(key)
+
+    def turn_moved(self, key: str) -> None:
+        """Slot ``key``'s Crawl-delay request was sent: its next turn is a
+        delay from now (it was held until then)."""
+        if self._where.get(key) in (SLEEPING, FULL):
             self._candidate(key)
 
     def _drain(self, pending: str) -> None:

@@ -5,14 +5,19 @@ Scrapy's scheduler builds two priority queues, one in memory and, with
 so the turns, the requests out and the prefetch window are the crawl's, one
 :class:`CrawlFrontier` per crawler (:func:`frontier_of`). It also tells the
 queues what frees a slot: a request leaving the downloader
-(:mod:`scrapy_rep._slots.departures`: a place of its slot is free).
+(:mod:`scrapy_rep._slots.departures`: a place of its slot is free), and a
+Crawl-delay slot's request sent (its answer began: the next turn counts from
+then, :mod:`scrapy_rep.frontier.turns`).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import weakref
 from typing import TYPE_CHECKING, Protocol
+
+from scrapy import signals
 
 from scrapy_rep._robots import robots_service
 from scrapy_rep._slots.departures import Departures
@@ -42,6 +47,10 @@ class Listener(Protocol):
         """A request of download slot ``key`` left the downloader: a place is free."""
         ...
 
+    def turn_moved(self, key: str) -> None:
+        """Slot ``key``'s Crawl-delay request was sent: its next turn is known now."""
+        ...
+
 
 class CrawlFrontier:
     """The state the frontier queues of one crawl share (see the module docstring)."""
@@ -63,6 +72,8 @@ class CrawlFrontier:
         self._listeners: weakref.WeakSet[Listener] = weakref.WeakSet()
         self.departures = Departures(crawler, self._departed)
         _log_problems(crawler, self.departures.install())
+        crawler.signals.connect(self._answer_began, signal=signals.headers_received)
+        crawler.signals.connect(self._left_downloader, signal=signals.request_left_downloader)
 
     def listen(self, queue: Listener) -> None:
         self._listeners.add(queue)
@@ -76,13 +87,31 @@ class CrawlFrontier:
         self.stats.inc_value("rep/frontier/wakeups")
 
     def _departed(self, request: Request, final: bool) -> None:
-        """``request`` left ``Downloader.active`` (for good, or to wait in a
-        middleware): it holds no place of its slot now."""
+        """``request`` left ``Downloader.active``: for good (``final``), or to
+        wait in a middleware; either way it holds no place of its slot now."""
         key = request.meta.get("download_slot")
         if key is None:  # it never reached its slot
             key = self.slots.key(request)
         for queue in self._listeners:
             queue.slot_freed(key)
+        if final and self.turns.holding:
+            self._sent(request)
+
+    def _answer_began(self, request: Request, **_: object) -> None:
+        if self.turns.holding:
+            self._sent(request)
+
+    def _left_downloader(self, request: Request, **_: object) -> None:
+        if self.turns.holding:
+            self._sent(request)
+
+    def _sent(self, request: Request) -> None:
+        key = self.turns.sent(request, time.monotonic())
+        if key is None:
+            return
+        for queue in list(self._listeners):
+            queue.turn_moved(key)
+        self.wakeup.now()
 
 
 _FRONTIERS: weakref.WeakKeyDictionary[Crawler, CrawlFrontier] = weakref.WeakKeyDictionary()

@@ -1,0 +1,120 @@
+"""The frontier's Crawl-delay as the site sees it, on a busy machine.
+
+scrapy_rep.PolitePriorityQueue holds a Crawl-delay slot from the moment it
+hands a request out until that request has really been sent (its answer
+began), and counts the next turn from then (frontier/turns.py). Counted from
+the hand-out instead, a busy event loop that sends one request late and the
+next on time brings them closer together at the site than its Crawl-delay.
+
+The crawl here runs beside a thread that keeps taking Python's GIL for tens
+of milliseconds at a time (as CPU-bound work in the same process does), so the
+crawler's event loop, and the test server's threads, run late by random
+amounts. A real crawl of one site against a real server (frontier_sites.py):
+when the crawler's download slot let each page go (sent_stamp.py) and when
+each page reached the server.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from itertools import pairwise
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from crawls import BASE_SETTINGS, PATIENT, loopback_names
+from frontier_sites import BroadSpider, Sites
+from scrapy import Request, signals
+from scrapy.crawler import Crawler
+from scrapy.http import Response
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.test import get_crawler
+from sent_stamp import let_go_at
+
+pytestmark = pytest.mark.slow  # real-time delays
+
+CRAWL_DELAY = 0.5
+PAGES = 8
+HOST = "paced.test"
+HOLD_GIL = (0.005, 0.08)
+"""Seconds the busy thread holds the GIL at a time (drawn between these)."""
+
+
+@contextmanager
+def gil_hog() -> Iterator[None]:
+    """A thread beside the crawl that holds the GIL in long stretches: one C
+    call (``sum`` over a range) lets no other thread run until it returns."""
+    started = time.perf_counter()
+    sum(range(200_000))
+    per_item = (time.perf_counter() - started) / 200_000
+    stop = threading.Event()
+    rng = random.Random(26)
+
+    def hog() -> None:
+        while not stop.is_set():
+            sum(range(int(rng.uniform(*HOLD_GIL) / per_item)))
+            time.sleep(rng.uniform(0, 0.01))  # and lets go now and then
+
+    thread = threading.Thread(target=hog, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+async def crawl_paced_site(sites: Sites) -> tuple[Crawler, dict[str, float]]:
+    """Crawl PAGES pages of one Crawl-delay site: the crawler, and when its
+    download slot let each page go, by path."""
+    urls: list[str | Request] = [sites.url(HOST, f"/p{page}") for page in range(PAGES)]
+    answered: dict[str, float] = {}
+    failed: dict[str, str] = {}
+    sent: dict[str, float] = {}
+
+    def downloaded(response: Response, request: Request) -> None:
+        at = let_go_at(request)
+        if at is not None and urlsplit(request.url).path != "/robots.txt":
+            sent[urlsplit(request.url).path] = at
+
+    crawler = get_crawler(BroadSpider, {**BASE_SETTINGS, "LOG_LEVEL": "INFO", **PATIENT})
+    crawler.signals.connect(downloaded, signal=signals.response_downloaded, weak=False)
+    await deferred_from_coro(crawler.crawl_async(urls=urls, answered=answered, failed=failed))
+    assert not failed, failed
+    assert len(answered) == PAGES
+    return crawler, sent
+
+
+async def test_crawl_delay_counts_from_when_the_previous_request_was_sent() -> None:
+    """Crawl-delay: 0.5 and a busy process: every page is sent at least 0.5 s
+    after the previous one reached the site, so the site sees the gaps it asked
+    for (on arrival, by the server's clock), however late each one went."""
+    robots = f"User-agent: *\nCrawl-delay: {CRAWL_DELAY}\n"
+    with Sites(robots=lambda host: robots, page_delay=0.01) as sites, loopback_names():
+        with gil_hog():
+            crawler, sent = await crawl_paced_site(sites)
+        arrived = {
+            hit.path: hit.time for hit in sites.hits if hit.host == HOST and hit.path in sent
+        }
+    assert sorted(sent) == sorted(arrived) == sorted(f"/p{page}" for page in range(PAGES))
+    order = sorted(sent, key=sent.__getitem__)
+    # Sent in the order they arrived (one at a time: the slot is held meanwhile).
+    assert order == sorted(arrived, key=arrived.__getitem__)
+    print(
+        "sent gaps",
+        [round(sent[b] - sent[a], 3) for a, b in pairwise(order)],
+        "arrival gaps",
+        [round(arrived[b] - arrived[a], 3) for a, b in pairwise(order)],
+    )
+    after_arrival = [sent[later] - arrived[earlier] for earlier, later in pairwise(order)]
+    assert min(after_arrival) >= CRAWL_DELAY, (
+        f"sent {[round(gap, 3) for gap in after_arrival]} s after the previous page arrived"
+    )
+    on_arrival = [arrived[later] - arrived[earlier] for earlier, later in pairwise(order)]
+    assert min(on_arrival) >= CRAWL_DELAY, f"the site saw {[round(g, 3) for g in on_arrival]}"
+    stats: dict[str, Any] = crawler.stats.get_stats() if crawler.stats else {}
+    assert stats["rep/frontier/ready"] == PAGES
