@@ -35,6 +35,9 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.test import get_crawler
 from sent_stamp import let_go_at
 
+from scrapy_rep.frontier.queue import FULL_RECHECK
+from scrapy_rep.frontier.shared import frontier_of
+
 pytestmark = pytest.mark.slow  # real-time delays
 
 CRAWL_DELAY = 0.5
@@ -68,9 +71,11 @@ def gil_hog() -> Iterator[None]:
         thread.join()
 
 
-async def crawl_paced_site(sites: Sites) -> tuple[Crawler, dict[str, float]]:
-    """Crawl PAGES pages of one Crawl-delay site: the crawler, and when its
-    download slot let each page go, by path."""
+async def crawl_paced_site(
+    sites: Sites, settings: dict[str, Any] | None = None
+) -> tuple[Crawler, dict[str, float]]:
+    """Crawl PAGES pages of one site: the crawler, and when its download slot
+    let each page go, by path."""
     urls: list[str | Request] = [sites.url(HOST, f"/p{page}") for page in range(PAGES)]
     answered: dict[str, float] = {}
     failed: dict[str, str] = {}
@@ -81,7 +86,9 @@ async def crawl_paced_site(sites: Sites) -> tuple[Crawler, dict[str, float]]:
         if at is not None and urlsplit(request.url).path != "/robots.txt":
             sent[urlsplit(request.url).path] = at
 
-    crawler = get_crawler(BroadSpider, {**BASE_SETTINGS, "LOG_LEVEL": "INFO", **PATIENT})
+    crawler = get_crawler(
+        BroadSpider, {**BASE_SETTINGS, "LOG_LEVEL": "INFO", **PATIENT, **(settings or {})}
+    )
     crawler.signals.connect(downloaded, signal=signals.response_downloaded, weak=False)
     await deferred_from_coro(crawler.crawl_async(urls=urls, answered=answered, failed=failed))
     assert not failed, failed
@@ -118,3 +125,21 @@ async def test_crawl_delay_counts_from_when_the_previous_request_was_sent() -> N
     assert min(on_arrival) >= CRAWL_DELAY, f"the site saw {[round(g, 3) for g in on_arrival]}"
     stats: dict[str, Any] = crawler.stats.get_stats() if crawler.stats else {}
     assert stats["rep/frontier/ready"] == PAGES
+
+
+async def test_a_full_slot_goes_on_as_soon_as_its_download_ends() -> None:
+    """CONCURRENT_REQUESTS_PER_DOMAIN = 1: the slot is full while each page is
+    under way, and is looked at again when the download ends (Scrapy's
+    downloader reports it: scrapy_rep._slots.departures), not after
+    FULL_RECHECK or at the engine's 5 s heartbeat. A Scrapy whose downloader
+    stops reporting it fails here."""
+    robots = "User-agent: *\nAllow: /\n"
+    with Sites(robots=lambda host: robots, page_delay=0.05) as sites, loopback_names():
+        crawler, sent = await crawl_paced_site(sites, {"CONCURRENT_REQUESTS_PER_DOMAIN": 1})
+        assert max(sites.max_in_flight.values()) == 1
+    assert frontier_of(crawler).departures.watching
+    times = sorted(sent.values())
+    gaps = [round(later - earlier, 3) for earlier, later in pairwise(times)]
+    assert len(times) == PAGES
+    # A page takes about 0.05 s here; unreported, the next waits for the recheck.
+    assert max(gaps) < FULL_RECHECK / 2, f"pages sent {gaps} s apart"

@@ -25,6 +25,10 @@ and tests/test_slot_limit.py fail when any of it changes.
   own downloads, a process-wide patch of Twisted's HTTP/1.1 client parser.
 - :mod:`~scrapy_rep._slots.limits`: at most a slot's concurrency of requests
   in flight, which Scrapy does not hold on the asyncio reactor (:class:`SlotLimits`).
+- :mod:`~scrapy_rep._slots.departures`: each request leaving
+  ``Downloader.active`` reported (replaces that set with one that reports;
+  for the frontier); :mod:`~scrapy_rep._slots.readiness` and
+  :mod:`~scrapy_rep._slots.wakeup` are the frontier's other two.
 
 Everything is imported from here (``from scrapy_rep._slots import SlotDelays``).
 """

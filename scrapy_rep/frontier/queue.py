@@ -122,6 +122,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         self._sleep_until: dict[str, float] = {}
         self._full: set[str] = set()
         self._recheck_full_at = 0.0
+        self._seen_ready: dict[str, int] = {}  # candidate -> requests out, ready when looked at
         self._awaiting: dict[Origin, set[str]] = {}
         self._awaiting_on: dict[str, Origin] = {}
         self._await_due: list[tuple[float, Origin]] = []  # heap; stale entries skipped
@@ -172,6 +173,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
                     remove_slot_dir(self.key, slot)
             raise
         self._heads.pop(slot, None)
+        self._seen_ready.pop(slot, None)
         prefetch = frontier.prefetch
         if origin is not None and prefetch is not None:
             prefetch.queued(origin)  # discounted by _take, for the same origin
@@ -212,12 +214,14 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
     def slot_freed(self, key: str) -> None:
         """A request of download slot ``key`` left the downloader: if the slot
         was full, it has a place now."""
+        self._seen_ready.pop(key, None)
         if self._where.get(key) == FULL:
             self._candidate(key)
 
     def turn_moved(self, key: str) -> None:
         """Slot ``key``'s Crawl-delay request was sent: its next turn is a
         delay from now (it was held until then)."""
+        self._seen_ready.pop(key, None)
         if self._where.get(key) in (SLEEPING, FULL):
             self._candidate(key)
 
@@ -254,6 +258,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             for request in group:
                 target.push(request)
             self._heads.pop(slot, None)
+            self._seen_ready.pop(slot, None)
             if self._where.get(slot) in (None, AWAITING):
                 self._candidate(slot, front=slot == RELEASE_SLOT)
         self._frontier.wakeup.now()  # the engine may have asked already
@@ -274,11 +279,46 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             self._recheck_full_at = now + FULL_RECHECK if watching else now
             for slot in list(self._full):
                 self._candidate(slot)
+        while True:
+            chosen = self._choose(now)
+            if chosen is None or chosen[1] == RELEASE or chosen[2]:
+                break
+            # Chosen on what an earlier look found: looked at now before it goes.
+            slot = chosen[0]
+            self._candidates.popleft()
+            del self._where[slot]
+            try:
+                found, _ = self._look(slot, now)
+            except BaseException:
+                if slot not in self._where:
+                    self._candidate(slot)
+                raise
+            if found != WAIT:
+                self._candidate(slot, front=True)
+                chosen = slot, found, True
+                break
+        if chosen is None:
+            self._wake_later()
+            return None
+        return chosen[0], chosen[1] == READY
+
+    def _choose(self, now: float) -> tuple[str, Found, bool] | None:
+        """One pass over the candidates: the slot to hand out from (left first
+        among them), RELEASE or READY, and whether it was looked at in this
+        pass (a ready slot looked at since its last change is not looked at
+        again: ``_seen_ready``); None if none is ready."""
         candidates = self._candidates
-        ready: list[tuple[int, str]] = []
+        seen = self._seen_ready
+        ready: list[tuple[int, str, bool]] = []
         for _ in range(len(candidates)):
             slot = candidates.popleft()
             del self._where[slot]
+            out = seen.get(slot)
+            if out is not None:
+                ready.append((out, slot, False))
+                if out == 0:
+                    break
+                continue
             try:
                 found, out = self._look(slot, now)
             except BaseException:  # a bug must lose no slot, nor its requests
@@ -289,19 +329,19 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             if found == RELEASE:
                 self._put_back(ready)
                 self._candidate(slot, front=True)
-                return slot, False
+                return slot, RELEASE, True
             if found == READY:
-                ready.append((out, slot))
+                seen[slot] = out
+                ready.append((out, slot, True))
                 if out == 0:  # nobody can have fewer
                     break
         if not ready:
-            self._wake_later()
             return None
-        best = min(ready, key=lambda pair: pair[0])  # the first of the fewest: in turn
+        best = min(ready, key=lambda entry: entry[0])  # the first of the fewest: in turn
         ready.remove(best)
         self._put_back(ready)
         self._candidate(best[1], front=True)
-        return best[1], True
+        return best[1], READY, best[2]
 
     def _look(self, slot: str, now: float) -> tuple[Found, int]:
         """(READY, requests out) / (RELEASE, 0) for a slot, else (WAIT, 0) with
@@ -366,6 +406,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         queue = self.pqueues[slot]
         request = queue.pop()
         self._heads.pop(slot, None)
+        self._seen_ready.pop(slot, None)
         stats = self._frontier.stats
         if len(queue) == 0:
             self._candidates.popleft()
@@ -432,23 +473,26 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         else:
             self._candidates.append(slot)
 
-    def _put_back(self, ready: list[tuple[int, str]]) -> None:
+    def _put_back(self, ready: list[tuple[int, str, bool]]) -> None:
         """Ready slots looked at and not chosen (they had requests out) go
         behind the others, in their order: the next pop looks first at the
         slots not looked at, one of which may have none out."""
-        for _, slot in ready:
+        for _, slot, _ in ready:
             self._candidate(slot)
 
     def _sleep(self, slot: str, until: float) -> None:
+        self._seen_ready.pop(slot, None)
         self._where[slot] = SLEEPING
         self._sleep_until[slot] = until
         heapq.heappush(self._sleeping, (until, slot))
 
     def _park_full(self, slot: str) -> None:
+        self._seen_ready.pop(slot, None)
         self._where[slot] = FULL
         self._full.add(slot)
 
     def _await(self, slot: str, origin: Origin) -> None:
+        self._seen_ready.pop(slot, None)
         self._where[slot] = AWAITING
         self._awaiting_on[slot] = origin
         self._awaiting.setdefault(origin, set()).add(slot)
@@ -491,8 +535,8 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
                 self._candidate(slot)
 
     def _wake_later(self) -> None:
-        """Have the engine ask again when the first sleeping slot wakes, or the
-        first wait for a robots.txt ends."""
+        """Have the engine ask again when the first sleeping slot wakes, the
+        first wait for a robots.txt ends, or full slots are looked at again."""
         sleeping = self._sleeping
         first = None
         while sleeping:
@@ -508,11 +552,15 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
                 first = until if first is None else min(first, until)
                 break
             heapq.heappop(due)
+        if self._full and self._frontier.departures.watching:  # the full slots' recheck
+            until = self._recheck_full_at
+            first = until if first is None else min(first, until)
         if first is not None:
             self._frontier.wakeup.at(first)
 
     def close(self) -> dict[str, list[int]]:
         self._heads.clear()
+        self._seen_ready.clear()
         self._verdicts.clear()
         self._frontier.wakeup.cancel()  # the crawl ends: no more turns to wake it for
         return super().close()
