@@ -68,7 +68,10 @@ class _ReportingSet(set["Request"]):
         except Exception:
             if not self._failed:
                 self._failed = True
-                logger.exception("scrapy-rep: a request leaving the downloader was not noted")
+                logger.exception(
+                    "A request leaving the downloader was not passed on to the frontier "
+                    "(its slot is looked at again within a second)"
+                )
 
 
 class Departures:

@@ -407,7 +407,6 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         request = queue.pop()
         self._heads.pop(slot, None)
         self._seen_ready.pop(slot, None)
-        stats = self._frontier.stats
         if len(queue) == 0:
             self._candidates.popleft()
             del self._where[slot]
@@ -430,9 +429,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
                 prefetch.taken(origin)
         if ready:
             self._frontier.turns.handed(slot, request, now)
-            stats.inc_value("rep/frontier/ready")
-        else:
-            stats.inc_value("rep/frontier/forbidden_released")
+        self._frontier.handed_out(ready=ready)
         return request
 
     def _head(self, slot: str) -> Request | None:
@@ -557,12 +554,14 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             first = until if first is None else min(first, until)
         if first is not None:
             self._frontier.wakeup.at(first)
+        self._frontier.flush_tally()  # a lull: the stats are up to date
 
     def close(self) -> dict[str, list[int]]:
         self._heads.clear()
         self._seen_ready.clear()
         self._verdicts.clear()
         self._frontier.wakeup.cancel()  # the crawl ends: no more turns to wake it for
+        self._frontier.flush_tally()
         return super().close()
 
 
