@@ -6,12 +6,15 @@ began), and counts the next turn from then (frontier/turns.py). Counted from
 the hand-out instead, a busy event loop that sends one request late and the
 next on time brings them closer together at the site than its Crawl-delay.
 
-The crawl here runs beside a thread that keeps taking Python's GIL for tens
-of milliseconds at a time (as CPU-bound work in the same process does), so the
-crawler's event loop, and the test server's threads, run late by random
-amounts. A real crawl of one site against a real server (frontier_sites.py):
-when the crawler's download slot let each page go (sent_stamp.py) and when
-each page reached the server.
+The crawl here is kept busy two ways: a thread beside it keeps taking
+Python's GIL for tens of milliseconds at a time (as CPU-bound work in the
+same process does), so the crawler's event loop and the test server's threads
+run late by random amounts; and the event loop itself computes for
+``BUSY_AFTER_LET_GO`` seconds right after the download slot lets every other
+page go (``BusyHandler``): that page reaches the site late, the next one on
+time, every run. A real crawl of one site against a real server
+(frontier_sites.py): when the crawler's download slot let each page go
+(sent_stamp.py) and when each page reached the server.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from scrapy.crawler import Crawler
 from scrapy.http import Response
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.test import get_crawler
-from sent_stamp import let_go_at
+from sent_stamp import SETTINGS as STAMPING
+from sent_stamp import StampingHandler, let_go_at
 
 from scrapy_rep.frontier.queue import FULL_RECHECK
 from scrapy_rep.frontier.shared import frontier_of
@@ -45,6 +49,21 @@ PAGES = 8
 HOST = "paced.test"
 HOLD_GIL = (0.005, 0.08)
 """Seconds the busy thread holds the GIL at a time (drawn between these)."""
+BUSY_AFTER_LET_GO = 0.2
+"""Seconds the event loop computes after the slot lets an odd page go."""
+
+
+class BusyHandler(StampingHandler):
+    """The suite's download handler (stamping when the slot let the request
+    go), with the event loop kept busy before odd pages are sent."""
+
+    async def download_request(self, request: Request) -> Response:  # type: ignore[override]
+        path = urlsplit(request.url).path
+        if path.startswith("/p") and int(path[2:]) % 2:
+            until = time.perf_counter() + BUSY_AFTER_LET_GO
+            while time.perf_counter() < until:
+                pass
+        return await super().download_request(request)
 
 
 @contextmanager
@@ -87,7 +106,14 @@ async def crawl_paced_site(
             sent[urlsplit(request.url).path] = at
 
     crawler = get_crawler(
-        BroadSpider, {**BASE_SETTINGS, "LOG_LEVEL": "INFO", **PATIENT, **(settings or {})}
+        BroadSpider,
+        {
+            **BASE_SETTINGS,
+            "LOG_LEVEL": "INFO",
+            **PATIENT,
+            "DOWNLOAD_HANDLERS": {"http": f"{__name__}.BusyHandler"},
+            **(settings or {}),
+        },
     )
     crawler.signals.connect(downloaded, signal=signals.response_downloaded, weak=False)
     await deferred_from_coro(crawler.crawl_async(urls=urls, answered=answered, failed=failed))
@@ -135,7 +161,10 @@ async def test_a_full_slot_goes_on_as_soon_as_its_download_ends() -> None:
     stops reporting it fails here."""
     robots = "User-agent: *\nAllow: /\n"
     with Sites(robots=lambda host: robots, page_delay=0.05) as sites, loopback_names():
-        crawler, sent = await crawl_paced_site(sites, {"CONCURRENT_REQUESTS_PER_DOMAIN": 1})
+        crawler, sent = await crawl_paced_site(
+            sites,
+            {"CONCURRENT_REQUESTS_PER_DOMAIN": 1, **STAMPING},  # no busy handler
+        )
         assert max(sites.max_in_flight.values()) == 1
     assert frontier_of(crawler).departures.watching
     times = sorted(sent.values())
