@@ -428,7 +428,10 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             if origin is not None:
                 prefetch.taken(origin)
         if ready:
-            self._frontier.turns.handed(slot, request, now)
+            turns = self._frontier.turns
+            turns.handed(slot, request, now)
+            if turns.holding:
+                self._frontier.hold_began()
         self._frontier.handed_out(ready=ready)
         return request
 
