@@ -1,7 +1,9 @@
 """Crawl-delay as a download slot minimum (scrapy_rep._slots.SlotDelays).
 
 Real crawls against real HTTP servers on 127.0.0.1 (tests/servers.py); the
-servers record when every request arrived, and the tests check the gaps. A small
+servers record when the crawler sent every request (the moment its download
+slot let it go, which is what a slot's delay spaces: sent_stamp.py), and the
+tests check the gaps. A small
 downloader middleware defined here calls ``SlotDelays.require`` the way
 scrapy_rep's RobotsTxtMiddleware does, for requests carrying the meta key
 ``CRAWL_DELAY``.
@@ -17,6 +19,7 @@ from urllib.parse import urljoin
 import pytest
 import pytest_twisted
 import scrapy
+import sent_stamp
 from crawls import Event, spider_sleep
 from packaging.version import Version
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
@@ -44,7 +47,8 @@ NO_JITTER = {"DOWNLOAD_DELAY_JITTER": 0.0} if SCRAPY_2_19 else {"RANDOMIZE_DOWNL
 
 
 def arrivals(site: ScriptedServer, prefix: str = "/") -> list[float]:
-    """When the measured requests reached the server, in order."""
+    """When the crawler sent the measured requests (as the server recorded
+    them), in order."""
     return sorted(h.time for h in site.log() if h.path.startswith(prefix) and h.path != WARM_UP)
 
 
@@ -137,6 +141,7 @@ def crawler_for(spidercls: type[Spider] = WarmListSpider, /, **settings: Any) ->
     return get_crawler(
         spidercls,
         {
+            **sent_stamp.SETTINGS,
             "DOWNLOADER_MIDDLEWARES": {RequireCrawlDelay: 100},
             "LOG_LEVEL": "INFO",
             **settings,

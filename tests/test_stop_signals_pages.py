@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -102,12 +103,21 @@ async def test_with_the_slow_down_off_too(own_site: ScriptedServer) -> None:
 async def paused_then_stopped(site: ScriptedServer, reply: Reply, settings: dict[str, Any]) -> None:
     script_pages(site, reply, 30)
     urls = pages(site, 30)
-    result = await run_crawl(urls, settings)
+    knew: list[float] = []  # when the crawler read the first challenge (site_challenged)
+
+    def listen(crawler: Any) -> None:
+        crawler.signals.connect(
+            lambda **_: knew.append(time.time()), signal=rep_signals.site_challenged, weak=False
+        )
+
+    result = await run_crawl(urls, settings, before=listen)
     hits = site.page_hits()
     stats = result.stats
-    # Before the first answer at most the slot's concurrency (8) left; after
-    # it, one probe per pause, 3 in all (REP_CHALLENGE_GIVE_UP), then none.
-    probes = after(hits, first_answer(result))
+    # Before the crawler read the first challenge at most the slot's concurrency
+    # (8) left; after it, one probe per pause, 3 in all (REP_CHALLENGE_GIVE_UP),
+    # then none. (A request the slot let go between the first answer's arrival
+    # and its reading was sent before the crawler could know.)
+    probes = after(hits, knew[0])
     assert len(probes) == 3
     assert len(hits) <= 8 + 3  # before: 30 of 30
     assert len({hit.path for hit in hits}) == len(hits)  # none retried

@@ -26,7 +26,11 @@ and tests/test_slot_limit.py fail when any of it changes.
 - :mod:`~scrapy_rep._slots.limits`: at most a slot's concurrency of requests
   in flight, which Scrapy does not hold on the asyncio reactor (:class:`SlotLimits`);
 - :mod:`~scrapy_rep._slots.waiting`: requests waiting in a middleware outside
-  the downloader's active set, and their sleeps (:class:`Waiting`).
+  the downloader's active set, and their sleeps (:class:`Waiting`);
+- :mod:`~scrapy_rep._slots.departures`: each request leaving
+  ``Downloader.active`` reported (replaces that set with one that reports;
+  for the frontier); :mod:`~scrapy_rep._slots.readiness` and
+  :mod:`~scrapy_rep._slots.wakeup` are the frontier's other two.
 
 Everything is imported from here (``from scrapy_rep._slots import SlotDelays``).
 """

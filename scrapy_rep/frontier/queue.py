@@ -26,9 +26,12 @@ is woken when the first one will be (:mod:`scrapy_rep._slots.wakeup`), when a
 robots.txt arrives, or when a download ends.
 
 Each queue (a download slot's, an origin's pending one, the release one) is
-in one place: ``candidates`` (to look at), ``sleeping`` until a time, ``full``
-(looked at again on every ``pop``: a download ending frees a place) or
-``awaiting`` a robots.txt. On disk (``JOBDIR``) the layout is the
+in one place: ``candidates`` (to look at), ``sleeping`` until a time (its
+turn, a pause's end, or a Crawl-delay slot held until its request is sent:
+told by :meth:`~PolitePriorityQueue.turn_moved`), ``full`` (a candidate again
+when one of its requests leaves the downloader,
+:meth:`~PolitePriorityQueue.slot_freed`, and at the latest after
+``FULL_RECHECK``) or ``awaiting`` a robots.txt. On disk (``JOBDIR``) the layout is the
 default queue's, one directory per slot, so either queue resumes the other's job.
 """
 
@@ -67,6 +70,11 @@ again (as in the Redis queue): unless the prefetch window started or ended a
 fetch meanwhile and has the origin's in hand, its requests are handed out,
 and the robots middleware waits for the fetch or starts one, as without this
 queue (a fault: fetches end within their timeout)."""
+FULL_RECHECK = 1.0
+"""Seconds after which full slots are looked at again, though no request of
+theirs was seen leaving the downloader: what frees a place without one (a
+project's code raising a slot's concurrency) is not missed for long. Without
+the downloader's departures (an internal, logged at start), on every pop."""
 OVERDUE_ORIGINS = 10_000
 """Origins past AWAIT_ROBOTS remembered (the oldest forgotten first)."""
 PENDING = "\x00scrapy-rep:robots.txt:"
@@ -112,6 +120,8 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         self._sleeping: list[tuple[float, str]] = []  # heap; stale entries skipped
         self._sleep_until: dict[str, float] = {}
         self._full: set[str] = set()
+        self._recheck_full_at = 0.0
+        self._seen_ready: dict[str, int] = {}  # candidate -> requests out, ready when looked at
         self._awaiting: dict[Origin, set[str]] = {}
         self._awaiting_on: dict[str, Origin] = {}
         self._await_due: list[tuple[float, Origin]] = []  # heap; stale entries skipped
@@ -162,6 +172,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
                     remove_slot_dir(self.key, slot)
             raise
         self._heads.pop(slot, None)
+        self._seen_ready.pop(slot, None)
         prefetch = frontier.prefetch
         if origin is not None and prefetch is not None:
             prefetch.queued(origin)  # discounted by _take, for the same origin
@@ -199,6 +210,20 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             else:
                 self._candidate(slot)
 
+    def slot_freed(self, key: str) -> None:
+        """A request of download slot ``key`` left the downloader: if the slot
+        was full, it has a place now."""
+        self._seen_ready.pop(key, None)
+        if self._where.get(key) == FULL:
+            self._candidate(key)
+
+    def turn_moved(self, key: str) -> None:
+        """Slot ``key``'s Crawl-delay request was sent: its next turn is a
+        delay from now (it was held until then)."""
+        self._seen_ready.pop(key, None)
+        if self._where.get(key) in (SLEEPING, FULL):
+            self._candidate(key)
+
     def _drain(self, pending: str) -> None:
         """Move the requests of an origin's pending queue to their download slots,
         those robots.txt forbids to the release slot, each so that its slot
@@ -232,6 +257,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             for request in group:
                 target.push(request)
             self._heads.pop(slot, None)
+            self._seen_ready.pop(slot, None)
             if self._where.get(slot) in (None, AWAITING):
                 self._candidate(slot, front=slot == RELEASE_SLOT)
         self._frontier.wakeup.now()  # the engine may have asked already
@@ -247,13 +273,51 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             frontier.prefetch.retry()
         self._wake_due(now)
         self._wake_overdue(now)
-        for slot in list(self._full):  # a download ending may have freed a place
-            self._candidate(slot)
+        if self._full and now >= self._recheck_full_at:
+            watching = frontier.departures.watching  # else a download ending is not told
+            self._recheck_full_at = now + FULL_RECHECK if watching else now
+            for slot in list(self._full):
+                self._candidate(slot)
+        while True:
+            chosen = self._choose(now)
+            if chosen is None or chosen[1] == RELEASE or chosen[2]:
+                break
+            # Chosen on what an earlier look found: looked at now before it goes.
+            slot = chosen[0]
+            self._candidates.popleft()
+            del self._where[slot]
+            try:
+                found, _ = self._look(slot, now)
+            except BaseException:
+                if slot not in self._where:
+                    self._candidate(slot)
+                raise
+            if found != WAIT:
+                self._candidate(slot, front=True)
+                chosen = slot, found, True
+                break
+        if chosen is None:
+            self._wake_later()
+            return None
+        return chosen[0], chosen[1] == READY
+
+    def _choose(self, now: float) -> tuple[str, Found, bool] | None:
+        """One pass over the candidates: the slot to hand out from (left first
+        among them), RELEASE or READY, and whether it was looked at in this
+        pass (a ready slot looked at since its last change is not looked at
+        again: ``_seen_ready``); None if none is ready."""
         candidates = self._candidates
-        ready: list[tuple[int, str]] = []
+        seen = self._seen_ready
+        ready: list[tuple[int, str, bool]] = []
         for _ in range(len(candidates)):
             slot = candidates.popleft()
             del self._where[slot]
+            out = seen.get(slot)
+            if out is not None:
+                ready.append((out, slot, False))
+                if out == 0:
+                    break
+                continue
             try:
                 found, out = self._look(slot, now)
             except BaseException:  # a bug must lose no slot, nor its requests
@@ -264,19 +328,19 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             if found == RELEASE:
                 self._put_back(ready)
                 self._candidate(slot, front=True)
-                return slot, False
+                return slot, RELEASE, True
             if found == READY:
-                ready.append((out, slot))
+                seen[slot] = out
+                ready.append((out, slot, True))
                 if out == 0:  # nobody can have fewer
                     break
         if not ready:
-            self._wake_later()
             return None
-        best = min(ready, key=lambda pair: pair[0])  # the first of the fewest: in turn
+        best = min(ready, key=lambda entry: entry[0])  # the first of the fewest: in turn
         ready.remove(best)
         self._put_back(ready)
         self._candidate(best[1], front=True)
-        return best[1], True
+        return best[1], READY, best[2]
 
     def _look(self, slot: str, now: float) -> tuple[Found, int]:
         """(READY, requests out) / (RELEASE, 0) for a slot, else (WAIT, 0) with
@@ -341,7 +405,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         queue = self.pqueues[slot]
         request = queue.pop()
         self._heads.pop(slot, None)
-        stats = self._frontier.stats
+        self._seen_ready.pop(slot, None)
         if len(queue) == 0:
             self._candidates.popleft()
             del self._where[slot]
@@ -363,10 +427,11 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             if origin is not None:
                 prefetch.taken(origin)
         if ready:
-            self._frontier.turns.handed(slot, request, now)
-            stats.inc_value("rep/frontier/ready")
-        else:
-            stats.inc_value("rep/frontier/forbidden_released")
+            turns = self._frontier.turns
+            turns.handed(slot, request, now)
+            if turns.holding:
+                self._frontier.hold_began()
+        self._frontier.handed_out(ready=ready)
         return request
 
     def _head(self, slot: str) -> Request | None:
@@ -407,21 +472,26 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         else:
             self._candidates.append(slot)
 
-    def _put_back(self, ready: list[tuple[int, str]]) -> None:
-        """Ready slots looked at and not chosen keep their place at the front."""
-        for _, slot in reversed(ready):
-            self._candidate(slot, front=True)
+    def _put_back(self, ready: list[tuple[int, str, bool]]) -> None:
+        """Ready slots looked at and not chosen (they had requests out) go
+        behind the others, in their order: the next pop looks first at the
+        slots not looked at, one of which may have none out."""
+        for _, slot, _ in ready:
+            self._candidate(slot)
 
     def _sleep(self, slot: str, until: float) -> None:
+        self._seen_ready.pop(slot, None)
         self._where[slot] = SLEEPING
         self._sleep_until[slot] = until
         heapq.heappush(self._sleeping, (until, slot))
 
     def _park_full(self, slot: str) -> None:
+        self._seen_ready.pop(slot, None)
         self._where[slot] = FULL
         self._full.add(slot)
 
     def _await(self, slot: str, origin: Origin) -> None:
+        self._seen_ready.pop(slot, None)
         self._where[slot] = AWAITING
         self._awaiting_on[slot] = origin
         self._awaiting.setdefault(origin, set()).add(slot)
@@ -464,8 +534,8 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
                 self._candidate(slot)
 
     def _wake_later(self) -> None:
-        """Have the engine ask again when the first sleeping slot wakes, or the
-        first wait for a robots.txt ends."""
+        """Have the engine ask again when the first sleeping slot wakes, the
+        first wait for a robots.txt ends, or full slots are looked at again."""
         sleeping = self._sleeping
         first = None
         while sleeping:
@@ -481,13 +551,19 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
                 first = until if first is None else min(first, until)
                 break
             heapq.heappop(due)
+        if self._full and self._frontier.departures.watching:  # the full slots' recheck
+            until = self._recheck_full_at
+            first = until if first is None else min(first, until)
         if first is not None:
             self._frontier.wakeup.at(first)
+        self._frontier.flush_tally()  # a lull: the stats are up to date
 
     def close(self) -> dict[str, list[int]]:
         self._heads.clear()
+        self._seen_ready.clear()
         self._verdicts.clear()
         self._frontier.wakeup.cancel()  # the crawl ends: no more turns to wake it for
+        self._frontier.flush_tally()
         return super().close()
 
 

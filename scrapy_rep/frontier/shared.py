@@ -3,7 +3,11 @@
 Scrapy's scheduler builds two priority queues, one in memory and, with
 ``JOBDIR``, one on disk; both hand out requests of the same download slots,
 so the turns, the requests out and the prefetch window are the crawl's, one
-:class:`CrawlFrontier` per crawler (:func:`frontier_of`).
+:class:`CrawlFrontier` per crawler (:func:`frontier_of`). It also tells the
+queues what frees a slot: a request leaving the downloader
+(:mod:`scrapy_rep._slots.departures`: a place of its slot is free), and a
+Crawl-delay slot's request sent (its answer began: the next turn counts from
+then, :mod:`scrapy_rep.frontier.turns`).
 """
 
 from __future__ import annotations
@@ -12,13 +16,18 @@ import logging
 import weakref
 from typing import TYPE_CHECKING, Protocol
 
+from scrapy import signals
+
+from scrapy_rep import _clock
 from scrapy_rep._robots import robots_service
+from scrapy_rep._slots.departures import Departures
 from scrapy_rep._slots.readiness import SlotReadiness, readiness_problems
 from scrapy_rep._slots.wakeup import EngineWakeup, wakeup_problems
 from scrapy_rep.frontier.robots import Prefetch
 from scrapy_rep.frontier.turns import SlotTurns
 
 if TYPE_CHECKING:
+    from scrapy import Request
     from scrapy.crawler import Crawler
 
     from scrapy_rep._robots import RobotsService
@@ -26,6 +35,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+TALLY_EVERY = 64
+"""Hand-outs counted here before they are added to the crawl's stats: one
+stats call costs about 1.7 µs on Scrapy 2.19 (its StatsCollector wraps every
+attribute read), a tenth of a hand-out."""
 DEFAULT_BOUND = 10_000
 """Slots whose last turn is remembered without the robots service's
 REP_CACHE_MAX_ORIGINS (past it, turns older than any delay are forgotten)."""
@@ -33,6 +46,14 @@ REP_CACHE_MAX_ORIGINS (past it, turns older than any delay are forgotten)."""
 
 class Listener(Protocol):
     def robots_known(self, origin: Origin) -> None: ...
+
+    def slot_freed(self, key: str) -> None:
+        """A request of download slot ``key`` left the downloader: a place is free."""
+        ...
+
+    def turn_moved(self, key: str) -> None:
+        """Slot ``key``'s Crawl-delay request was sent: its next turn is known now."""
+        ...
 
 
 class CrawlFrontier:
@@ -53,7 +74,12 @@ class CrawlFrontier:
             else None
         )
         self._listeners: weakref.WeakSet[Listener] = weakref.WeakSet()
-        _log_problems(crawler)
+        self._ready = 0  # hand-outs not in the stats yet
+        self._released = 0
+        self.departures = Departures(crawler, self._departed)
+        _log_problems(crawler, self.departures.install())
+        self._crawler = crawler
+        self._told_of_sends = False
 
     def listen(self, queue: Listener) -> None:
         self._listeners.add(queue)
@@ -63,8 +89,65 @@ class CrawlFrontier:
             queue.robots_known(origin)
         self.wakeup.now()
 
+    def handed_out(self, *, ready: bool) -> None:
+        """Count a hand-out (``rep/frontier/ready``, else
+        ``rep/frontier/forbidden_released``): in the crawl's stats within
+        TALLY_EVERY of them, when no slot is ready, and when the queues close."""
+        if ready:
+            self._ready += 1
+        else:
+            self._released += 1
+        if self._ready + self._released >= TALLY_EVERY:
+            self.flush_tally()
+
+    def flush_tally(self) -> None:
+        """Add the hand-outs counted by :meth:`handed_out` to the crawl's stats."""
+        if self._ready:
+            self.stats.inc_value("rep/frontier/ready", self._ready)
+            self._ready = 0
+        if self._released:
+            self.stats.inc_value("rep/frontier/forbidden_released", self._released)
+            self._released = 0
+
     def _woke(self) -> None:
         self.stats.inc_value("rep/frontier/wakeups")
+
+    def _departed(self, request: Request, final: bool) -> None:
+        """``request`` left ``Downloader.active``: for good (``final``), or to
+        wait in a middleware; either way it holds no place of its slot now."""
+        key = request.meta.get("download_slot")
+        if key is None:  # it never reached its slot
+            key = self.slots.key(request)
+        for queue in self._listeners:
+            queue.slot_freed(key)
+        if final and self.turns.holding:
+            self._sent(request)
+
+    def hold_began(self) -> None:
+        """A Crawl-delay slot is held (turns.py): have the answers told, from
+        now on (a signal receiver costs every request some microseconds: a
+        crawl without Crawl-delay sites pays none)."""
+        if not self._told_of_sends:
+            self._told_of_sends = True
+            sent = self._crawler.signals
+            sent.connect(self._answer_began, signal=signals.headers_received)
+            sent.connect(self._left_downloader, signal=signals.request_left_downloader)
+
+    def _answer_began(self, request: Request, **_: object) -> None:
+        if self.turns.holding:
+            self._sent(request)
+
+    def _left_downloader(self, request: Request, **_: object) -> None:
+        if self.turns.holding:
+            self._sent(request)
+
+    def _sent(self, request: Request) -> None:
+        key = self.turns.sent(request, _clock.monotonic())
+        if key is None:
+            return
+        for queue in list(self._listeners):
+            queue.turn_moved(key)
+        self.wakeup.now()
 
 
 _FRONTIERS: weakref.WeakKeyDictionary[Crawler, CrawlFrontier] = weakref.WeakKeyDictionary()
@@ -78,12 +161,13 @@ def frontier_of(crawler: Crawler) -> CrawlFrontier:
     return frontier
 
 
-def _log_problems(crawler: Crawler) -> None:
+def _log_problems(crawler: Crawler, departures: list[str]) -> None:
     """One ERROR at start naming the Scrapy version if an internal is missing."""
     import scrapy
 
     engine = crawler.engine
     problems = wakeup_problems(engine) + readiness_problems(getattr(engine, "downloader", None))
+    problems += departures
     if problems:
         logger.error(
             "scrapy_rep.PolitePriorityQueue does not fully work with Scrapy %s: %s. "

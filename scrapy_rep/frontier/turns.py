@@ -10,6 +10,15 @@ takes several requests before the first reaches its slot. :class:`SlotTurns`
 remembers those: each request handed out, until the downloader is done with
 it, and the time of each slot's last hand-out.
 
+A slot whose site asks for a Crawl-delay is also **held** by the request
+handed out, until that request has really been sent: its answer began
+(``headers_received``) or it left the downloader (answered, failed, or
+dropped before its slot). Its next turn counts from then, so the site sees
+the Crawl-delay between two requests however late a busy event loop sends
+one (the rule of the Redis queue's ``K:hold:<slot>``). Slots with only a
+``DOWNLOAD_DELAY`` or AutoThrottle delay keep counting from the hand-out, as
+Scrapy counts from the start.
+
 This is the per-slot state a cluster would keep in Redis (one worker's
 hand-outs and turns there, taken atomically): :class:`TurnState` is what the
 queue asks of it.
@@ -27,6 +36,9 @@ if TYPE_CHECKING:
 HORIZON = 300.0
 """Seconds a slot's last hand-out is remembered: longer than any delay that
 matters (REP_MAX_CRAWL_DELAY is 60 s by default)."""
+HOLD_MAX = 30.0
+"""Seconds a Crawl-delay slot is held at most for one request (as the Redis
+queue's): a request the crawler never reports sent holds its slot no longer."""
 
 
 class TurnState(Protocol):
@@ -37,11 +49,16 @@ class TurnState(Protocol):
         ...
 
     def wait(self, key: str, delay: float, now: float) -> float:
-        """Seconds until slot ``key``'s next turn, for a delay of ``delay`` s."""
+        """Seconds until slot ``key``'s next turn, for a Crawl-delay of ``delay`` s."""
         ...
 
     def handed(self, key: str, request: Request, now: float) -> None:
         """``request`` of slot ``key`` was handed out at ``now``: it takes the turn."""
+        ...
+
+    def sent(self, request: Request, now: float) -> str | None:
+        """``request`` was sent (its answer began, or it left the downloader) at
+        ``now``: the key of the slot it held, whose next turn counts from now."""
         ...
 
 
@@ -54,6 +71,9 @@ class SlotTurns:
         self._limit = bound
         self._last: dict[str, float] = {}  # slot -> _clock.monotonic() of its last hand-out
         self._out: dict[str, list[Request]] = {}  # handed out, maybe not in the slot yet
+        self._crawl_delayed: set[str] = set()  # slots whose last look had a Crawl-delay
+        self._holds: dict[str, tuple[Request, float]] = {}  # slot -> its request, held until
+        self._held_by: dict[Request, str] = {}
 
     def out(self, key: str) -> int:
         holding = self._slots.holding(key)
@@ -68,10 +88,24 @@ class SlotTurns:
             del self._out[key]
         return len(holding) + sum(1 for request in under_way if request not in holding)
 
+    @property
+    def holding(self) -> bool:
+        """True while a request holds its slot (cheap: asked on every answer)."""
+        return bool(self._held_by)
+
     def wait(self, key: str, delay: float, now: float) -> float:
+        if delay > 0:
+            self._crawl_delayed.add(key)
+        else:
+            self._crawl_delayed.discard(key)
         delay = max(delay, self._slots.delay(key))
         if delay <= 0:
             return 0.0
+        hold = self._holds.get(key)
+        if hold is not None:
+            if hold[1] > now:
+                return hold[1] - now  # until sent (the queue is told), at most HOLD_MAX
+            self._unhold(key)
         wait = 0.0
         last = self._last.get(key)
         if last is not None:
@@ -84,12 +118,32 @@ class SlotTurns:
     def handed(self, key: str, request: Request, now: float) -> None:
         self._last[key] = now
         self._out.setdefault(key, []).append(request)
+        if key in self._crawl_delayed:  # looked at in this pop, just before
+            self._unhold(key)
+            self._holds[key] = (request, now + HOLD_MAX)
+            self._held_by[request] = key
         if len(self._last) + len(self._out) > self._limit:
             self._forget(now)
+
+    def sent(self, request: Request, now: float) -> str | None:
+        key = self._held_by.pop(request, None)
+        if key is None:
+            return None
+        del self._holds[key]
+        self._last[key] = max(self._last.get(key, now), now)
+        return key
+
+    def _unhold(self, key: str) -> None:
+        hold = self._holds.pop(key, None)
+        if hold is not None:
+            del self._held_by[hold[0]]
 
     def _forget(self, now: float) -> None:
         """Drop turns past :data:`HORIZON` and hand-outs the downloader is done with."""
         self._last = {key: last for key, last in self._last.items() if now - last < HORIZON}
+        self._crawl_delayed = {key for key in self._crawl_delayed if key in self._last}
+        for key in [key for key, (_, until) in self._holds.items() if until <= now]:
+            self._unhold(key)
         for key in list(self._out):
             self.out(key)
         # Many slots busy at once: look again only once they have doubled.

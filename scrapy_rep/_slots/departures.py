@@ -1,0 +1,102 @@
+"""Told when a request leaves the downloader: for the frontier's full slots and Crawl-delay holds.
+
+The frontier (:mod:`scrapy_rep.frontier`) parks a download slot that has its
+concurrency of requests out until one of them is done. Scrapy signals
+``request_left_downloader`` while the request is still in the slot's
+``active`` set and in ``Downloader.active``, and nothing at all for a request
+that never reaches its slot (an HttpCacheMiddleware hit, a request a
+middleware drops). What every request does last is leave ``Downloader.active``
+(``Downloader.fetch`` removes it when the download and the middlewares are
+done), so :class:`Departures` replaces that set with one that reports each
+request leaving it:
+
+- ``remove`` (Scrapy's ``fetch``): the request is done with the downloader
+  (``final``);
+- ``discard`` (:func:`scrapy_rep._slots.active.leave_active`): it steps out to
+  wait in a middleware (for its robots.txt, a paused slot's gate) and counts
+  no more against its slot's places.
+
+Without the internal (:func:`departure_problems`, logged at start by the
+frontier) nothing is reported, and :attr:`Departures.watching` is False.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger("scrapy_rep._slots")
+
+
+def departure_problems(downloader: object) -> list[str]:
+    """What :class:`Departures` needs from Scrapy's downloader and does not find."""
+    active = getattr(downloader, "active", None)
+    if not isinstance(active, set):
+        return [f"Downloader.active is {type(active).__name__}, expected set"]
+    return []
+
+
+class _ReportingSet(set["Request"]):
+    """``Downloader.active`` that reports each request leaving it."""
+
+    __slots__ = ("_failed", "_report")
+
+    def __init__(self, requests: Iterable[Request], report: Callable[[Request, bool], None]):
+        super().__init__(requests)
+        self._report = report
+        self._failed = False
+
+    def remove(self, request: Request) -> None:
+        super().remove(request)
+        self._tell(request, final=True)
+
+    def discard(self, request: object) -> None:
+        if request in self:
+            super().discard(request)
+            self._tell(cast("Request", request), final=False)
+
+    def _tell(self, request: Request, *, final: bool) -> None:
+        # Runs inside Scrapy's fetch: whatever goes wrong here must not reach it.
+        try:
+            self._report(request, final)
+        except Exception:
+            if not self._failed:
+                self._failed = True
+                logger.exception(
+                    "A request leaving the downloader was not passed on to the frontier "
+                    "(its slot is looked at again within a second)"
+                )
+
+
+class Departures:
+    """Reports requests leaving ``Downloader.active`` (see the module docstring)."""
+
+    def __init__(self, crawler: Crawler, report: Callable[[Request, bool], None]) -> None:
+        self._crawler = crawler
+        self._report = report
+        self._watched: _ReportingSet | None = None
+        self._downloader: object = None
+
+    def install(self) -> list[str]:
+        """Watch the running downloader's active set; what is missing, if anything."""
+        downloader = getattr(self._crawler.engine, "downloader", None)
+        problems = departure_problems(downloader)
+        if problems:
+            return problems
+        active = _ReportingSet(downloader.active, self._report)  # type: ignore[union-attr]
+        downloader.active = active  # type: ignore[union-attr]
+        self._watched = active
+        self._downloader = downloader
+        return []
+
+    @property
+    def watching(self) -> bool:
+        """True while departures are reported (the downloader's set is still ours)."""
+        watched = self._watched
+        return watched is not None and getattr(self._downloader, "active", None) is watched
