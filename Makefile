@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 FLOOR_SCRAPY := 2.14.*
 FLOOR_VENV   := .venv-floor
 
-.PHONY: venv floor-venv test test-fast lint typecheck docs pytest pytest-twisted pytest-floor redis-server \
+.PHONY: venv floor-venv test test-fast lint typecheck docs pytest pytest-twisted pytest-floor coverage redis-server \
 	demo bench-parser bench-crawl bench-broad bench-cluster clean
 
 venv: $(VENV)/.installed-test
@@ -80,13 +80,13 @@ pytest-twisted: venv redis-server
 	$(VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) --reactor=default -m "not reactor_free" \
 	  --progress-log=pytest-twisted.log
 
-# The oldest Scrapy, at a lower CPU priority so that it does not starve the others.
+# The oldest Scrapy.
 # Tests marked scrapy_free (the parser, the corpus, the docs, packaging) run no
 # Scrapy code: the newest run has them.
 pytest-floor: floor-venv redis-server
 	@echo "== pytest-floor: the suite but the Scrapy-free tests, on Scrapy $(FLOOR_SCRAPY)"
 	$(FLOOR_VENV)/bin/python -c "import scrapy; print('Scrapy', scrapy.__version__, '(floor)')"
-	nice -n 5 $(FLOOR_VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) -m "not scrapy_free" \
+	$(FLOOR_VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) -m "not scrapy_free" \
 	  --progress-log=pytest-floor.log
 
 # The Redis tests and bench-cluster start their own redis-server (Debian's package)
@@ -96,15 +96,14 @@ redis-server:
 	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server) || \
 	  echo "warning: could not install redis-server (Debian: apt-get install -y redis-server)"
 
-# Three runs at once: the whole suite on the newest Scrapy and on the oldest (asyncio
-# reactor), the crawl tests on the newest on Twisted's own reactor. Much of it waits
-# on real time (Crawl-delay, timeouts, pauses), so side by side they overlap; more
-# processes would not help (the three keep two cores busy) and would stall each
-# event loop longer.
-test: lint typecheck docs
-	@echo "== pytest, pytest-twisted and pytest-floor side by side: about 18 minutes on 2 cores;"
-	@echo "   each prints its results when it ends (make pytest runs one alone, as it goes)"
-	$(MAKE) -j3 --output-sync=target pytest pytest-twisted pytest-floor
+# Everything at once: the checks, and three runs of the suite (the whole suite on the
+# newest Scrapy and on the oldest, asyncio reactor; the crawl tests on the newest on
+# Twisted's own reactor), each on JOBS processes. Most tests wait on real time
+# (timeouts, Crawl-delay, pauses, subprocess crawls): side by side they overlap.
+test: venv floor-venv redis-server
+	@echo "== lint, typecheck, docs, pytest, pytest-twisted and pytest-floor side by side:"
+	@echo "   about 13 minutes on 2 cores, set-up included; each prints its results when it ends"
+	$(MAKE) -j6 --output-sync=target lint typecheck docs pytest pytest-twisted pytest-floor
 
 # Everything but the subprocess and real-time-delay tests (marked slow) and the
 # whole-corpus tests (marked corpus), on every core: under 60 s on two busy cores.
@@ -129,4 +128,4 @@ bench-cluster: venv redis-server
 
 clean:
 	rm -rf $(VENV) $(FLOOR_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis \
-	  .coverage *.egg-info build dist pytest-newest.log pytest-twisted.log pytest-floor.log
+	  .coverage *.egg-info build dist pytest-newest.log pytest-twisted.log pytest-floor.log pytest-coverage.log
