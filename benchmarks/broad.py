@@ -47,17 +47,15 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import _child
 from _site import ServerProcess, loopback_hosts, raise_open_files_limit
 
-REPO = Path(__file__).resolve().parent.parent
 QUEUES = {
     "default": {"SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.DownloaderAwarePriorityQueue"},
     "fifo": {
@@ -390,25 +388,13 @@ def child_main(job_path: str) -> None:
 
 
 def run_child(sites: Sites, job: dict[str, Any]) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "job.json"
-        path.write_text(json.dumps(job))
-        sites.control("/__reset")
-        proc = subprocess.run(
-            [sys.executable, __file__, "--child", str(path)],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        served = sites.control("/__stats")
-        out = path.with_suffix(".out")
-        if proc.returncode != 0 or not out.exists():
-            tail = "\n".join(proc.stderr.splitlines()[-15:])
-            return {"mode": job["mode"], "error": f"exit code {proc.returncode}\n{tail}"}
-        result: dict[str, Any] = json.loads(out.read_text())
-        if job["verbose"]:
-            print(proc.stderr[-5000:], file=sys.stderr)
+    sites.control("/__reset")
+    result, stderr = _child.run_child(__file__, job)
+    served = sites.control("/__stats")
+    if "error" in result:
+        return result
+    if job["verbose"]:
+        print(stderr[-5000:], file=sys.stderr)
     result["served"] = served
     return result
 

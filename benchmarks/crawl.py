@@ -33,16 +33,15 @@ import inspect
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import _child
 from _site import Site  # the local many-origin site, in its own process
 
-REPO = Path(__file__).resolve().parent.parent
 MODE_SETTINGS: dict[str, dict[str, Any]] = {
     "none": {"ROBOTSTXT_OBEY": False},
     "builtin": {"ROBOTSTXT_OBEY": True},
@@ -232,25 +231,12 @@ def time_cached_check(crawler: Any, origins: list[str]) -> dict[str, Any]:
 
 
 def run_child(mode: str, site: Site, origins: list[str], check: bool) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        job = Path(tmp) / "job.json"
-        job.write_text(
-            json.dumps({"mode": mode, "site": site.info, "origins": origins, "check": check})
-        )
-        before = site.control("/__reset")
-        proc = subprocess.run(
-            [sys.executable, __file__, "--child", str(job)],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        served = site.control("/__stats")
-        result_file = job.with_suffix(".out")
-        if proc.returncode != 0 or not result_file.exists():
-            tail = "\n".join(proc.stderr.splitlines()[-15:])
-            return {"mode": mode, "error": f"exit code {proc.returncode}\n{tail}"}
-        result: dict[str, Any] = json.loads(result_file.read_text())
+    before = site.control("/__reset")
+    job = {"mode": mode, "site": site.info, "origins": origins, "check": check}
+    result, _ = _child.run_child(__file__, job)
+    served = site.control("/__stats")
+    if "error" in result:
+        return result
     result["served"] = served
     result["server_cpu"] = served["cpu_seconds"] - before["cpu_seconds"]
     return result

@@ -24,16 +24,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import _child
 from _site import Site
 
-REPO = Path(__file__).resolve().parent.parent
 MODES = ("none", "rep")
 
 
@@ -91,22 +89,8 @@ def child(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_child(mode: str, site: Site, origins: list[str]) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        job = Path(tmp) / "job.json"
-        job.write_text(json.dumps({"mode": mode, "site": site.info, "origins": origins}))
-        proc = subprocess.run(
-            [sys.executable, __file__, "--child", str(job)],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        out = job.with_suffix(".out")
-        if proc.returncode != 0 or not out.exists():
-            tail = "\n".join(proc.stderr.splitlines()[-15:])
-            return {"mode": mode, "error": f"exit code {proc.returncode}\n{tail}"}
-        result: dict[str, Any] = json.loads(out.read_text())
-        return result
+    result, _ = _child.run_child(__file__, {"mode": mode, "site": site.info, "origins": origins})
+    return result
 
 
 def summary(result: dict[str, Any]) -> str:
