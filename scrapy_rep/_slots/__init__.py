@@ -41,6 +41,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from scrapy_rep._slots.active import (
+    REACH_TIMEOUT,
     engine_closing,
     leave_active,
     rejoin_active,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "REACH_TIMEOUT",
     "SlotDelays",
     "SlotLimits",
     "SlotPauses",

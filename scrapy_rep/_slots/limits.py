@@ -40,7 +40,12 @@ from scrapy.exceptions import IgnoreRequest
 from twisted.internet.defer import Deferred
 
 from scrapy_rep import _timers
-from scrapy_rep._slots.active import OnDownloader, engine_closing, missing_slot_attributes
+from scrapy_rep._slots.active import (
+    REACH_TIMEOUT,
+    OnDownloader,
+    engine_closing,
+    missing_slot_attributes,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -54,9 +59,6 @@ if TYPE_CHECKING:
 
 MAX_HOSTS = 10_000
 """Host names remembered by network location (then forgotten all at once)."""
-REACH_TIMEOUT = 0.5
-"""Seconds between sweeps; a request let go and not in its slot after one to
-two of them (never reached it, or left it unsignalled) frees its place."""
 
 
 def limit_problems(downloader: object) -> list[str]:

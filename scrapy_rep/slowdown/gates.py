@@ -15,7 +15,7 @@ is paused or resuming, what the gate holds:
   slot's concurrency;
 - a released request is followed into the downloader: it no longer counts as
   out once answered, left without an answer, answered from HttpCacheMiddleware's
-  cache, or not reached within :data:`REACH_TIMEOUT`;
+  cache, or not reached within :data:`~scrapy_rep._slots.REACH_TIMEOUT`;
 - the gate stops holding once its backlog is gone (``holding``); the record
   stays until a good answer ends the slot's run of slow-down answers; past
   ``REP_CACHE_MAX_ORIGINS`` records, the oldest holding nothing are forgotten.
@@ -45,8 +45,6 @@ if TYPE_CHECKING:
     from scrapy_rep._slots import SlotPauses, Waiting
     from scrapy_rep._slots.pauses import Queued
 
-REACH_TIMEOUT = 0.5
-"""Seconds a released request has to reach the downloader before it no longer counts as out."""
 DEFAULT_CONCURRENCY = 8
 """Slow start limit of a slot the downloader has no slot object for right now."""
 CLAIM_RECHECK = 0.25
@@ -222,7 +220,9 @@ class Gates:
             )
 
     def _release(self, key: str, gate: Gate, request: Request) -> None:
-        gate.out[request] = _timers.call_later(REACH_TIMEOUT, self._not_reached, key, request)
+        gate.out[request] = _timers.call_later(
+            _slots.REACH_TIMEOUT, self._not_reached, key, request
+        )
         self._stats.inc_value("rep/slowdown/released")
 
     def _grant(self, key: str, gate: Gate) -> None:
