@@ -7,6 +7,7 @@ was retried by Scrapy, and a 402 was recorded nowhere.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import re
@@ -347,6 +348,36 @@ async def test_dont_obey_robotstxt_requests_obey_the_pauses(
         assert probe.time - start >= pause
     accounted(result, urls, SiteChallenged)
     assert result.stats["rep/challenge/dropped"] == 30 - len(hits)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_late_answer_sent_before_the_pause_is_no_probe(own_site: ScriptedServer) -> None:
+    """One of the first two pages answers its challenge after the first pause
+    is over, while the first probe is still out (the site takes 1.4 x PAUSE
+    for it, PAUSE for the probe): it was sent before that pause began, so it
+    is no probe: each probe goes a pause after the previous probe's answer, and
+    the origin is stopped after REP_CHALLENGE_GIVE_UP of them (before: the late
+    answer counted as a probe and began the second pause, and the next probe
+    went 0.66 s after the first probe's answer, for a pause of 1 s)."""
+    challenge = Reply(403, CHALLENGE_PAGE, {"cf-mitigated": "challenge"})
+    script_pages(own_site, challenge, 30)
+    own_site.script("/page/1", dataclasses.replace(challenge, delay=1.4 * PAUSE))
+    own_site.script("/page/2", dataclasses.replace(challenge, delay=PAUSE))  # the first probe
+    result = await run_crawl(pages(own_site, 30), {**FAST, "CONCURRENT_REQUESTS_PER_DOMAIN": 2})
+    stats = result.stats
+    assert stats["rep/challenge/probes"] == 3
+    assert stats["rep/challenge/stopped"] == 1
+    hits = own_site.page_hits()
+    probes = [hit for hit in hits if hit.path not in {"/page/0", "/page/1"}]
+    assert [hit.path for hit in probes] == ["/page/2", "/page/3", "/page/4"], hits
+    # each probe a pause after the answer that began it: the first page's, then
+    # the previous probe's (before: page 1's late answer began the second pause,
+    # and the first probe's answer, inside it, counted for nothing)
+    answered = {url.split("/", 3)[-1]: at for url, _, at in result.downloaded}
+    began = [answered["page/0"], answered["page/2"], answered["page/3"]]
+    for probe, start, pause in zip(probes, began, [PAUSE, 2 * PAUSE, 2 * PAUSE], strict=True):
+        assert probe.time - start >= pause, (probe.path, probe.time - start)
+    accounted(result, pages(own_site, 30), SiteChallenged)
 
 
 @pytest_twisted.ensureDeferred

@@ -57,6 +57,7 @@ class Gate:
     __slots__ = (
         "allowed",
         "answers",
+        "began",
         "holding",
         "keeping",
         "out",
@@ -71,6 +72,7 @@ class Gate:
 
     def __init__(self) -> None:
         self.until = 0.0  # _clock.monotonic() at which the pause ends
+        self.began = 0.0  # _clock.monotonic() at which that pause began
         self.timer: _timers.Timer | None = None  # holds the slot's queue until then
         self.answers = 0  # slow-down answers in a row (0: a good one came since)
         self.since = 0.0  # when the first of them came (_clock.monotonic())
@@ -260,13 +262,19 @@ class Gates:
 
     def answered(self, key: str, request: Request, now: float) -> bool:
         """``request``, released by slot ``key``'s gate, was answered: its place
-        is free. True if the slot's pause runs at ``now``: the answer was sent
-        before the pause began, and says nothing of the site now."""
+        is free. True if it was sent before the slot's pause began, so that its
+        answer says nothing of the site now: the pause still runs at ``now``, or
+        the answer took longer than the pause (a busy machine or a slow site),
+        by when the download began (Scrapy's ``download_latency``: from the start
+        of the download to the answer's headers)."""
         gate = self.by_slot.get(key)
         if gate is None:
             return False
         self._forget_out(gate, request)
-        return gate.until > now
+        if gate.until > now:
+            return True
+        latency = request.meta.get("download_latency")
+        return isinstance(latency, float) and now - latency < gate.began
 
     def widen(self, key: str) -> None:
         """A good answer after the pause: twice as many requests may be out, up
@@ -387,6 +395,8 @@ class Gates:
         """Make slot ``key``'s pause last until ``until``, never shorter."""
         if until <= gate.until:
             return
+        if gate.until <= now:  # a new pause, not a longer one
+            gate.began = now
         added = until - max(gate.until, now)
         seconds = self._stats.get_value("rep/slowdown/seconds", 0.0)
         self._stats.set_value("rep/slowdown/seconds", round(seconds + added, 3))
