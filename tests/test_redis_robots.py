@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import signal
-import threading
 import time
 from typing import Any
 
@@ -21,7 +20,7 @@ from crawls import CrawlResult, run_crawl, sleep
 from redis_server import RedisServer, shared
 from scrapy import Request
 from scrapy.http import Response
-from servers import Reply, ScriptedServer, gaps, refused_port
+from servers import PAGE, Reply, ScriptedServer, gaps, refused_port
 from twisted.internet.defer import Deferred, gatherResults
 
 from scrapy_rep import ForbiddenByRobots, RobotsTxtUnavailable
@@ -270,19 +269,31 @@ async def test_back_to_shared_state_when_redis_returns(
     site.robots(ROBOTS)
     site2.robots(ROBOTS)
     own_redis.stop()
-    restart = threading.Timer(0.5, own_redis.start)
+
+    pages_asked: list[str] = []
+
+    def back_with_the_first_page(number: int) -> Reply:
+        # Redis returns while the first page is asked for: the worker met it
+        # down for site's robots.txt, and meets site2 only after its retry
+        # pause (0.3 s) and two more pages (each at least 0.25 s, DOWNLOAD_DELAY
+        # 0.5 s with Scrapy's jitter) have gone by.
+        pages_asked.append("page")
+        if len(pages_asked) == 1:
+            own_redis.start()
+        return Reply(body=PAGE)
+
+    for i in range(3):
+        site.script(f"/a{i}", back_with_the_first_page)
+    answered: list[str] = []
 
     def then_site2(response: Response) -> list[Request]:
-        if response.url.endswith("/a2"):
-            return [Request(site2.url("/x"))]
-        return []
+        answered.append(response.url)
+        return [Request(site2.url("/x"))] if len(answered) == 3 else []
 
     settings = shared(own_redis, redis_prefix, REP_REDIS_RETRY=0.3, DOWNLOAD_DELAY=0.5)
-    restart.start()
     with caplog.at_level(logging.INFO, logger="scrapy_rep"):
         urls = [site.url(f"/a{i}") for i in range(3)]
         result = await run_crawl(urls, settings, follow=then_site2)
-    restart.join()
     assert len(result.responses) == 4
     assert result.stats["rep/redis/outages"] == 1
     assert any("answers again" in r.getMessage() for r in caplog.records)
