@@ -1,12 +1,14 @@
 """The crawl's robots service: robots.txt state and politeness, built once per crawl.
 
-The robots middleware starts it (:meth:`RobotsService.start`, from its
-``from_crawler``): the settings are checked and read once, and every
+The first component that asks builds it, in the crawl's context
+(:mod:`scrapy_rep._context`): the robots middleware through
+:meth:`RobotsService.start`, the others (the frontier queues, the sitemap
+spider, ``scrapy robots``, the usage middleware) through :func:`robots_service`,
+which answers None when the crawl does not obey robots.txt through scrapy-rep
+(:func:`robots_off` says why). The settings are checked once, and every
 collaborator is built here and wired by constructor: origin keys, the rules
 cache (in memory, or Redis's), the fetcher, the report, pacing (Crawl-delay,
-slow-down pauses, slot limits) and the shared state. Everyone else reaches the
-same instance through :func:`robots_service`: the frontier queues, the sitemap
-spider, ``scrapy robots``, the usage middleware. It answers what they ask
+slow-down pauses, slot limits) and the shared state. It answers what they ask
 without fetching, waiting or counting (:meth:`RobotsService.readiness`,
 :meth:`~RobotsService.known_rules`, :meth:`~RobotsService.agent_of`), or
 fetching when they need rules (:meth:`~RobotsService.entry_for`,
@@ -15,7 +17,6 @@ fetching when they need rules (:meth:`~RobotsService.entry_for`,
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlparse
 
@@ -24,8 +25,8 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred, succeed
 
 from scrapy_rep import _clock, _compat, _startup
+from scrapy_rep._context import crawl_context
 from scrapy_rep._pacing import Pacing
-from scrapy_rep._slots import Waiting
 from scrapy_rep.cache import MemoryRulesCache
 from scrapy_rep.cluster import SharedState
 from scrapy_rep.evidence import Evidence, Provenance
@@ -59,13 +60,39 @@ ALLOWED: Final = "allowed"
 REFUSED: Final = "refused"
 """It would be dropped at once (forbidden, robots.txt unreachable, its slot stopped)."""
 
-_SERVICES: weakref.WeakKeyDictionary[Crawler, RobotsService] = weakref.WeakKeyDictionary()
+ROBOTS_MIDDLEWARE = "scrapy_rep.middleware.RobotsTxtMiddleware"
+"""The robots middleware, known by its path: it sits above this module."""
 
 
 def robots_service(crawler: Crawler) -> RobotsService | None:
-    """The crawl's robots service, None if the robots middleware did not start
-    (``ROBOTSTXT_OBEY`` off, or the middleware not enabled)."""
-    return _SERVICES.get(crawler)
+    """The crawl's robots service, built by whichever component asks first (Scrapy
+    builds its components in an order of its own); None when this crawl does not
+    obey robots.txt through scrapy-rep, and :func:`robots_off` says why."""
+    context = crawl_context(crawler)
+    if context.robots is None and context.robots_off is None:
+        context.robots_off = _why_off(crawler, context.config)
+        if context.robots_off is None:
+            return RobotsService.start(crawler)
+    service: RobotsService | None = context.robots
+    return service
+
+
+def robots_off(crawler: Crawler) -> str | None:
+    """Why the crawl has no robots service (None if it has one)."""
+    return None if robots_service(crawler) is not None else crawl_context(crawler).robots_off
+
+
+def _why_off(crawler: Crawler, config: Config) -> str | None:
+    if not config.obey:
+        return "ROBOTSTXT_OBEY is False"
+    for cls, _order in _compat.downloader_middlewares(crawler.settings):
+        if any(f"{c.__module__}.{c.__qualname__}" == ROBOTS_MIDDLEWARE for c in _mro(cls)):
+            return None
+    return "scrapy_rep.RobotsTxtMiddleware is not in DOWNLOADER_MIDDLEWARES"
+
+
+def _mro(cls: Any) -> tuple[type, ...]:
+    return cls.__mro__ if isinstance(cls, type) else ()
 
 
 class RobotsService:
@@ -75,10 +102,13 @@ class RobotsService:
     def start(cls, crawler: Crawler) -> RobotsService:
         """The crawl's service, made on the first call, once Scrapy and the
         settings were checked (an invalid setting raises InvalidSetting,
-        ROBOTSTXT_OBEY = False raises NotConfigured)."""
-        service = _SERVICES.get(crawler)
+        ROBOTSTXT_OBEY = False raises NotConfigured). The robots middleware
+        calls it: it is there, whatever DOWNLOADER_MIDDLEWARES says."""
+        context = crawl_context(crawler)
+        service: RobotsService | None = context.robots
         if service is None:
-            service = _SERVICES[crawler] = cls(crawler, _startup.checked_config(crawler))
+            service = cls(crawler, _startup.checked_config(crawler))
+            context.robots, context.robots_off = service, None
         return service
 
     def __init__(self, crawler: Crawler, config: Config) -> None:
@@ -92,7 +122,7 @@ class RobotsService:
         # unless ROBOTSTXT_USER_AGENT says who we are (as in Scrapy's middleware).
         self.header_agents: dict[bytes, str] | None = None if config.explicit_agent else {}
         self.keys = OriginKeys(config.cache_max_origins)
-        self.waiting = Waiting.of(crawler, config.max_waiting)
+        self.waiting = crawl_context(crawler).waiting
         shared = SharedState.connect(crawler, config, pacing=config.obey_crawl_delay)
         self.cache: RulesCache = (
             shared.rules

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import NotConfigured
 
 from scrapy_rep import _compat, _per_ip, decompression
+from scrapy_rep._context import crawl_context
 from scrapy_rep._download import handlers_count_bytes
 from scrapy_rep._slots import headers
-from scrapy_rep.config import Config, UnreachableMode, crawl_config
+from scrapy_rep.config import Config, UnreachableMode
 from scrapy_rep.exceptions import InvalidSetting
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def checked_config(crawler: Crawler) -> Config:
     middleware off (NotConfigured), odd settings are warned about."""
     _compat.check()
     try:
-        config = crawl_config(crawler)
+        config = crawl_context(crawler).config
         if config.obey:
             _per_ip.check(crawler.settings)
     except InvalidSetting as exc:  # one clean line before Scrapy's traceback

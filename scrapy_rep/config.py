@@ -15,10 +15,9 @@ import dataclasses
 import difflib
 import math
 import os
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, get_args
+from typing import Any, Final, Literal, TypeVar, get_args
 
 from scrapy.settings import BaseSettings, Settings
 
@@ -30,9 +29,6 @@ from scrapy_rep.robotstxt import DEFAULT_MAX_SIZE
 from scrapy_rep.robotstxt._agent import product_token
 from scrapy_rep.robotstxt._usage_labels import PURPOSES
 from scrapy_rep.stop_signals import Rule, user_rules
-
-if TYPE_CHECKING:
-    from scrapy.crawler import Crawler
 
 UnreachableMode = Literal["disallow", "allow", "defer"]
 """REP_UNREACHABLE: what happens to the requests of an origin whose robots.txt is unreachable."""
@@ -244,18 +240,6 @@ class Config:
         warnings = [problem] if problem else []
         warnings += odd_settings(settings, user_agent, explicit, read.names)
         return dataclasses.replace(config, warnings=tuple(warnings))
-
-
-_BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, Config] = weakref.WeakKeyDictionary()
-
-
-def crawl_config(crawler: Crawler) -> Config:
-    """The crawl's Config, read once from its settings (frozen before any
-    component is built); InvalidSetting, each time, for a value it cannot use."""
-    config = _BY_CRAWLER.get(crawler)
-    if config is None:
-        config = _BY_CRAWLER[crawler] = Config.from_settings(crawler.settings)
-    return config
 
 
 def frontier_wanted(settings: BaseSettings) -> bool:

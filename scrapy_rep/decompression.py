@@ -33,9 +33,9 @@ from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddlewa
 from scrapy.exceptions import NotConfigured
 
 from scrapy_rep import _compat
+from scrapy_rep._context import crawl_context
 from scrapy_rep._inflate import Undecodable, decode, ignored
 from scrapy_rep._meta_keys import DECODED_META, ROBOTS_META, WELL_KNOWN_META
-from scrapy_rep.config import crawl_config
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -61,7 +61,7 @@ class BoundedDecompressionMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BoundedDecompressionMiddleware:
-        config = crawl_config(crawler)
+        config = crawl_context(crawler).config
         if not config.obey:
             raise NotConfigured("ROBOTSTXT_OBEY is off: scrapy-rep fetches no robots.txt")
         return cls(config.max_size, crawler.stats)

@@ -22,6 +22,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse, Response, TextResponse
 
 from scrapy_rep import _clock
+from scrapy_rep._context import crawl_context
 from scrapy_rep._page_directives import (
     MAX_TAGS,
     NO_DIRECTIVES,
@@ -30,7 +31,7 @@ from scrapy_rep._page_directives import (
     parse_rules,
     robots_meta_tags,
 )
-from scrapy_rep.config import Config, crawl_config
+from scrapy_rep.config import Config
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -64,7 +65,7 @@ class MetaRobotsMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> MetaRobotsMiddleware:
-        config = crawl_config(crawler)
+        config = crawl_context(crawler).config
         if not config.obey:
             raise NotConfigured("ROBOTSTXT_OBEY is off: page directives are not obeyed either")
         if not config.meta_robots:

@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from scrapy.robotstxt import RobotParser as _ScrapyRobotParser
 
-from scrapy_rep.config import crawl_config
+from scrapy_rep._context import crawl_context
 from scrapy_rep.robotstxt import RobotsTxt
 from scrapy_rep.robotstxt._agent import product_token
 
@@ -50,7 +50,7 @@ class RobotParser(_ScrapyRobotParser):
         # Scrapy's tests call this with crawler=None.
         if crawler is None:
             return cls(RobotsTxt.parse(robotstxt_body))
-        max_size = crawl_config(crawler).max_size
+        max_size = crawl_context(crawler).config.max_size
         return cls(RobotsTxt.parse(robotstxt_body, max_size=max_size))
 
     def allowed(self, url: str | bytes, user_agent: str | bytes) -> bool:

@@ -33,7 +33,7 @@ from twisted.python.failure import Failure
 
 from scrapy_rep import _compat
 from scrapy_rep import signals as rep_signals
-from scrapy_rep._robots import RobotsService, robots_service
+from scrapy_rep._robots import RobotsService, robots_off, robots_service
 from scrapy_rep.exceptions import ForbiddenByRobots
 from scrapy_rep.origin import origin_of
 from scrapy_rep.robotstxt import RobotsTxt
@@ -115,9 +115,9 @@ class RobotsSitemapMixin(_Base):
         if robots is None:
             if sites or self.sitemap_discover:
                 logger.info(
-                    "scrapy_rep.RobotsTxtMiddleware is not enabled "
-                    "(ROBOTSTXT_OBEY = False?): the spider downloads robots.txt itself, "
-                    "for its Sitemap lines only, and does not obey its rules",
+                    "robots.txt is not obeyed (%s): the spider downloads robots.txt "
+                    "itself, for its Sitemap lines only, and does not obey its rules",
+                    robots_off(self.crawler),
                     extra={"spider": self},
                 )
             if self.sitemap_discover:  # no sitemaps_found signal without the middleware

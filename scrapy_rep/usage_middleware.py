@@ -38,13 +38,13 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_rep import _compat
 from scrapy_rep import signals as rep_signals
+from scrapy_rep._context import crawl_context
 from scrapy_rep._meta_keys import ROBOTS_META
 from scrapy_rep._page_directives import header_directives, parse_rules, robots_meta_tags
 from scrapy_rep._robots import RobotsService, robots_service
-from scrapy_rep._slots import Waiting
 from scrapy_rep._tdmrep_files import TdmEntry, TdmRepFiles
 from scrapy_rep.cache import lru_put
-from scrapy_rep.config import Config, crawl_config
+from scrapy_rep.config import Config
 from scrapy_rep.evidence import PROVENANCE_META
 from scrapy_rep.exceptions import UsageDenied
 from scrapy_rep.meta import is_html
@@ -91,8 +91,7 @@ class UsageMiddleware:
         self._stats = crawler.stats
         self._ua = config.user_agent
         self._keys = OriginKeys(config.cache_max_origins)
-        self._robots: RobotsService | None = None
-        self._robots_looked_up = False
+        self._robots: RobotsService | None = robots_service(crawler)
         # Each request's agent and robots.txt statements, from process_request to
         # process_response; and whether it was already found denied (a dry run's).
         self._pending: WeakKeyDictionary[Request, _Pending] = WeakKeyDictionary()
@@ -100,12 +99,12 @@ class UsageMiddleware:
         # TDMRep only for the purposes it governs
         tdm = any(purpose in TDMREP_LABEL.purposes for purpose in self.purposes)
         self._tdmrep = TdmRepFiles(crawler, config) if tdm else None
-        self._waiting = Waiting.of(crawler, config.max_waiting)
+        self._waiting = crawl_context(crawler).waiting
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> UsageMiddleware:
         _compat.check()
-        config = crawl_config(crawler)
+        config = crawl_context(crawler).config
         if not config.purposes:
             raise NotConfigured("REP_PURPOSES is empty: usage preferences are not read")
         if not config.obey:
@@ -323,15 +322,9 @@ class UsageMiddleware:
 
     # -- helpers ------------------------------------------------------------------
 
-    def _robots_service(self) -> RobotsService | None:
-        if not self._robots_looked_up:  # started by the robots middleware, maybe after this one
-            self._robots = robots_service(self.crawler)
-            self._robots_looked_up = True
-        return self._robots
-
     def _checked_as(self, request: Request) -> tuple[str, RobotsTxt | None]:
         """The token and the rules the robots middleware checked ``request`` with."""
-        robots = self._robots_service()
+        robots = self._robots
         if robots is None:
             return self._ua, None
         return robots.agent_of(request), robots.known_rules(request)

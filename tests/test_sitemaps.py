@@ -253,21 +253,33 @@ async def test_sitemap_obey_robotstxt_false_crawls_disallowed_pages(make_site: M
     assert "rep/forbidden" not in stats
 
 
+@pytest.mark.parametrize(
+    ("settings", "why"),
+    [
+        ({"ROBOTSTXT_OBEY": False}, "ROBOTSTXT_OBEY is False"),
+        (
+            {"DOWNLOADER_MIDDLEWARES": {"scrapy_rep.RobotsTxtMiddleware": None}},
+            "scrapy_rep.RobotsTxtMiddleware is not in DOWNLOADER_MIDDLEWARES",
+        ),
+    ],
+    ids=["obey-off", "middleware-off"],
+)
 @pytest_twisted.ensureDeferred
 async def test_without_the_middleware_robots_txt_is_downloaded_for_its_sitemaps(
-    make_site: MakeSite, caplog: pytest.LogCaptureFixture
+    make_site: MakeSite, caplog: pytest.LogCaptureFixture, settings: dict[str, Any], why: str
 ) -> None:
     a = make_site()
     a.robots(robots(a.url("/private/sitemap.xml")))
     a.script("/private/sitemap.xml", urlset(a.url("/private/p")))
 
     with caplog.at_level(logging.INFO, logger="scrapy_rep.sitemaps"):
-        pages, _, stats, _ = await crawl({"ROBOTSTXT_OBEY": False}, sitemap_sites=[a.origin])
+        pages, _, stats, _ = await crawl(settings, sitemap_sites=[a.origin])
 
     assert pages == {a.url("/private/p")}  # rules not obeyed: nothing obeys them
     assert a.hits("/robots.txt") == 1
     assert sitemap_stats(stats)["robotstxt_requested"] == 1
-    assert any("RobotsTxtMiddleware is not enabled" in r.getMessage() for r in caplog.records)
+    said = [r.getMessage() for r in caplog.records]
+    assert f"robots.txt is not obeyed ({why})" in " ".join(said), said
 
 
 @pytest_twisted.ensureDeferred

@@ -10,7 +10,7 @@ request waits, it is taken out of the downloader's active set and put back
 before the middleware method returns (the downloader removes it when its
 download ends, so it must be there again). At most ``REP_MAX_WAITING``
 requests wait that way, all kinds together (one :class:`Waiting` per crawl,
-:meth:`Waiting.of`); the others wait as in Scrapy, inside the limit. So the
+in its context: :mod:`scrapy_rep._context`); the others wait as in Scrapy, inside the limit. So the
 downloader never holds more than ``CONCURRENT_REQUESTS + REP_MAX_WAITING``
 requests, and origins' own concurrency and delays still apply to each one.
 
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
@@ -59,15 +58,6 @@ CLOSING_CHECK_INTERVAL = 1.0
 
 class Waiting:
     """Requests waiting outside the downloader's active set, and their sleeps."""
-
-    @classmethod
-    def of(cls, crawler: Crawler, cap: int) -> Waiting:
-        """The crawl's one instance (made on first call), so that every
-        middleware's waiters share one ``REP_MAX_WAITING``."""
-        waiting = _BY_CRAWLER.get(crawler)
-        if waiting is None:
-            waiting = _BY_CRAWLER[crawler] = cls(crawler, cap)
-        return waiting
 
     def __init__(self, crawler: Crawler, cap: int) -> None:
         self._crawler = crawler
@@ -148,6 +138,3 @@ class Waiting:
         if self._closing_watch is not None:
             self._closing_watch.stop()
             self._closing_watch = None
-
-
-_BY_CRAWLER: WeakKeyDictionary[Crawler, Waiting] = WeakKeyDictionary()

@@ -31,7 +31,7 @@ from twisted.internet.defer import DeferredList
 from twisted.python.failure import Failure
 
 from scrapy_rep import _clock, _compat, decompression
-from scrapy_rep._robots import robots_service
+from scrapy_rep._robots import robots_off, robots_service
 from scrapy_rep.commands._explain import Report, explain, render_json, render_text
 from scrapy_rep.commands._pins import pin_report, render_pins
 from scrapy_rep.config import Config
@@ -295,7 +295,8 @@ class _RobotsSpider(Spider):
     async def _ask_all(self) -> None:
         robots = robots_service(self.crawler)
         if robots is None:
-            self.problems.append("scrapy_rep.RobotsTxtMiddleware did not start (see the log)")
+            why = robots_off(self.crawler)
+            self.problems.append(f"robots.txt is not obeyed in this project: {why}")
             return
         self.pins["watch"] = robots.pins
 

@@ -27,7 +27,6 @@ import logging
 import os
 import platform
 import socket
-import weakref
 from collections import OrderedDict
 from email.utils import parsedate_to_datetime
 from http import HTTPStatus
@@ -38,6 +37,7 @@ from scrapy import signals
 from scrapy.utils.defer import deferred_from_coro
 
 from scrapy_rep import _clock
+from scrapy_rep._context import crawl_context
 from scrapy_rep._meta_keys import DECODED_META, ROBOTS_META, WELL_KNOWN_META
 from scrapy_rep._version import __version__
 from scrapy_rep.cache import lru_put
@@ -61,7 +61,6 @@ NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modif
 _REWRITTEN = (b"Content-Length", b"Transfer-Encoding")
 _MAX_DIGESTS = 10_000
 _CONFORMS_TO = "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
-_BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, Evidence] = weakref.WeakKeyDictionary()
 
 
 class Evidence:
@@ -72,9 +71,10 @@ class Evidence:
         """The crawl's archive, None when ``REP_EVIDENCE`` is not set."""
         if config.evidence is None:
             return None
-        found = _BY_CRAWLER.get(crawler)
-        if found is None:
-            found = _BY_CRAWLER[crawler] = cls(crawler, config)
+        context = crawl_context(crawler)
+        if context.evidence is None:
+            context.evidence = cls(crawler, config)
+        found: Evidence = context.evidence
         return found
 
     def __init__(self, crawler: Crawler, config: Config) -> None:

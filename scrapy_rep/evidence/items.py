@@ -20,7 +20,7 @@ from scrapy import Request
 from scrapy.exceptions import NotConfigured
 
 from scrapy_rep import _compat
-from scrapy_rep.config import crawl_config
+from scrapy_rep._context import crawl_context
 from scrapy_rep.evidence.provenance import PROVENANCE_META
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class ProvenanceMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ProvenanceMiddleware:
         _compat.check()
-        config = crawl_config(crawler)
+        config = crawl_context(crawler).config
         if config.provenance_field is None:
             raise NotConfigured("REP_PROVENANCE_FIELD is not set")
         return cls(config.provenance_field, crawler.stats)

@@ -56,12 +56,12 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 
 from scrapy_rep import _clock
+from scrapy_rep._context import crawl_context
 from scrapy_rep._robots import ALLOWED, REFUSED, UNKNOWN, robots_service
 from scrapy_rep._slots.readiness import SlotReadiness
 from scrapy_rep._slots.wakeup import EngineWakeup
 from scrapy_rep.cluster.link import Outage
 from scrapy_rep.cluster.pacing import hand_over_turn
-from scrapy_rep.config import crawl_config
 from scrapy_rep.frontier._redis_scripts import KNOWN, POP, PUSH, RELEASE, SENT
 from scrapy_rep.frontier.robots import Prefetch
 
@@ -116,7 +116,7 @@ class RedisPoliteQueue:
         self._slots = SlotReadiness(crawler)
         self._wakeup = EngineWakeup(crawler)
         self._robots: RobotsService | None = robots_service(crawler)
-        config = self._robots.config if self._robots is not None else crawl_config(crawler)
+        config = self._robots.config if self._robots is not None else crawl_context(crawler).config
         self._prefix = config.redis_prefix
         self._retry = config.redis_retry
         self._prefetch = (

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 from scrapy import signals
 
 from scrapy_rep import _clock
+from scrapy_rep._context import crawl_context
 from scrapy_rep._robots import robots_service
 from scrapy_rep._slots.departures import Departures
 from scrapy_rep._slots.readiness import SlotReadiness, readiness_problems
@@ -150,14 +151,13 @@ class CrawlFrontier:
         self.wakeup.now()
 
 
-_FRONTIERS: weakref.WeakKeyDictionary[Crawler, CrawlFrontier] = weakref.WeakKeyDictionary()
-
-
 def frontier_of(crawler: Crawler) -> CrawlFrontier:
-    """The crawl's shared frontier state, made by its first queue."""
-    frontier = _FRONTIERS.get(crawler)
-    if frontier is None:
-        frontier = _FRONTIERS[crawler] = CrawlFrontier(crawler)
+    """The crawl's shared frontier state, made by its first queue (kept in the
+    crawl's context)."""
+    context = crawl_context(crawler)
+    if context.frontier is None:
+        context.frontier = CrawlFrontier(crawler)
+    frontier: CrawlFrontier = context.frontier
     return frontier
 
 
