@@ -100,7 +100,9 @@ redis-server:
 # newest Scrapy and on the oldest, asyncio reactor; the crawl tests on the newest on
 # Twisted's own reactor), each on JOBS processes. Most tests wait on real time
 # (timeouts, Crawl-delay, pauses, subprocess crawls): side by side they overlap.
-test: venv floor-venv redis-server
+# The two venvs and Redis are set up side by side too.
+test:
+	$(MAKE) -j3 --output-sync=target venv floor-venv redis-server
 	@echo "== lint, typecheck, docs, pytest, pytest-twisted and pytest-floor side by side:"
 	@echo "   about 10 minutes on 2 cores, set-up included; each prints its results when it ends"
 	$(MAKE) -j6 --output-sync=target lint typecheck docs pytest pytest-twisted pytest-floor
