@@ -1,6 +1,6 @@
 """What scrapy-rep holds per origin stays bounded in a broad crawl (REP_CACHE_MAX_ORIGINS).
 
-A thousand origins, ten times the bound (``http://oN.test:PORT``, all
+Two hundred origins, ten times the bound (``http://oN.test:PORT``, all
 resolved to one local server) with a Crawl-delay each, some of them
 unreachable: after the crawl,
 every per-origin and per-slot table of the middleware is within its bound,
@@ -20,10 +20,10 @@ from servers import Reply, ScriptedServer
 
 from scrapy_rep._robots import robots_service
 
-pytestmark = pytest.mark.slow  # a thousand origins
+pytestmark = pytest.mark.slow  # hundreds of origins
 
-ORIGINS = 1_000
-BOUND = 100
+ORIGINS = 200
+BOUND = 20
 
 
 @pytest_twisted.ensureDeferred

@@ -309,8 +309,8 @@ async def test_hostile_headers_never_raise(site: ScriptedServer) -> None:
 # -- bounded per-origin state ---------------------------------------------------------------
 
 USAGE_ROBOTS = "User-agent: *\nContent-Usage: train-ai=n\nContent-Usage: /open/ train-ai=y\n"
-ORIGINS = 500
-BOUND = 50
+ORIGINS = 200
+BOUND = 20
 
 
 @pytest.mark.slow  # hundreds of origins

@@ -20,6 +20,12 @@ DOWNLOADER_MIDDLEWARES = {
     # the request's download slot.
     "example.middlewares.SlotPerOriginMiddleware": 50,
 }
+SPIDER_MIDDLEWARES = {
+    # The same, for the requests the spider yields: scrapy-rep's scheduler queue
+    # holds each slot's requests until that slot is ready, so the slot must be
+    # named before they are scheduled.
+    "example.middlewares.SlotPerOriginMiddleware": 50,
+}
 EXTENSIONS = {
     "example.extensions.StatsFile": 500,
 }
