@@ -203,17 +203,19 @@ def assert_nothing_lost_and_polite_again(
         assert len(LINK_WARNING.findall(report["log"])) <= 1, report["log"][-3000:]
         assert report["log"].count(QUEUE_WARNING) <= 1, report["log"][-3000:]
         assert report["log"].count(PAUSE_WARNING) <= 1, report["log"][-3000:]
-    # Crawl-delay across workers before the fault and again after it
+    # Crawl-delay across workers again after the fault (before it, these
+    # sites have sent nothing but robots.txt: the fault begins with the first
+    # pN.test page; tests/test_redis_frontier.py checks the gaps of a crawl
+    # without a fault)
     for host in (h for h in hosts if h.startswith("d")):
         times = [h.time for h in sites.of(host)]
-        before = [b - a for a, b in itertools.pairwise(times) if b < fault.began]
         after = [b - a for a, b in itertools.pairwise(times) if a >= back]
         assert after, (host, "no request after the fault")
         shown = "\n".join(
             f"{h.time - fault.began:8.3f} {h.path} {h.worker} {h.status}" for h in sites.of(host)
         )
         fault_time = f"fault: 0 to {fault.ended - fault.began:.3f} s"
-        assert min(before + after) >= DELAY - SLACK, f"{host}, {fault_time}:\n{shown}"
+        assert min(after) >= DELAY - SLACK, f"{host}, {fault_time}:\n{shown}"
     # a 503 after the fault pauses the slot for every worker again
     for host in (h for h in hosts if h.startswith("dq")):
         hits = sites.of(host)
