@@ -149,6 +149,7 @@ class RedisPoliteQueue:
         self._forbidden: deque[Request] = deque()  # dropped by the middleware at once
         self._local: deque[Request] = deque()  # pushed while Redis was down
         self._unreleased: deque[tuple[str, str]] = deque()  # places to give back
+        self._unsent: deque[tuple[str, str, int]] = deque()  # holds to end (as _holding)
         self._known_count = 0
         self._outage = Outage()
         self._next_try = 0.0
@@ -189,6 +190,8 @@ class RedisPoliteQueue:
             if self._unreleased:  # places left while Redis was down
                 slot, token = self._unreleased.pop()
                 self._release(slot, token)
+            if self._unsent:  # requests that reached their site meanwhile
+                self._tell_sent()
             reply = self._pop_script(
                 keys=[f"{self.key}:slots", f"{self.key}:count"],
                 args=[
@@ -325,10 +328,25 @@ class RedisPoliteQueue:
         answer: its slot's next Crawl-delay turn, any worker's, is a spacing
         from now (see ``SENT``)."""
         held = self._holding.pop(request, None)
-        if held is None or self._down():
-            return  # (Redis down: the hold ends by its expiry)
-        slot, token, spacing = held
+        if held is None:
+            return
+        self._unsent.append(held)
+        if self._down():
+            return  # told once Redis answers (or the hold ends by its expiry)
         try:
+            self._tell_sent()
+        except self._errors() as exc:
+            self._failed(exc)
+            return
+        self._wakeup.now()
+
+    def _tell_sent(self) -> None:
+        """End the holds of the requests that reached their site, in order: a
+        hold whose word was lost to an outage (a full Redis refuses the write)
+        ends now rather than at its expiry, its slot's next turn a spacing from
+        now."""
+        while self._unsent:
+            slot, token, spacing = self._unsent[0]
             self._sent_script(
                 keys=[
                     f"{self.key}:hold:{slot}",
@@ -338,10 +356,7 @@ class RedisPoliteQueue:
                 ],
                 args=[token, spacing, slot],
             )
-        except self._errors() as exc:
-            self._failed(exc)
-            return
-        self._wakeup.now()
+            self._unsent.popleft()
 
     def _left_downloader(self, request: Request) -> None:
         if self._holding:
