@@ -14,11 +14,11 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pytest
 from redis_server import RedisServer
-from servers import ScriptedServer, gaps
+from servers import PAGE, Reply, ScriptedServer, gaps
 
 pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # worker subprocesses
 
@@ -26,6 +26,9 @@ WORKER = Path(__file__).with_name("_redis_worker.py")
 DELAYED = b"User-agent: *\nDisallow: /private\nCrawl-delay: 1\n"
 UNDELAYED = b"User-agent: *\nDisallow: /private\n"
 TOLERANCE = 0.05  # seconds: clock and scheduling jitter between processes
+START_DEADLINE = 120.0
+"""Seconds the test waits for every worker to send its first page: three
+Scrapy processes took 27 s to start with two suites at once on two cores."""
 
 
 def start_workers(configs: list[dict[str, Any]]) -> list[subprocess.Popen[str]]:
@@ -139,34 +142,63 @@ def test_scrapy_redis_scheduler_and_dupefilter_unchanged(
 def test_killing_redis_mid_crawl_loses_no_request(
     site: ScriptedServer, own_redis: RedisServer, redis_prefix: str
 ) -> None:
-    """Redis dies after a few pages: every worker warns once, goes on with its
-    own state (its own 1 s Crawl-delay), and fetches or accounts for every page."""
+    """Redis dies once every worker has the rules (its first page sent): every
+    worker warns once, goes on with its own state (its own rules, fetched
+    nowhere again, and its own 1 s Crawl-delay), and fetches or accounts for
+    every page. (A worker that a loaded machine starts only after Redis died
+    has no rules and rightly fetches robots.txt: three fetches were seen so.)"""
     site.robots(DELAYED)
+    redis_gone = threading.Event()
+
+    def answer_once_redis_is_gone(out: BinaryIO) -> None:
+        # Headers at once (the turn's hold ends), the body once Redis is
+        # gone: with one request at a time, a worker's later pages meet the
+        # outage however late the others started.
+        out.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n")
+        out.write(b"Content-Length: %d\r\n\r\n" % len(PAGE))
+        out.flush()
+        redis_gone.wait(START_DEADLINE)
+        out.write(PAGE)
+
+    for n in range(3):
+        site.script(f"/w{n}/page1", Reply(stream=answer_once_redis_is_gone))
+    settings = worker_settings(
+        own_redis,
+        redis_prefix,
+        CONCURRENT_REQUESTS_PER_DOMAIN=1,
+        DOWNLOAD_TIMEOUT=START_DEADLINE + 30,
+    )
     configs = [
         {
             "name": f"w{n}",
             "urls": [site.url(f"/w{n}/page{i}") for i in range(4)],
-            "settings": worker_settings(own_redis, redis_prefix),
+            "settings": settings,
         }
         for n in range(3)
     ]
     workers = start_workers(configs)
     killed_after = -1
+    first_pages = {f"/w{n}/page0" for n in range(3)}
 
-    def kill_when_three_pages_arrived() -> None:
+    def kill_when_every_worker_sent_a_page() -> None:
         nonlocal killed_after
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + START_DEADLINE
         while time.monotonic() < deadline:
-            if len(site.page_hits()) >= 3:
-                killed_after = len(site.page_hits())
+            hits = site.page_hits()
+            if first_pages <= {hit.path for hit in hits}:
+                killed_after = len(hits)
                 own_redis.stop()
-                return
+                break
             time.sleep(0.02)
+        redis_gone.set()
 
-    killer = threading.Thread(target=kill_when_three_pages_arrived)
+    killer = threading.Thread(target=kill_when_every_worker_sent_a_page)
     killer.start()
-    reports = finish(workers)
-    killer.join()
+    try:
+        reports = finish(workers, timeout=2 * START_DEADLINE)
+    finally:
+        redis_gone.set()
+        killer.join()
 
     assert 3 <= killed_after < 12, "Redis was not killed mid-crawl"
     assert site.hits("/robots.txt") == 1
