@@ -403,11 +403,12 @@ async def test_retry_after_as_an_http_date(
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_a_hostile_retry_after_is_capped_with_one_warning(
-    site: ScriptedServer, caplog: pytest.LogCaptureFixture
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture, rep_clock: ModuleType
 ) -> None:
     slow = SlowSite(site, window=0.5, retry_after=lambda now: ("999999999", 2.0))
     urls = slow.pages(5)
-    result = await run_crawl(urls, {**RETRYING, "REP_SLOWDOWN_MAX_DELAY": 2})
+    with PauseSteps(rep_clock):
+        result = await run_crawl(urls, {**RETRYING, "REP_SLOWDOWN_MAX_DELAY": 2})
 
     assert sorted(result.responses) == sorted(urls)
     assert inside_pauses(site.page_hits(), slow.slow_answers(), result=result) == []
@@ -434,12 +435,15 @@ async def test_unreadable_retry_after_means_backoff(site: ScriptedServer) -> Non
 
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
-async def test_autothrottle_does_not_undo_the_pause(site: ScriptedServer) -> None:
+async def test_autothrottle_does_not_undo_the_pause(
+    site: ScriptedServer, rep_clock: ModuleType
+) -> None:
     slow = SlowSite(site, window=2.0, retry_after=lambda now: ("2", 2.0))
     urls = slow.pages(8)
-    result = await run_crawl(
-        urls, {**RETRYING, "AUTOTHROTTLE_ENABLED": True, "AUTOTHROTTLE_START_DELAY": 0.1}
-    )
+    with PauseSteps(rep_clock):
+        result = await run_crawl(
+            urls, {**RETRYING, "AUTOTHROTTLE_ENABLED": True, "AUTOTHROTTLE_START_DELAY": 0.1}
+        )
     assert sorted(result.responses) == sorted(urls)
     assert slow.slow_answers()
     assert inside_pauses(site.page_hits(), slow.slow_answers(), result=result) == []
@@ -447,22 +451,17 @@ async def test_autothrottle_does_not_undo_the_pause(site: ScriptedServer) -> Non
 
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
-async def test_crawl_delay_applies_again_after_the_pause(
-    site: ScriptedServer, rep_clock: ModuleType
-) -> None:
-    """(The test steps scrapy-rep's clock over the pause: clock_steps.PauseSteps;
-    the Crawl-delay gaps run in real time, on Scrapy's slot delay too.)"""
-    site.robots("User-agent: *\nCrawl-delay: 0.5\n")
-    slow = SlowSite(site, window=0.25, retry_after=lambda now: ("2", 2.0))
+async def test_crawl_delay_applies_again_after_the_pause(site: ScriptedServer) -> None:
+    site.robots("User-agent: *\nCrawl-delay: 1\n")
+    slow = SlowSite(site, window=0.5, retry_after=lambda now: ("2", 2.0))
     urls = slow.pages(4)
-    with PauseSteps(rep_clock):
-        result = await run_crawl(urls, RETRYING)
+    result = await run_crawl(urls, RETRYING)
 
     assert sorted(result.responses) == sorted(urls)
     hits = site.log()  # robots.txt included: the slot's requests
     answered = slow.slow_answers()[0].time
     assert [h.path for h in hits if answered < h.time < answered + 2 - TOLERANCE] == []
-    assert min(gaps(hits)) >= 0.5 - TOLERANCE, gaps(hits)
+    assert min(gaps(hits)) >= 1 - TOLERANCE, gaps(hits)
 
 
 @pytest.mark.slow
@@ -522,7 +521,9 @@ async def test_after_the_pause_the_slot_concurrency_holds(site: ScriptedServer) 
 
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
-async def test_requests_queued_in_the_slot_also_resume_slowly(site: ScriptedServer) -> None:
+async def test_requests_queued_in_the_slot_also_resume_slowly(
+    site: ScriptedServer, rep_clock: ModuleType
+) -> None:
     """8 requests are under way when 32 more are queued in their slot; the 8
     are answered 503: the 32 do not all leave together when the pause ends (a
     slot sends all it has queued at once, whatever its concurrency)."""
@@ -544,11 +545,12 @@ async def test_requests_queued_in_the_slot_also_resume_slowly(site: ScriptedServ
             return []
         return [Request(site.url(f"/q{i}"), dont_filter=True) for i in range(32)]
 
-    result = await run_crawl(
-        [Request(site.url("/kick"), meta=other), *(site.url(f"/w{i}") for i in range(8))],
-        {**RETRYING, "CONCURRENT_REQUESTS": 100, "CONCURRENT_REQUESTS_PER_DOMAIN": 8},
-        follow=queue_more,
-    )
+    with PauseSteps(rep_clock):
+        result = await run_crawl(
+            [Request(site.url("/kick"), meta=other), *(site.url(f"/w{i}") for i in range(8))],
+            {**RETRYING, "CONCURRENT_REQUESTS": 100, "CONCURRENT_REQUESTS_PER_DOMAIN": 8},
+            follow=queue_more,
+        )
     assert len(result.responses) == 41
     first_wave = site.page_hits("/w")[:8]
     queued = [h.time for h in site.page_hits("/q")]
@@ -560,14 +562,17 @@ async def test_requests_queued_in_the_slot_also_resume_slowly(site: ScriptedServ
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_a_429_on_robots_txt_pauses_the_slot_for_the_pages_too(
-    site: ScriptedServer, caplog: pytest.LogCaptureFixture
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture, rep_clock: ModuleType
 ) -> None:
     """The pages wait for robots.txt, then for the pause it asked for."""
     site.script(
         "/robots.txt",
         [Reply(status=429, headers={"Retry-After": "2"}), Reply(body=b"User-agent: *\nAllow: /\n")],
     )
-    result = await run_crawl([site.url(f"/p{i}") for i in range(3)], {"REP_UNREACHABLE": "allow"})
+    with PauseSteps(rep_clock):
+        result = await run_crawl(
+            [site.url(f"/p{i}") for i in range(3)], {"REP_UNREACHABLE": "allow"}
+        )
     assert len(result.responses) == 3
     robots = site.log()[0]
     assert robots.path == "/robots.txt"
@@ -577,12 +582,15 @@ async def test_a_429_on_robots_txt_pauses_the_slot_for_the_pages_too(
 
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
-async def test_what_still_fails_after_its_retries_reaches_its_errback(site: ScriptedServer) -> None:
+async def test_what_still_fails_after_its_retries_reaches_its_errback(
+    site: ScriptedServer, rep_clock: ModuleType
+) -> None:
     """Nothing is lost: a page answered 503 on every attempt ends in HttpError,
     as without scrapy-rep, each attempt after the pause the one before asked for."""
     slow = SlowSite(site, window=60, retry_after=lambda now: ("1", 1.0))
     urls = slow.pages(3)
-    result = await run_crawl(urls, {"RETRY_ENABLED": True, "RETRY_TIMES": 1})
+    with PauseSteps(rep_clock):
+        result = await run_crawl(urls, {"RETRY_ENABLED": True, "RETRY_TIMES": 1})
     assert sorted(result.failures) == sorted(urls)
     assert {result.failed_with(url) for url in urls} == {HttpError}
     assert len(site.page_hits()) == 6
