@@ -29,6 +29,8 @@ from twisted.internet.interfaces import IResolverSimple
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from scrapy_rep import _clock
+
 USER_AGENT = "ExampleBot/1.0 (+http://example.com/bot)"
 
 
@@ -86,8 +88,9 @@ class CrawlResult:
     failed_at: dict[str, float] = field(default_factory=dict)
     """When each failure reached its errback (time.monotonic())."""
     downloaded: list[tuple[str, int, float]] = field(default_factory=list)
-    """(url, status, ``time.time()``) of each response as the downloader got it
-    (``response_downloaded``: when scrapy-rep's slow-down learns of a 429/503)."""
+    """(url, status, ``_clock.now()``) of each response as the downloader got it
+    (``response_downloaded``: when scrapy-rep's slow-down learns of a 429/503),
+    in scrapy-rep's time, as the send stamps (sent_stamp.py)."""
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -190,7 +193,7 @@ async def run_crawl(
     result = CrawlResult(crawler)
 
     def downloaded(response: Response, request: Request, spider: Any = None) -> None:
-        result.downloaded.append((request.url, response.status, time.time()))
+        result.downloaded.append((request.url, response.status, _clock.now()))
 
     crawler.signals.connect(downloaded, signal=signals.response_downloaded, weak=False)
     if before is not None:

@@ -28,6 +28,8 @@ from scrapy.http import Response
 from sent_stamp import let_go_at
 from twisted.python.failure import Failure
 
+from scrapy_rep import _clock
+
 PAGE = b"<html><body><p>ok</p></body></html>"
 HANG = float("inf")
 """A ``robots_wait``: robots.txt is not answered before the server closes."""
@@ -140,7 +142,7 @@ class Sites:
                 self._robots_in_flight -= 1
 
     def sent(self, crawler: Any) -> dict[str, list[float]]:
-        """When the crawler sent each page, by host (``time.time()``), read on
+        """When the crawler sent each page, by host (``_clock.now()``), read on
         the crawler's side: when its download slot let it go (sent_stamp.py),
         else when the download ended less its latency (the time to the response
         headers, which a busy event loop delivers late). Filled while
@@ -153,7 +155,7 @@ class Sites:
             at = let_go_at(request)
             latency = request.meta.get("download_latency")
             if at is None and latency is not None:
-                at = time.time() - latency
+                at = _clock.now() - latency
             if at is not None:
                 sent.setdefault(urlsplit(request.url).hostname or "", []).append(at)
 
@@ -170,8 +172,12 @@ class Sites:
         with self._lock:
             return next((h.time for h in self.hits if h.host == host and h.path == path), None)
 
+    def release_hanging(self) -> None:
+        """Hanging robots.txt requests end now (the connection is closed unanswered)."""
+        self._closing.set()
+
     def close(self) -> None:
-        self._closing.set()  # hanging robots.txt requests end
+        self.release_hanging()
         self._httpd.shutdown()
         self._httpd.server_close()
 

@@ -5,7 +5,9 @@ whose robots.txt answers 503, crawled with a rules cache of 100 origins
 (REP_CACHE_MAX_ORIGINS) in rounds: each round starts when the crawl is idle,
 so by then the origin's rules left the cache long ago. Its retry time and
 failure count stay in the compact backoff table, so it is not asked again
-before its backoff is over, and its outage is announced by one WARNING.
+before its backoff is over, and its outage is announced by one WARNING, also
+when it is asked again after the backoff (the test moves scrapy-rep's clock
+600 s forward: rep_clock). One crawl of three rounds checks both.
 The table itself keeps its bound and its 14 bytes an origin (tracemalloc).
 """
 
@@ -15,6 +17,8 @@ import logging
 import time
 import tracemalloc
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -39,15 +43,23 @@ CACHE = 100
 
 class Rounds(Spider):
     """Requests ``rounds[0]``; each later round once the crawl is idle, after
-    moving scrapy-rep's clock ``pause`` seconds forward."""
+    moving scrapy-rep's clock forward by its ``pauses`` entry (seconds), and
+    after ``ended(n)`` noted what round ``n`` did."""
 
     name = "rounds"
 
-    def __init__(self, rounds: list[list[str]], pause: float, failures: list[Failure]) -> None:
+    def __init__(
+        self,
+        rounds: list[list[str]],
+        pauses: list[float],
+        failures: list[list[Failure]],
+        ended: Callable[[int], None],
+    ) -> None:
         super().__init__()
         self.rounds = rounds
-        self.pause = pause
+        self.pauses = pauses
         self.failures = failures
+        self.ended = ended
         self.next_round = 1
         self.pending = False
 
@@ -68,19 +80,20 @@ class Rounds(Spider):
         raise AssertionError(f"a page of an unreachable origin was crawled: {response}")
 
     def failed(self, failure: Failure) -> None:
-        self.failures.append(failure)
+        self.failures[self.next_round - 1].append(failure)
 
     def idle(self) -> None:
         if self.pending:
             raise DontCloseSpider
+        self.ended(self.next_round - 1)
         if self.next_round >= len(self.rounds):
             return
         from twisted.internet import reactor
 
         urls = self.rounds[self.next_round]
+        _clock.advance(self.pauses[self.next_round - 1])
         self.next_round += 1
         self.pending = True
-        _clock.advance(self.pause)
         reactor.callLater(0, self.crawl, urls)  # type: ignore[attr-defined]
         raise DontCloseSpider
 
@@ -92,13 +105,30 @@ class Rounds(Spider):
             engine.crawl(self.request(url))
 
 
+@dataclass
+class Round:
+    """What one round did: its requests' failures, the robots.txt requests
+    the server got by host name, the stats and the unreachable WARNINGs by
+    origin (each counted from the crawl's start to the round's end)."""
+
+    failures: list[Failure] = field(default_factory=list)
+    robots_asked: Counter[str] = field(default_factory=Counter)
+    stats: dict[str, Any] = field(default_factory=dict)
+    warned: Counter[str] = field(default_factory=Counter)
+
+
 async def crawl_in_rounds(
-    site: ScriptedServer, rounds: int, pause: float, settings: dict[str, Any]
-) -> tuple[list[Failure], dict[str, Any]]:
+    site: ScriptedServer,
+    pauses: list[float],
+    settings: dict[str, Any],
+    caplog: pytest.LogCaptureFixture,
+) -> list[Round]:
+    """A round of ``ORIGINS`` origins' pages, then one more after each pause."""
     urls = [
-        [f"http://u{i}.test:{site.port}/page{n}" for i in range(ORIGINS)] for n in range(rounds)
+        [f"http://u{i}.test:{site.port}/page{n}" for i in range(ORIGINS)]
+        for n in range(len(pauses) + 1)
     ]
-    failures: list[Failure] = []
+    rounds = [Round() for _ in urls]
     crawler = get_crawler(
         Rounds,
         {
@@ -110,10 +140,24 @@ async def crawl_in_rounds(
             **settings,
         },
     )
-    with loopback_names():
-        await deferred_from_coro(crawler.crawl_async(rounds=urls, pause=pause, failures=failures))
-    assert crawler.stats is not None
-    return failures, crawler.stats.get_stats()
+
+    def ended(number: int) -> None:
+        assert crawler.stats is not None
+        done = rounds[number]
+        done.robots_asked = robots_requests(site)
+        done.stats = dict(crawler.stats.get_stats())
+        done.warned = unreachable_warnings(caplog)
+
+    with caplog.at_level(logging.INFO), loopback_names():
+        await deferred_from_coro(
+            crawler.crawl_async(
+                rounds=urls,
+                pauses=pauses,
+                failures=[done.failures for done in rounds],
+                ended=ended,
+            )
+        )
+    return rounds
 
 
 def robots_requests(site: ScriptedServer) -> Counter[str]:
@@ -135,52 +179,46 @@ def unreachable_warnings(caplog: pytest.LogCaptureFixture) -> Counter[str]:
     return found
 
 
+BACKOFF = 600.0  # REP_RETRY_MIN and REP_RETRY_MAX
+
+
 @pytest.mark.slow  # a thousand origins, crawled twice
 @pytest_twisted.ensureDeferred
-async def test_an_evicted_unreachable_origin_is_not_asked_again_before_its_backoff(
-    site: ScriptedServer, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Two rounds over 1,000 unreachable origins, well within their backoff
-    (REP_RETRY_MIN = 600 s): each robots.txt is asked for once, each origin's
-    second page is dropped from the remembered backoff, one WARNING each.
-    (Before: only the 100 in the cache and 100 more were remembered: 800
-    origins were asked again at once, and warned about twice.)"""
-    site.script("/robots.txt", Reply(status=503))
-    with caplog.at_level(logging.INFO):
-        failures, stats = await crawl_in_rounds(site, 2, 0.0, {"REP_RETRY_MIN": 600})
-    asked = robots_requests(site)
-    assert len(asked) == ORIGINS
-    again = sorted(host for host, count in asked.items() if count > 1)
-    assert not again, f"{len(again)} origins asked again before their backoff: {again[:5]}..."
-    assert len(failures) == 2 * ORIGINS  # none vanished
-    assert {type(failure.value) for failure in failures} == {RobotsTxtUnavailable}
-    assert stats["rep/robotstxt/outcome/unreachable"] == ORIGINS
-    warned = unreachable_warnings(caplog)
-    assert len(warned) == ORIGINS
-    assert set(warned.values()) == {1}
-
-
-@pytest.mark.slow
-@pytest_twisted.ensureDeferred
-async def test_an_outage_is_announced_once_though_its_origin_left_the_cache(
+async def test_an_evicted_unreachable_origin_waits_out_its_backoff_and_is_announced_once(
     site: ScriptedServer, caplog: pytest.LogCaptureFixture, rep_clock: ModuleType
 ) -> None:
-    """The second round comes after the backoff (600 s of scrapy-rep's clock,
-    moved forward by the test): every robots.txt is asked again, once, and fails
-    again; that is the same outage, so no second WARNING (before: 800 origins
-    were announced again, their failure count lost with their rules)."""
+    """Three rounds over 1,000 unreachable origins (robots.txt 503, a backoff
+    of REP_RETRY_MIN = REP_RETRY_MAX = 600 s) with a rules cache of 100.
+
+    Round 2 comes at once, well within the backoff: no robots.txt is asked
+    for again, each origin's second page is dropped from the remembered
+    backoff. (Before: only the 100 in the cache and 100 more were remembered:
+    800 origins were asked again at once, and warned about twice.)
+
+    Round 3 comes after the backoff (601 s of scrapy-rep's clock, moved
+    forward by the test): every robots.txt is asked again, once, and fails
+    again; that is the same outage, so no second WARNING (before: 800
+    origins were announced again, their failure count lost with their rules)."""
     site.script("/robots.txt", Reply(status=503))
-    settings = {"REP_RETRY_MIN": 600, "REP_RETRY_MAX": 600}
-    with caplog.at_level(logging.INFO):
-        failures, stats = await crawl_in_rounds(site, 2, 601, settings)
-    asked = robots_requests(site)
-    assert len(asked) == ORIGINS
-    assert set(asked.values()) == {2}
-    assert len(failures) == 2 * ORIGINS
-    assert stats["rep/robotstxt/outcome/unreachable"] == 2 * ORIGINS
-    warned = unreachable_warnings(caplog)
-    assert len(warned) == ORIGINS
-    assert set(warned.values()) == {1}, Counter(warned.values())
+    settings = {"REP_RETRY_MIN": BACKOFF, "REP_RETRY_MAX": BACKOFF}
+    first, within, after = await crawl_in_rounds(site, [0.0, BACKOFF + 1], settings, caplog)
+    for done in (first, within, after):
+        assert len(done.failures) == ORIGINS  # none vanished
+        assert {type(failure.value) for failure in done.failures} == {RobotsTxtUnavailable}
+    # within the backoff
+    assert len(first.robots_asked) == ORIGINS
+    assert within.robots_asked == first.robots_asked
+    again = sorted(host for host, count in within.robots_asked.items() if count > 1)
+    assert not again, f"{len(again)} origins asked again before their backoff: {again[:5]}..."
+    assert within.stats["rep/robotstxt/outcome/unreachable"] == ORIGINS
+    assert len(within.warned) == ORIGINS
+    assert set(within.warned.values()) == {1}
+    # after it
+    assert len(after.robots_asked) == ORIGINS
+    assert set(after.robots_asked.values()) == {2}
+    assert after.stats["rep/robotstxt/outcome/unreachable"] == 2 * ORIGINS
+    assert len(after.warned) == ORIGINS
+    assert set(after.warned.values()) == {1}, Counter(after.warned.values())
 
 
 def test_the_table_holds_its_bound_in_14_bytes_an_origin() -> None:

@@ -6,22 +6,25 @@ Real crawls against one local server standing for many sites
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import ModuleType
 from urllib.parse import urlsplit
 
 import pytest
+from clock_steps import settle, until
 from crawls import PATIENT, loopback_names
 from frontier_sites import HANG, BroadSpider, Sites
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
+from scrapy.http import Response
 from scrapy.squeues import LifoMemoryQueue
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.test import get_crawler
 from test_frontier import SETTINGS, crawl, stats
 
-from scrapy_rep.frontier import queue as frontier_queue
+from scrapy_rep import _clock
+from scrapy_rep.frontier.queue import AWAIT_ROBOTS
 from scrapy_rep.frontier.robots import SLOW_SHARES
 
 pytestmark = pytest.mark.slow  # real-time waits
@@ -92,19 +95,20 @@ async def test_requests_that_ignore_robots_txt_do_not_open_the_window_early() ->
 
 # -- a slot waits for its robots.txt in the queue at most AWAIT_ROBOTS --------------------
 
-STALL_TIMEOUT = 24.0  # REP_FETCH_TIMEOUT: the stalled fetch turns slow after 3 s
+SLOW_AFTER = 2 * AWAIT_ROBOTS  # when the stalled fetch would give its place up
+STALL_TIMEOUT = SLOW_SHARES * SLOW_AFTER  # REP_FETCH_TIMEOUT
 
 
 async def test_a_slot_waits_for_robots_txt_in_the_queue_at_most_await_robots(
-    monkeypatch: pytest.MonkeyPatch,
+    rep_clock: ModuleType,
 ) -> None:
     """REP_MAX_FETCHES = 1 and a first origin whose robots.txt never answers:
     the next origin's fetch cannot start from the queue before the first
-    turns slow (an eighth of REP_FETCH_TIMEOUT, 3 s), and meanwhile no fetch
-    starts or ends. With AWAIT_ROBOTS made 0.5 s, its page leaves the queue
-    then and the robots middleware fetches its robots.txt: sent between 0.5 s
-    and 3 s after it was queued."""
-    monkeypatch.setattr(frontier_queue, "AWAIT_ROBOTS", 0.5)
+    turns slow (an eighth of REP_FETCH_TIMEOUT, here 60 s), and meanwhile no
+    fetch starts or ends. Its page leaves the queue after AWAIT_ROBOTS (30 s)
+    and the robots middleware fetches its robots.txt: sent between 30 s and
+    60 s after it was queued, in scrapy-rep's time, which the test moves
+    forward once the stalled robots.txt is at the server and the page queued."""
     with (
         Sites(
             robots=lambda host: "User-agent: *\nAllow: /\n",
@@ -114,25 +118,35 @@ async def test_a_slot_waits_for_robots_txt_in_the_queue_at_most_await_robots(
     ):
         stalled, ordinary = sites.url("stall.test", "/page"), sites.url("next.test", "/page")
         scheduled: dict[str, float] = {}
-        sent: list[dict[str, list[float]]] = []
-
-        def record(crawler: Crawler) -> None:
-            def on_scheduled(request: Request) -> None:
-                scheduled.setdefault(request.url, time.time())
-
-            crawler.signals.connect(on_scheduled, signal=signals.request_scheduled, weak=False)
-            sent.append(sites.sent(crawler))
-
-        crawler, answered, failed = await crawl(
-            [stalled, ordinary],
-            {"REP_MAX_FETCHES": 1, "REP_FETCH_TIMEOUT": STALL_TIMEOUT, "DOWNLOAD_TIMEOUT": 60},
-            close_after={ordinary},
-            before=record,
+        answered: dict[str, float] = {}
+        failed: dict[str, str] = {}
+        crawler = get_crawler(
+            BroadSpider,
+            {**SETTINGS, "REP_MAX_FETCHES": 1, "REP_FETCH_TIMEOUT": STALL_TIMEOUT},
         )
+
+        def on_scheduled(request: Request) -> None:
+            scheduled.setdefault(request.url, rep_clock.now())
+
+        crawler.signals.connect(on_scheduled, signal=signals.request_scheduled, weak=False)
+        sent = sites.sent(crawler)
+        done = deferred_from_coro(
+            crawler.crawl_async(urls=[stalled, ordinary], answered=answered, failed=failed)
+        )
+        try:
+            await until(lambda: ordinary in scheduled and sites.first("stall.test", "/robots.txt"))
+            # 1 s before the deadline, then past it
+            rep_clock.advance(scheduled[ordinary] + AWAIT_ROBOTS - 1 - rep_clock.now())
+            await settle()
+            rep_clock.advance(2)
+            await until(lambda: ordinary in answered or ordinary in failed)
+        finally:
+            sites.release_hanging()  # the stalled page ends: the crawl can
+            await done
     assert ordinary in answered, failed
-    [at] = sent[0]["next.test"]
+    [at] = sent["next.test"]
     waited = at - scheduled[ordinary]
-    assert 0.5 <= waited < STALL_TIMEOUT / SLOW_SHARES, f"sent {waited:.2f} s after it was queued"
+    assert AWAIT_ROBOTS <= waited < SLOW_AFTER, f"sent {waited:.2f} s after it was queued"
     assert stats(crawler).get("rep/frontier/robotstxt_overdue", 0) >= 1
 
 
@@ -210,7 +224,9 @@ async def test_hanging_robots_txt_cost_ordinary_origins_one_timeout_at_most() ->
     request entering the queue (a first-in-first-out window of 8 held them 5
     timeouts), and robots.txt downloads in flight never exceed the stated
     bound: REP_MAX_FETCHES fetches younger than an eighth of REP_FETCH_TIMEOUT,
-    SLOW_SHARES x REP_MAX_FETCHES in all."""
+    SLOW_SHARES x REP_MAX_FETCHES in all. (Once the ordinary pages are in, the
+    hanging servers close their connections, so the crawl ends without waiting
+    for their timeouts.)"""
     hanging = [f"h{number}.test" for number in range(HANGING)]
     ordinary = [f"n{number}.test" for number in range(ORDINARY)]
     with (
@@ -222,15 +238,22 @@ async def test_hanging_robots_txt_cost_ordinary_origins_one_timeout_at_most() ->
     ):
         urls: list[str | Request] = [sites.url(host, "/page") for host in hanging + ordinary]
         watched = {sites.url(host, "/page") for host in ordinary}
+        waiting = set(watched)
         scheduled: dict[str, float] = {}
         sent: list[dict[str, list[float]]] = []
         robots = RobotsInFlight()
 
         def record(crawler: Crawler) -> None:
             def on_scheduled(request: Request) -> None:
-                scheduled.setdefault(request.url, time.time())
+                scheduled.setdefault(request.url, _clock.now())
+
+            def on_answered(response: Response, request: Request) -> None:
+                waiting.discard(request.url)
+                if not waiting:
+                    sites.release_hanging()  # their pages end: the crawl can
 
             crawler.signals.connect(on_scheduled, signal=signals.request_scheduled, weak=False)
+            crawler.signals.connect(on_answered, signal=signals.response_received, weak=False)
             sent.append(sites.sent(crawler))
             robots.connect(crawler)
 

@@ -14,12 +14,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import formatdate
+from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 import pytest_twisted
 import scrapy
+from clock_steps import PauseSteps
 from crawls import CrawlResult, run_crawl
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
 from scrapy import Request, signals
@@ -29,6 +31,7 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.test import get_crawler
 from servers import PAGE, Hit, Reply, ScriptedServer, gaps
 
+from scrapy_rep import _clock
 from scrapy_rep._robots import robots_service
 from scrapy_rep._slots import pause_problems
 from scrapy_rep.config import Config, default_of
@@ -38,6 +41,9 @@ IN_FLIGHT = 0.05  # an answer's own effect on the next request takes this long a
 TOLERANCE = 0.02  # timers and loopback, at the end of a pause
 BUSY = 0.5  # how late a loaded machine may deliver an answer that starts a pause
 RETRYING = {"RETRY_ENABLED": True, "RETRY_TIMES": 2}
+IN_THE_SLOT = {"REP_FRONTIER": False, "CLOSESPIDER_TIMEOUT": 30}
+"""Requests wait in their download slot, not in the frontier queue; a slot
+shut for good ends the crawl in 30 s (the test fails then, it does not hang)."""
 
 
 @pytest.fixture(autouse=True)
@@ -56,6 +62,8 @@ class Answer:
 class SlowSite:
     """Pages of ``site`` that answer ``status`` while the first ``window``
     seconds (from the first page request) last, then 200; every answer recorded.
+    Seconds of scrapy-rep's clock (real time unless the test moves it), so
+    that a crawl stepped over its pauses sees the site as one crawled in real time.
 
     ``retry_after(now)`` gives the Retry-After header (None: none) and the
     seconds it means."""
@@ -86,7 +94,7 @@ class SlowSite:
         return [self.page(f"{prefix}{i}") for i in range(count)]
 
     def _answer(self, path: str) -> Reply:
-        now = time.time()
+        now = _clock.now()  # the crawler's time: a test may move it (rep_clock)
         with self._lock:
             if self._start is None:
                 self._start = now
@@ -298,13 +306,15 @@ async def test_what_is_kept_per_slot_is_bounded(site: ScriptedServer) -> None:
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_503_with_retry_after_for_4_s_no_request_inside_every_page_downloaded(
-    site: ScriptedServer, caplog: pytest.LogCaptureFixture
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture, rep_clock: ModuleType
 ) -> None:
-    """Scrapy 2.19 alone: 31 requests, 29 inside the pauses, 0 of the 10 pages."""
+    """Scrapy 2.19 alone: 31 requests, 29 inside the pauses, 0 of the 10 pages.
+    (The test steps scrapy-rep's clock over each pause: clock_steps.PauseSteps.)"""
     slow = SlowSite(site, window=4.0, retry_after=lambda now: ("3", 3.0))
     urls = slow.pages(10)
     at_close: dict[str, Any] = {}
-    result = await run_crawl(urls, RETRYING, before=state_at_close(at_close))
+    with PauseSteps(rep_clock):
+        result = await run_crawl(urls, RETRYING, before=state_at_close(at_close))
 
     assert sorted(result.responses) == sorted(urls)
     assert result.failures == {}
@@ -336,11 +346,13 @@ async def test_503_with_retry_after_for_4_s_no_request_inside_every_page_downloa
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_429_without_retry_after_waits_1_s_then_doubles(
-    site: ScriptedServer, caplog: pytest.LogCaptureFixture
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture, rep_clock: ModuleType
 ) -> None:
+    """(The test steps scrapy-rep's clock over each pause: clock_steps.PauseSteps.)"""
     slow = SlowSite(site, status=429, window=3.5)
     urls = slow.pages(10)
-    result = await run_crawl(urls, RETRYING)
+    with PauseSteps(rep_clock):
+        result = await run_crawl(urls, RETRYING)
 
     assert sorted(result.responses) == sorted(urls)
     assert seconds(slowdown_lines(caplog)) == [1.0, 2.0, 4.0]
@@ -391,11 +403,12 @@ async def test_retry_after_as_an_http_date(
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_a_hostile_retry_after_is_capped_with_one_warning(
-    site: ScriptedServer, caplog: pytest.LogCaptureFixture
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture, rep_clock: ModuleType
 ) -> None:
     slow = SlowSite(site, window=0.5, retry_after=lambda now: ("999999999", 2.0))
     urls = slow.pages(5)
-    result = await run_crawl(urls, {**RETRYING, "REP_SLOWDOWN_MAX_DELAY": 2})
+    with PauseSteps(rep_clock):
+        result = await run_crawl(urls, {**RETRYING, "REP_SLOWDOWN_MAX_DELAY": 2})
 
     assert sorted(result.responses) == sorted(urls)
     assert inside_pauses(site.page_hits(), slow.slow_answers(), result=result) == []
@@ -422,12 +435,15 @@ async def test_unreadable_retry_after_means_backoff(site: ScriptedServer) -> Non
 
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
-async def test_autothrottle_does_not_undo_the_pause(site: ScriptedServer) -> None:
+async def test_autothrottle_does_not_undo_the_pause(
+    site: ScriptedServer, rep_clock: ModuleType
+) -> None:
     slow = SlowSite(site, window=2.0, retry_after=lambda now: ("2", 2.0))
     urls = slow.pages(8)
-    result = await run_crawl(
-        urls, {**RETRYING, "AUTOTHROTTLE_ENABLED": True, "AUTOTHROTTLE_START_DELAY": 0.1}
-    )
+    with PauseSteps(rep_clock):
+        result = await run_crawl(
+            urls, {**RETRYING, "AUTOTHROTTLE_ENABLED": True, "AUTOTHROTTLE_START_DELAY": 0.1}
+        )
     assert sorted(result.responses) == sorted(urls)
     assert slow.slow_answers()
     assert inside_pauses(site.page_hits(), slow.slow_answers(), result=result) == []
@@ -505,7 +521,9 @@ async def test_after_the_pause_the_slot_concurrency_holds(site: ScriptedServer) 
 
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
-async def test_requests_queued_in_the_slot_also_resume_slowly(site: ScriptedServer) -> None:
+async def test_requests_queued_in_the_slot_also_resume_slowly(
+    site: ScriptedServer, rep_clock: ModuleType
+) -> None:
     """8 requests are under way when 32 more are queued in their slot; the 8
     are answered 503: the 32 do not all leave together when the pause ends (a
     slot sends all it has queued at once, whatever its concurrency)."""
@@ -527,11 +545,12 @@ async def test_requests_queued_in_the_slot_also_resume_slowly(site: ScriptedServ
             return []
         return [Request(site.url(f"/q{i}"), dont_filter=True) for i in range(32)]
 
-    result = await run_crawl(
-        [Request(site.url("/kick"), meta=other), *(site.url(f"/w{i}") for i in range(8))],
-        {**RETRYING, "CONCURRENT_REQUESTS": 100, "CONCURRENT_REQUESTS_PER_DOMAIN": 8},
-        follow=queue_more,
-    )
+    with PauseSteps(rep_clock):
+        result = await run_crawl(
+            [Request(site.url("/kick"), meta=other), *(site.url(f"/w{i}") for i in range(8))],
+            {**RETRYING, "CONCURRENT_REQUESTS": 100, "CONCURRENT_REQUESTS_PER_DOMAIN": 8},
+            follow=queue_more,
+        )
     assert len(result.responses) == 41
     first_wave = site.page_hits("/w")[:8]
     queued = [h.time for h in site.page_hits("/q")]
@@ -543,14 +562,17 @@ async def test_requests_queued_in_the_slot_also_resume_slowly(site: ScriptedServ
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_a_429_on_robots_txt_pauses_the_slot_for_the_pages_too(
-    site: ScriptedServer, caplog: pytest.LogCaptureFixture
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture, rep_clock: ModuleType
 ) -> None:
     """The pages wait for robots.txt, then for the pause it asked for."""
     site.script(
         "/robots.txt",
         [Reply(status=429, headers={"Retry-After": "2"}), Reply(body=b"User-agent: *\nAllow: /\n")],
     )
-    result = await run_crawl([site.url(f"/p{i}") for i in range(3)], {"REP_UNREACHABLE": "allow"})
+    with PauseSteps(rep_clock):
+        result = await run_crawl(
+            [site.url(f"/p{i}") for i in range(3)], {"REP_UNREACHABLE": "allow"}
+        )
     assert len(result.responses) == 3
     robots = site.log()[0]
     assert robots.path == "/robots.txt"
@@ -560,12 +582,15 @@ async def test_a_429_on_robots_txt_pauses_the_slot_for_the_pages_too(
 
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
-async def test_what_still_fails_after_its_retries_reaches_its_errback(site: ScriptedServer) -> None:
+async def test_what_still_fails_after_its_retries_reaches_its_errback(
+    site: ScriptedServer, rep_clock: ModuleType
+) -> None:
     """Nothing is lost: a page answered 503 on every attempt ends in HttpError,
     as without scrapy-rep, each attempt after the pause the one before asked for."""
     slow = SlowSite(site, window=60, retry_after=lambda now: ("1", 1.0))
     urls = slow.pages(3)
-    result = await run_crawl(urls, {"RETRY_ENABLED": True, "RETRY_TIMES": 1})
+    with PauseSteps(rep_clock):
+        result = await run_crawl(urls, {"RETRY_ENABLED": True, "RETRY_TIMES": 1})
     assert sorted(result.failures) == sorted(urls)
     assert {result.failed_with(url) for url in urls} == {HttpError}
     assert len(site.page_hits()) == 6
@@ -632,11 +657,15 @@ async def test_cached_answers_do_not_stall_the_slow_start(
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_a_second_pause_while_requests_wait_in_the_slot_loses_none(
-    site: ScriptedServer,
+    site: ScriptedServer, rep_clock: ModuleType
 ) -> None:
     """With a DOWNLOAD_DELAY, requests the gate let go still wait in the slot
     when a second 503 comes: they are held again, and go again after it (they
-    were counted as sent, and the slot stayed shut for the rest of the crawl)."""
+    were counted as sent, and the slot stayed shut for the rest of the crawl).
+    REP_FRONTIER off: with it, the requests wait in the scheduler, and none is
+    in the slot when the second 503 comes (6 or 7 are without it, with a delay
+    of 0.1 s as of 0.3 s). (The test steps scrapy-rep's clock over the pauses:
+    clock_steps.PauseSteps.)"""
     lock = threading.Lock()
     answered: list[int] = []
 
@@ -652,9 +681,10 @@ async def test_a_second_pause_while_requests_wait_in_the_slot_loses_none(
     for i in range(20):
         site.script(f"/p{i}", answer)
         urls.append(site.url(f"/p{i}"))
-    result = await run_crawl(
-        urls,
-        {**RETRYING, "DOWNLOAD_DELAY": 0.3, "CONCURRENT_REQUESTS_PER_DOMAIN": 8},
-    )
+    with PauseSteps(rep_clock):
+        result = await run_crawl(
+            urls,
+            {**RETRYING, **IN_THE_SLOT, "DOWNLOAD_DELAY": 0.1, "CONCURRENT_REQUESTS_PER_DOMAIN": 8},
+        )
     assert sorted(result.responses) == sorted(urls)
     assert result.stats["rep/slowdown/pauses"] == 2

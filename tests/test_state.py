@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 from urllib.parse import urlparse, urlsplit
 
@@ -86,18 +87,19 @@ def robots_hits(site: ScriptedServer) -> int:
 
 @pytest_twisted.ensureDeferred
 async def test_crawls_in_a_row_fetch_while_fresh_then_revalidate_then_see_a_change(
-    site: ScriptedServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    site: ScriptedServer, tmp_path: Path, caplog: pytest.LogCaptureFixture, rep_clock: ModuleType
 ) -> None:
     """1: fetched. 2: fresh in the state, not asked. 3: past max-age, asked
     with If-None-Match; the 304 keeps its rules. 4: the body changed: seen at
-    the next expiry, and reported against the pin of the first body."""
+    the next expiry, and reported against the pin of the first body. (The
+    test moves scrapy-rep's clock past max-age instead of waiting for it.)"""
     robots = RevalidatingRobots(site, FIRST)
     settings = state_settings(tmp_path)
 
     first = await run_crawl([site.url("/a"), site.url("/private/1")], settings)
     assert robots_hits(site) == 1
     assert first.failed_with(site.url("/private/1")) is ForbiddenByRobots
-    fetched_at = time.monotonic()
+    fetched_at = rep_clock.monotonic()
 
     second = await run_crawl([site.url("/b"), site.url("/private/2")], settings)
     assert robots_hits(site) == 1  # fresh in the state: not asked again
@@ -105,14 +107,14 @@ async def test_crawls_in_a_row_fetch_while_fresh_then_revalidate_then_see_a_chan
     assert second.stats["rep/state/used"] == 1
     assert site.pages() == ["/a", "/b"]
 
-    await sleep(MAX_AGE + 0.3 - (time.monotonic() - fetched_at))
+    rep_clock.advance(MAX_AGE + 0.3 - (rep_clock.monotonic() - fetched_at))
     third = await run_crawl([site.url("/c"), site.url("/private/3")], settings)
     assert robots_hits(site) == 2
     assert robots.last_request().get("If-None-Match") == robots.etag
     assert third.stats["rep/robotstxt/response_status_count/304"] == 1
     assert third.stats["rep/robotstxt/not_modified"] == 1
     assert third.failed_with(site.url("/private/3")) is ForbiddenByRobots  # rules kept
-    revalidated_at = time.monotonic()
+    revalidated_at = rep_clock.monotonic()
 
     pinned = robots.etag
     robots.body = SECOND
@@ -122,7 +124,7 @@ async def test_crawls_in_a_row_fetch_while_fresh_then_revalidate_then_see_a_chan
     assert fourth.responses.keys() == {site.url("/d"), site.url("/new/1"), site.url("/new/2")}
     assert "rep/pin/changed" not in fourth.stats
 
-    await sleep(MAX_AGE + 0.3 - (time.monotonic() - revalidated_at))
+    rep_clock.advance(MAX_AGE + 0.3 - (rep_clock.monotonic() - revalidated_at))
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="scrapy_rep"):
         fifth = await run_crawl([site.url("/e"), site.url("/new/3"), site.url("/more/1")], settings)
