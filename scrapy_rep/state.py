@@ -122,6 +122,9 @@ class StateStore:
         except OSError as exc:
             self._give_up("open", exc)
         except (sqlite3.Error, StateUnreadable) as exc:
+            if _busy(exc):  # another crawl holds it past BUSY_TIMEOUT: not corrupt
+                self._give_up("open", exc)
+                return
             self._put_aside(exc)
             try:
                 self._db = self._open()
@@ -346,6 +349,14 @@ class StateStore:
             pass  # kept for the next crawl to forget
         finally:
             db.close()
+
+
+def _busy(problem: BaseException) -> bool:
+    """Whether ``problem`` is another connection's lock, not the file's content."""
+    name = getattr(problem, "sqlite_errorname", None)  # Python 3.11+
+    if name is not None:
+        return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
+    return isinstance(problem, sqlite3.OperationalError) and "locked" in str(problem)
 
 
 def _rules(entry: Entry, mode: _Body) -> Rules:

@@ -325,6 +325,41 @@ def test_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     db.close()
 
 
+def test_a_state_file_another_process_holds_is_not_moved_aside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A state file another process keeps locked past BUSY_TIMEOUT is busy,
+    not unreadable: this crawl goes on without the state (one WARNING), and the
+    file, with what the other crawls wrote, stays where it is."""
+    origin = origin_of(urlparse("https://kept.example"))
+    now = time.time()
+    entry = Entry(RobotsTxt.parse(FIRST), PARSED, now + 600, now, sha256="0" * 64)
+    writer = StateStore(str(tmp_path / "state"), Config(), None)
+    writer.record(origin, entry, FIRST)
+    writer.close()
+    monkeypatch.setattr("scrapy_rep.state.BUSY_TIMEOUT", 0.2)
+    other = sqlite3.connect(tmp_path / "state" / FILE_NAME, isolation_level=None)
+    # another crawl, as the first to open a new file holds it: before it is in
+    # WAL mode (a reader then waits for the writer)
+    other.execute("PRAGMA journal_mode=DELETE")
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        with caplog.at_level(logging.WARNING, logger="scrapy_rep"):
+            blocked = StateStore(str(tmp_path / "state"), Config(), None)
+            assert blocked.previous(origin) is None  # going on without the state
+            blocked.close()
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert sorted(os.listdir(tmp_path / "state")) == [FILE_NAME]  # nothing moved aside
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1, warnings
+    assert "going on without it" in warnings[0], warnings
+    reader = StateStore(str(tmp_path / "state"), Config(), None)
+    assert reader.previous(origin) is not None
+    reader.close()
+
+
 SCRAPY = str(Path(sys.executable).with_name("scrapy"))
 
 
