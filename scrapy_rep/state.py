@@ -354,7 +354,7 @@ class StateStore:
 def _busy(problem: BaseException) -> bool:
     """Whether ``problem`` is another connection's lock, not the file's content."""
     name = getattr(problem, "sqlite_errorname", None)  # Python 3.11+
-    if name is not None:
+    if isinstance(name, str):
         return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
     return isinstance(problem, sqlite3.OperationalError) and "locked" in str(problem)
 
