@@ -323,6 +323,8 @@ def time_steps(crawler: Any, origins: list[str], job: dict[str, Any]) -> dict[st
             spent["pop"] += clock() - started - overhead
             if popped is not None:
                 handed += 1
+                # what Scrapy's downloader does as the request enters its slot
+                popped.meta["download_slot"] = downloader.get_slot_key(popped)
                 downloader.active.add(popped)
                 slot = slot_of(popped)
                 if slot is not None:
