@@ -26,8 +26,10 @@ with ``REP_META_ROBOTS = False``), one process that:
      robots middlewares' own calls in it;
    - each signal Scrapy sends per request and per response, with the
      receivers the crawl connected (scrapy-rep's and Scrapy's);
-   - the spider middleware's page scan (``<meta name="robots">`` and
-     ``X-Robots-Tag``) and its pass over the page's links.
+   - the spider middleware chain with and without the meta robots
+     middleware (its page scan of ``<meta name="robots">`` and
+     ``X-Robots-Tag``, its pass over the page's 19 links, Scrapy's layer
+     for it), per page.
 
 It prints a table, microseconds per request per step and mode, the sums,
 and, to compare with, the crawl's own CPU time (the crawl's thread) per
@@ -213,12 +215,16 @@ def _count_stats_calls(crawler: Any) -> None:
 # ------------------------------------------------------------------ the timings
 
 
-def _settle(coro: Any) -> Any:
-    """Run a coroutine that must not wait to its end, at once."""
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return done.value
+def _settle(coro: Any, steps: int = 1) -> Any:
+    """Run a coroutine that must not wait to its end, at once (``steps``: how
+    many bare yields, a ``sleep(0)``, it may make)."""
+    for _ in range(steps):
+        try:
+            waited = coro.send(None)
+        except StopIteration as done:
+            return done.value
+        if waited is not None:
+            break
     coro.close()
     raise RuntimeError("waited: a cached origin's request should not")
 
@@ -564,6 +570,50 @@ def time_steps(crawler: Any, origins: list[str], job: dict[str, Any]) -> dict[st
 
         differential("rep.meta.links", links_time, True)
 
+        # The whole spider middleware chain (Scrapy's manager, every enabled
+        # spider middleware: input, then the callback's 19 links through each
+        # output layer) with and without the meta robots middleware's methods.
+        spidermw = engine.scraper.spidermw
+        links = [Request(f"{origins[0]}{p}") for p in _site.PATHS[1:]]
+
+        async def scrape(response: Any, request: Any) -> Any:
+            return list(links)
+
+        def bound_to(entry: Any) -> bool:
+            parts = entry if isinstance(entry, tuple) else (entry,)
+            return any(getattr(part, "__self__", None) is middleware for part in parts)
+
+        async def scrape_all(response: Any) -> None:
+            output = await spidermw.scrape_response_async(scrape, response, response.request)
+            async for _ in output:
+                pass
+
+        def spider_chain_time(without: bool) -> tuple[float, int]:
+            saved = {name: list(methods) for name, methods in spidermw.methods.items()}
+            if without:
+                for methods in spidermw.methods.values():
+                    kept = [entry for entry in methods if not bound_to(entry)]
+                    methods.clear()
+                    methods.extend(kept)
+            try:
+                requests = fresh(calls // 5)
+                responses = [page_response(request) for request in requests]
+                for response in responses:
+                    response.text  # noqa: B018  (decoded once per page, as the spider's selectors do)
+                clock = time.thread_time_ns
+                total = 0
+                for response in responses:
+                    started = clock()
+                    _settle(scrape_all(response), steps=100)
+                    total += clock() - started - overhead
+            finally:
+                for name, methods in spidermw.methods.items():
+                    methods.clear()
+                    methods.extend(saved[name])
+            return total, len(responses)
+
+        differential("meta_mw.chain", spider_chain_time, True)
+
     steps["_overhead_ns"] = overhead
     steps.update(steps_meta)  # type: ignore[arg-type]
     return steps
@@ -594,8 +644,7 @@ ROWS: list[tuple[str, str]] = [
     ("signal.bytes_received", "receivers: bytes_received (one chunk)"),
     ("signal.response_received", "receivers: response_received"),
     ("signal.response_downloaded", "receivers: response_downloaded"),
-    ("rep.meta.scan", "meta robots: page scan (process_spider_input)"),
-    ("rep.meta.links", "meta robots: pass over the page's 19 links"),
+    ("meta_mw.chain", "meta robots middleware in the spider chain"),
 ]
 DETAIL_ROWS: list[tuple[str, str]] = [
     ("scrapy.RobotsTxtMiddleware.process_request", "Scrapy's process_request alone"),
@@ -606,6 +655,9 @@ DETAIL_ROWS: list[tuple[str, str]] = [
         "BoundedDecompression process_response alone",
     ),
     ("robots_mw.chain.base", "the chain without them (Scrapy's middlewares)"),
+    ("rep.meta.scan", "meta robots: page scan alone (process_spider_input)"),
+    ("rep.meta.links", "meta robots: its pass over the page's 19 links alone"),
+    ("meta_mw.chain.base", "the spider chain without it, per page"),
 ]
 
 
