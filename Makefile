@@ -123,6 +123,9 @@ bench-crawl: venv
 bench-broad: venv
 	$(PY) benchmarks/broad.py
 
+bench-request-path: venv
+	$(PY) benchmarks/request_path.py
+
 bench-cluster: venv redis-server
 	$(PY) benchmarks/cluster.py
 
