@@ -585,8 +585,12 @@ def time_steps(crawler: Any, origins: list[str], job: dict[str, Any]) -> dict[st
 
         async def scrape_all(response: Any) -> None:
             output = await spidermw.scrape_response_async(scrape, response, response.request)
-            async for _ in output:
-                pass
+            if hasattr(output, "__aiter__"):
+                async for _ in output:
+                    pass
+            else:  # Scrapy 2.14: a synchronous chain for a synchronous output
+                for _ in output:
+                    pass
 
         def spider_chain_time(without: bool) -> tuple[float, int]:
             saved = {name: list(methods) for name, methods in spidermw.methods.items()}
