@@ -8,7 +8,7 @@ FLOOR_SCRAPY := 2.14.*
 FLOOR_VENV   := .venv-floor
 
 .PHONY: venv floor-venv test test-fast lint typecheck docs pytest pytest-twisted pytest-floor coverage redis-server \
-	demo bench-parser bench-crawl bench-broad bench-cluster clean
+	demo bench-parser bench-crawl bench-broad bench-cluster bench-request-path clean
 
 venv: $(VENV)/.installed-test
 floor-venv: $(FLOOR_VENV)/.installed-test
@@ -124,6 +124,9 @@ bench-crawl: venv
 
 bench-broad: venv
 	$(PY) benchmarks/broad.py
+
+bench-request-path: venv
+	$(PY) benchmarks/request_path.py
 
 bench-cluster: venv redis-server
 	$(PY) benchmarks/cluster.py

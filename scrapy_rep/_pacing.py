@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from scrapy import Request
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
 
     from scrapy_rep._slots import Waiting
     from scrapy_rep.cluster import ClusterDelay, SharedState
@@ -73,12 +74,23 @@ class Pacing:
         self._waiting = waiting
         self._report = report
         pauses = SlotPauses(crawler)
-        # Built first: its response_downloaded handler marks a stop signal
-        # before the slow-down's reads the answer (which then ignores it).
-        self.challenges = Challenges(crawler, config, None, pauses) if config.stop_signals else None
-        self.slowdown = (
-            SlowDown(crawler, config, waiting, pauses, shared.pauses) if config.slowdown else None
+        # Both read every answer: one response_downloaded receiver calls them,
+        # as Scrapy's dispatch of a receiver costs about what either's reading
+        # does. The stop signals first: they mark an answer the slow-down then
+        # ignores.
+        both = config.stop_signals and config.slowdown
+        self.challenges = (
+            Challenges(crawler, config, None, pauses, listen=not both)
+            if config.stop_signals
+            else None
         )
+        self.slowdown = (
+            SlowDown(crawler, config, waiting, pauses, shared.pauses, listen=not both)
+            if config.slowdown
+            else None
+        )
+        if both:
+            crawler.signals.connect(self._downloaded, signal=signals.response_downloaded)
         self.gates: Gates | None = self.slowdown.gates if self.slowdown is not None else None
         if self.challenges is not None:  # challenge pauses hold slots through the same gates
             report.sections.append(self.challenges.section)
@@ -104,6 +116,15 @@ class Pacing:
         self._cluster: ClusterDelay | None = shared.delay
         self.limits = SlotLimits(crawler, stats, waiting) if config.slot_limit else None
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
+
+    def _downloaded(self, response: Response, request: Request) -> None:
+        challenges, slowdown = self.challenges, self.slowdown
+        assert challenges is not None
+        assert slowdown is not None
+        try:
+            challenges.downloaded(response, request)
+        finally:  # as with two receivers, an error in one does not skip the other
+            slowdown.downloaded(response, request)
 
     def _spider_opened(self) -> None:
         _slots.log_problems(

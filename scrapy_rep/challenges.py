@@ -112,8 +112,16 @@ class Challenges:
     """
 
     def __init__(
-        self, crawler: Crawler, config: Config, gates: Gates | None, pauses: SlotPauses
+        self,
+        crawler: Crawler,
+        config: Config,
+        gates: Gates | None,
+        pauses: SlotPauses,
+        *,
+        listen: bool = True,
     ) -> None:
+        """``listen=False``: the caller passes each downloaded answer to
+        :meth:`downloaded` itself (one signal receiver for several readers)."""
         self._crawler = crawler
         stats = crawler.stats
         assert stats is not None
@@ -133,7 +141,8 @@ class Challenges:
         self.stopped: dict[str, SlotRecord] = {}
         self._shared_pauses: ClusterPauses | None = None
         self._shared_stops: ClusterStops | None = None
-        crawler.signals.connect(self._downloaded, signal=signals.response_downloaded)
+        if listen:
+            crawler.signals.connect(self.downloaded, signal=signals.response_downloaded)
         crawler.signals.connect(self._closed, signal=signals.spider_closed)
 
     def share(self, pauses: ClusterPauses, stops: ClusterStops) -> None:
@@ -175,7 +184,7 @@ class Challenges:
 
     # -- answers -------------------------------------------------------------------
 
-    def _downloaded(self, response: Response, request: Request) -> None:
+    def downloaded(self, response: Response, request: Request) -> None:
         meta = request.meta
         if ROBOTS_META in meta:  # robots.txt and tdmrep.json: the fetchers read them
             return

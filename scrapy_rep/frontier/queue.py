@@ -305,42 +305,52 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         """One pass over the candidates: the slot to hand out from (left first
         among them), RELEASE or READY, and whether it was looked at in this
         pass (a ready slot looked at since its last change is not looked at
-        again: ``_seen_ready``); None if none is ready."""
+        again: ``_seen_ready``); None if none is ready.
+
+        Ready slots looked at and not chosen (they had requests out) go
+        behind the others, in their order: the next pop looks first at the
+        slots not looked at, one of which may have none out. They stay
+        candidates meanwhile (``_where``): in a crawl whose slots all have
+        requests out, every pop passes over all of them."""
         candidates = self._candidates
         seen = self._seen_ready
-        ready: list[tuple[int, str, bool]] = []
+        where = self._where
+        ready: list[str] = []  # in the order looked at
+        best_out = -1
+        best_slot = ""
+        best_looked = False
         for _ in range(len(candidates)):
             slot = candidates.popleft()
-            del self._where[slot]
             out = seen.get(slot)
-            if out is not None:
-                ready.append((out, slot, False))
-                if out == 0:
-                    break
-                continue
-            try:
-                found, out = self._look(slot, now)
-            except BaseException:  # a bug must lose no slot, nor its requests
-                if slot not in self._where:
-                    self._candidate(slot)
-                self._put_back(ready)
-                raise
-            if found == RELEASE:
-                self._put_back(ready)
-                self._candidate(slot, front=True)
-                return slot, RELEASE, True
-            if found == READY:
+            looked = out is None
+            if out is None:
+                del where[slot]
+                try:
+                    found, out = self._look(slot, now)
+                except BaseException:  # a bug must lose no slot, nor its requests
+                    if slot not in where:
+                        self._candidate(slot)
+                    candidates.extend(ready)
+                    raise
+                if found == RELEASE:
+                    candidates.extend(ready)
+                    self._candidate(slot, front=True)
+                    return slot, RELEASE, True
+                if found != READY:
+                    continue  # parked where it waits
                 seen[slot] = out
-                ready.append((out, slot, True))
+                where[slot] = CANDIDATE
+            ready.append(slot)
+            if best_out < 0 or out < best_out:  # the first of the fewest: in turn
+                best_out, best_slot, best_looked = out, slot, looked
                 if out == 0:  # nobody can have fewer
                     break
-        if not ready:
+        if best_out < 0:
             return None
-        best = min(ready, key=lambda entry: entry[0])  # the first of the fewest: in turn
-        ready.remove(best)
-        self._put_back(ready)
-        self._candidate(best[1], front=True)
-        return best[1], READY, best[2]
+        ready.remove(best_slot)
+        candidates.extend(ready)
+        candidates.appendleft(best_slot)
+        return best_slot, READY, best_looked
 
     def _look(self, slot: str, now: float) -> tuple[Found, int]:
         """(READY, requests out) / (RELEASE, 0) for a slot, else (WAIT, 0) with
@@ -471,13 +481,6 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             self._candidates.appendleft(slot)
         else:
             self._candidates.append(slot)
-
-    def _put_back(self, ready: list[tuple[int, str, bool]]) -> None:
-        """Ready slots looked at and not chosen (they had requests out) go
-        behind the others, in their order: the next pop looks first at the
-        slots not looked at, one of which may have none out."""
-        for _, slot, _ in ready:
-            self._candidate(slot)
 
     def _sleep(self, slot: str, until: float) -> None:
         self._seen_ready.pop(slot, None)

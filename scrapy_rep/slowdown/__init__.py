@@ -93,7 +93,11 @@ class SlowDown:
         waiting: Waiting,
         pauses: SlotPauses,
         cluster: ClusterPauses | None = None,
+        *,
+        listen: bool = True,
     ) -> None:
+        """``listen=False``: the caller passes each downloaded answer to
+        :meth:`downloaded` itself (one signal receiver for several readers)."""
         stats = crawler.stats
         assert stats is not None
         self._stats = stats
@@ -105,13 +109,14 @@ class SlowDown:
         self._bound = config.cache_max_origins
         self.gates = Gates(crawler, stats, waiting, pauses, self._bound)
         self._warned: OrderedDict[str, None] = OrderedDict()  # warned of a capped Retry-After
-        crawler.signals.connect(self._downloaded, signal=signals.response_downloaded)
+        if listen:
+            crawler.signals.connect(self.downloaded, signal=signals.response_downloaded)
         if cluster is not None:
             crawler.signals.connect(self._opened, signal=signals.spider_opened)
 
     # -- answers -------------------------------------------------------------------
 
-    def _downloaded(self, response: Response, request: Request) -> None:
+    def downloaded(self, response: Response, request: Request) -> None:
         if STOP_META in request.meta:  # a stop signal: scrapy_rep.challenges pauses the slot
             return
         if WELL_KNOWN_META in request.meta:  # tdmrep.json: pauses and resumes nothing
