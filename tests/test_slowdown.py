@@ -274,8 +274,8 @@ async def test_the_switch_off_leaves_scrapy_as_it_is(site: ScriptedServer) -> No
     url = slow.page("/p")
     result = await run_crawl([url], {**RETRYING, "REP_SLOWDOWN": False})
     hits = site.page_hits()
-    assert len(hits) == 3  # two retries, within the pause it asked for
-    assert hits[-1].time - hits[0].time < 0.3
+    assert len(hits) == 3  # two retries, within the pause it asked for (3 s)
+    assert hits[-1].time - hits[0].time < 3.0
     assert not [key for key in result.stats if key.startswith("rep/slowdown/")]
 
 
