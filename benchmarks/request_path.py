@@ -689,19 +689,11 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
             + "".join(f"{totals[m] - totals['none']:9.2f}" for m in modes)
         )
     print()
-    for key, label in DETAIL_ROWS:
-        values = [results[m].get("steps", {}).get(key) for m in modes]
-        if all(v is None for v in values):
-            continue
-        print(
-            f"{label:<{width}}"
-            + "".join(f"{v:9.2f}" if v is not None else f"{'-':>9}" for v in values)
-        )
     fetching = [
         (key, f"  while a robots.txt download runs: {key.split('.')[-1]}")
         for key in (f"fetching.signal.{name}" for name in WHILE_FETCHING)
     ]
-    for key, label in fetching:
+    for key, label in [*DETAIL_ROWS, *fetching]:
         values = [results[m].get("steps", {}).get(key) for m in modes]
         if all(v is None for v in values):
             continue
