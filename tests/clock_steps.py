@@ -58,26 +58,32 @@ LEAD = 0.5
 
 
 class PauseSteps:
-    """Steps the clock over each pause scrapy-rep's slow-down announces (its
-    INFO line "... no request to it for N s", logged as the crawler gets the
-    answer that starts it): once no request is being downloaded (their
-    answers may lengthen the pause, as they would have in real time), to
-    ``LEAD`` before the pause's end, then, after ``settle()``, to its end. A
-    request let go before the end is stamped before it; a pause that runs
-    longer than it said ends in real time, late. Use as a context manager
-    around the crawl."""
+    """Steps the clock over each pause scrapy-rep announces: the slow-down's
+    INFO line "... no request to it for N s" (``source="slowdown"``), or a stop
+    signal's "...; paused N s (REP_CHALLENGE_PAUSE)" (``source="challenges"``),
+    logged as the crawler gets the answer that starts it. Once no request is
+    being downloaded (their answers may lengthen a slow-down pause, as they
+    would have in real time), to ``lead`` before the pause's end, then, after
+    ``settle()``, to its end. A request let go before the end is stamped
+    before it; a pause that runs longer than it said ends in real time, late.
+    ``windows`` holds each pause as (start, end) in ``clock.now()``'s time.
+    Use as a context manager around the crawl."""
 
-    def __init__(self, clock: ModuleType) -> None:
+    def __init__(self, clock: ModuleType, source: str = "slowdown", lead: float = LEAD) -> None:
         self.clock = clock
+        self.lead = lead
         self.pauses: list[float] = []
-        self._handler = _Announced(self._announced)
-        self._logger = logging.getLogger("scrapy_rep.slowdown")
+        self.windows: list[tuple[float, float]] = []
+        self._source = source
+        self._handler = _Announced(self._announced, _SECONDS[source])
+        self._logger = logging.getLogger(f"scrapy_rep.{source}")
         self._level = self._logger.level
         self._errors: list[Failure] = []
 
     def __enter__(self) -> PauseSteps:
-        if not self._logger.isEnabledFor(logging.INFO):
-            self._logger.setLevel(logging.INFO)
+        level = _LEVEL[self._source]
+        if not self._logger.isEnabledFor(level):
+            self._logger.setLevel(level)
         self._logger.addHandler(self._handler)
         return self
 
@@ -89,23 +95,56 @@ class PauseSteps:
 
     def _announced(self, seconds: float) -> None:
         self.pauses.append(seconds)
+        now = self.clock.now()
+        self.windows.append((now, now + seconds))
         end = self.clock.monotonic() + seconds
         ensureDeferred(self._over(end)).addErrback(self._errors.append)
 
     async def _over(self, end: float) -> None:
-        for to in (end - LEAD, end):
+        for to in (end - self.lead, end):
             await until(lambda: not TRANSFERS)
             self.clock.advance(max(to - self.clock.monotonic(), 0.0))
             if to < end:
                 await settle()
 
 
+def _slowdown_pause(record: logging.LogRecord) -> float | None:
+    if isinstance(record.msg, str) and record.msg.endswith("no request to it for %.1f s"):
+        assert isinstance(record.args, tuple)
+        return float(record.args[-1])  # type: ignore[arg-type]
+    return None
+
+
+def _challenge_pause(record: logging.LogRecord) -> float | None:
+    if isinstance(record.msg, str) and "; paused %g s%s (REP_CHALLENGE_PAUSE)" in record.msg:
+        assert isinstance(record.args, tuple)
+        return float(record.args[2])  # type: ignore[arg-type]
+    return None
+
+
+_SECONDS: dict[str, Callable[[logging.LogRecord], float | None]] = {
+    "slowdown": _slowdown_pause,
+    "challenges": _challenge_pause,
+}
+
+
+_LEVEL = {
+    "slowdown": logging.INFO,
+    "challenges": logging.DEBUG,
+}  # a challenge's later pauses: DEBUG
+
+
 class _Announced(logging.Handler):
-    def __init__(self, announced: Callable[[float], None]) -> None:
-        super().__init__(logging.INFO)
+    def __init__(
+        self,
+        announced: Callable[[float], None],
+        seconds: Callable[[logging.LogRecord], float | None],
+    ) -> None:
+        super().__init__(logging.DEBUG)
         self._announced = announced
+        self._seconds = seconds
 
     def emit(self, record: logging.LogRecord) -> None:
-        if isinstance(record.msg, str) and record.msg.endswith("no request to it for %.1f s"):
-            assert isinstance(record.args, tuple)
-            self._announced(float(record.args[-1]))  # type: ignore[arg-type]
+        seconds = self._seconds(record)
+        if seconds is not None:
+            self._announced(seconds)

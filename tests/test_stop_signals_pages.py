@@ -11,15 +11,15 @@ import dataclasses
 import itertools
 import logging
 import re
-import time
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 import pytest_twisted
+from clock_steps import PauseSteps
 from crawls import CrawlResult, run_crawl
-from scrapy import Request, signals
+from scrapy import Request
 from scrapy.spidermiddlewares.httperror import HttpError
 from servers import PAGE, Hit, Reply, ScriptedServer
 
@@ -33,6 +33,15 @@ FAST: dict[str, Any] = {
     "REP_CHALLENGE_MAX_PAUSE": 2 * PAUSE,
     "RETRY_ENABLED": True,  # Scrapy's retries on: none may happen
 }
+STEP_PAUSE = 30.0
+STEPPED: dict[str, Any] = {
+    "REP_CHALLENGE_PAUSE": STEP_PAUSE,
+    "REP_CHALLENGE_MAX_PAUSE": 2 * STEP_PAUSE,
+    "RETRY_ENABLED": True,
+}
+"""Pauses that end only when the test steps scrapy-rep's clock over them."""
+LEAD = 5.0
+"""Seconds before a pause's end at which the clock stands while the crawl may act."""
 _ADDRESSES = itertools.count(20)
 
 
@@ -83,59 +92,66 @@ CHALLENGES = [
 @pytest.mark.parametrize("reply", CHALLENGES)
 @pytest_twisted.ensureDeferred
 async def test_an_origin_challenging_every_page_is_paused_then_stopped(
-    own_site: ScriptedServer, reply: Reply
+    own_site: ScriptedServer, reply: Reply, rep_clock: ModuleType
 ) -> None:
-    await paused_then_stopped(own_site, reply, FAST)
+    await paused_then_stopped(own_site, reply, STEPPED, rep_clock)
 
 
 @pytest_twisted.ensureDeferred
-async def test_without_the_frontier_too(own_site: ScriptedServer) -> None:
+async def test_without_the_frontier_too(own_site: ScriptedServer, rep_clock: ModuleType) -> None:
     """Requests that left the scheduler wait at the slot's gate instead."""
     reply = Reply(403, CHALLENGE_PAGE, {"cf-mitigated": "challenge"})
-    await paused_then_stopped(own_site, reply, {**FAST, "REP_FRONTIER": False})
+    await paused_then_stopped(own_site, reply, {**STEPPED, "REP_FRONTIER": False}, rep_clock)
 
 
 @pytest_twisted.ensureDeferred
-async def test_with_the_slow_down_off_too(own_site: ScriptedServer) -> None:
+async def test_with_the_slow_down_off_too(own_site: ScriptedServer, rep_clock: ModuleType) -> None:
     """REP_SLOWDOWN = False: the gates are built for challenge pauses alone."""
     reply = Reply(429, CHALLENGE_PAGE, {"x-vercel-mitigated": "challenge"})
-    await paused_then_stopped(own_site, reply, {**FAST, "REP_SLOWDOWN": False})
+    await paused_then_stopped(own_site, reply, {**STEPPED, "REP_SLOWDOWN": False}, rep_clock)
 
 
-async def paused_then_stopped(site: ScriptedServer, reply: Reply, settings: dict[str, Any]) -> None:
+async def paused_then_stopped(
+    site: ScriptedServer,
+    reply: Reply,
+    settings: dict[str, Any],
+    clock: ModuleType,
+    meta: dict[str, Any] | None = None,
+) -> None:
+    """30 pages, each answered with ``reply``, requested with ``meta``. The
+    test steps scrapy-rep's clock over each pause (clock_steps.PauseSteps): a
+    pause ends only when the test says so, and the send stamps are in the
+    clock's time."""
     script_pages(site, reply, 30)
     urls = pages(site, 30)
-    knew: list[float] = []  # when the crawler read the first challenge (site_challenged)
-    let_go: dict[str, float] = {}  # path -> when it reached Scrapy's downloader
-
-    def listen(crawler: Any) -> None:
-        crawler.signals.connect(
-            lambda **_: knew.append(time.time()), signal=rep_signals.site_challenged, weak=False
-        )
-
-        def reached(request: Request, **_: Any) -> None:
-            let_go.setdefault(urlsplit(request.url).path, time.time())
-
-        crawler.signals.connect(reached, signal=signals.request_reached_downloader, weak=False)
-
-    result = await run_crawl(urls, settings, before=listen)
+    requests: list[str | Request] = [
+        Request(url, dont_filter=True, meta=dict(meta or {})) for url in urls
+    ]
+    with PauseSteps(clock, source="challenges", lead=LEAD) as steps:
+        result = await run_crawl(requests, settings)
     hits = site.page_hits()
     stats = result.stats
-    # Before the crawler read the first challenge at most the slot's concurrency
-    # (8) left; after it, one probe per pause, 3 in all (REP_CHALLENGE_GIVE_UP),
-    # then none. "Left" is when scrapy-rep let a request go into Scrapy's
-    # downloader: on a busy machine one let go before may be sent after.
-    probes = [hit for hit in hits if let_go[hit.path] > knew[0]]
-    assert len(probes) == 3
+    # 30 s, then 60 s, 60 s (REP_CHALLENGE_MAX_PAUSE); the third probe stops it
+    assert steps.pauses == [STEP_PAUSE, 2 * STEP_PAUSE, 2 * STEP_PAUSE]
+    starts = [start for start, _ in steps.windows]
+    ends = [end for _, end in steps.windows]
+    # Before the first pause's end only what left before the first challenge
+    # was read: at most the slot's concurrency (8). Nothing in the last
+    # ``LEAD`` seconds of any pause (the clock stood there while the crawl
+    # could act), then one probe per pause, 3 in all (REP_CHALLENGE_GIVE_UP).
+    assert len([hit for hit in hits if hit.time < ends[0]]) <= 8
+    for end in ends:
+        assert [hit.time for hit in hits if end - LEAD <= hit.time < end] == []
+    probes = [hit for hit in hits if hit.time >= ends[0]]
+    windows = zip(ends, [*starts[1:], float("inf")], strict=True)
+    assert [len([p for p in probes if begin <= p.time < stop]) for begin, stop in windows] == [
+        1,
+        1,
+        1,
+    ]
     assert len(hits) <= 8 + 3  # before: 30 of 30
     assert len({hit.path for hit in hits}) == len(hits)  # none retried
     assert stats.get("retry/count") is None
-    # one request per pause window: each probe left a pause after the answer
-    # that began it (the first answer, then the previous probe's)
-    answered = {url.split("/", 3)[-1]: at for url, _, at in result.downloaded}
-    began = [first_answer(result)] + [answered[probe.path.lstrip("/")] for probe in probes]
-    for probe, start, pause in zip(probes, began, [PAUSE, 2 * PAUSE, 2 * PAUSE], strict=False):
-        assert probe.time - start >= pause
     # every queued request is accounted for
     accounted(result, urls, SiteChallenged)
     assert stats["rep/challenge/stopped"] == 1
@@ -333,28 +349,15 @@ async def test_dont_obey_robotstxt_requests_obey_the_stop(own_site: ScriptedServ
 @pytest.mark.parametrize("frontier", [True, False], ids=["frontier", "no-frontier"])
 @pytest_twisted.ensureDeferred
 async def test_dont_obey_robotstxt_requests_obey_the_pauses(
-    own_site: ScriptedServer, frontier: bool
+    own_site: ScriptedServer, frontier: bool, rep_clock: ModuleType
 ) -> None:
     """They skip robots.txt, not the pauses: one probe per pause window, then the stop."""
-    script_pages(own_site, Reply(403, CHALLENGE_PAGE, {"cf-mitigated": "challenge"}), 30)
-    urls = pages(own_site, 30)
-    requests: list[str | Request] = [
-        Request(url, dont_filter=True, meta={"dont_obey_robotstxt": True}) for url in urls
-    ]
-    result = await run_crawl(requests, {**FAST, "REP_FRONTIER": frontier})
-    hits = own_site.page_hits()
+    reply = Reply(403, CHALLENGE_PAGE, {"cf-mitigated": "challenge"})
+    settings = {**STEPPED, "REP_FRONTIER": frontier}
+    await paused_then_stopped(
+        own_site, reply, settings, rep_clock, meta={"dont_obey_robotstxt": True}
+    )
     assert own_site.hits("/robots.txt") == 0
-    # before the first answer at most the slot's concurrency (8), then one
-    # probe per pause, REP_CHALLENGE_GIVE_UP in all
-    probes = after(hits, first_answer(result))
-    assert len(probes) == 3
-    assert len(hits) <= 8 + 3
-    answered = {url.split("/", 3)[-1]: at for url, _, at in result.downloaded}
-    began = [first_answer(result)] + [answered[probe.path.lstrip("/")] for probe in probes]
-    for probe, start, pause in zip(probes, began, [PAUSE, 2 * PAUSE, 2 * PAUSE], strict=False):
-        assert probe.time - start >= pause
-    accounted(result, urls, SiteChallenged)
-    assert result.stats["rep/challenge/dropped"] == 30 - len(hits)
 
 
 @pytest_twisted.ensureDeferred

@@ -16,7 +16,9 @@ is paused or resuming, what the gate holds:
 - a released request is followed into the downloader: it no longer counts as
   out once answered, left without an answer, answered from HttpCacheMiddleware's
   cache, or not reached within :data:`~scrapy_rep._slots.REACH_TIMEOUT`;
-- the gate stops holding once its backlog is gone (``holding``); the record
+- the gate stops holding once its backlog is gone and a request it let go
+  after the pause has left (``holding``): a pause that ends with nothing held
+  at the gate keeps it holding, so the next request is the probe; the record
   stays until a good answer ends the slot's run of slow-down answers; past
   ``REP_CACHE_MAX_ORIGINS`` records, the oldest holding nothing are forgotten.
 
@@ -437,8 +439,10 @@ class Gates:
         finally:
             gate.keeping = False
         if gate.holding:
+            # Nothing held here yet, the gate keeps holding: the next request
+            # (the frontier hands its requests out as the pause ends, and they
+            # may come a moment after it) is the probe.
             self._grant(key, gate)
-            self._close_if_done(key, gate)
 
     def _closing(self, key: str, gate: Gate) -> None:
         self._drop_waiters(key, gate)
