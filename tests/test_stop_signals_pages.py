@@ -11,15 +11,17 @@ import dataclasses
 import itertools
 import logging
 import re
+import threading
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import pytest_twisted
 from clock_steps import PauseSteps
 from crawls import CrawlResult, run_crawl
-from scrapy import Request
+from scrapy import Request, signals
 from scrapy.spidermiddlewares.httperror import HttpError
 from servers import PAGE, Hit, Reply, ScriptedServer
 
@@ -360,20 +362,67 @@ async def test_dont_obey_robotstxt_requests_obey_the_pauses(
     assert own_site.hits("/robots.txt") == 0
 
 
+class _PausesLogged(logging.Handler):
+    """Appends "pause" to ``events`` as scrapy_rep.challenges logs a pause."""
+
+    def __init__(self, events: list[str]) -> None:
+        super().__init__(logging.DEBUG)
+        self._events = events
+        self._logger = logging.getLogger("scrapy_rep.challenges")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "; paused %g s%s (REP_CHALLENGE_PAUSE)" in str(record.msg):
+            self._events.append("pause")
+
+    def __enter__(self) -> None:
+        self._level = self._logger.level
+        self._logger.setLevel(logging.DEBUG)
+        self._logger.addHandler(self)
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.removeHandler(self)
+        self._logger.setLevel(self._level)
+
+
 @pytest_twisted.ensureDeferred
 async def test_a_late_answer_sent_before_the_pause_is_no_probe(own_site: ScriptedServer) -> None:
     """One of the first two pages answers its challenge after the first pause
-    is over, while the first probe is still out (the site takes 1.4 x PAUSE
-    for it, PAUSE for the probe): it was sent before that pause began, so it
-    is no probe: each probe goes a pause after the previous probe's answer, and
-    the origin is stopped after REP_CHALLENGE_GIVE_UP of them (before: the late
-    answer counted as a probe and began the second pause, and the next probe
-    went 0.66 s after the first probe's answer, for a pause of 1 s)."""
+    is over, while the first probe is still out (the site answers it once the
+    probe has come, and the probe once the crawler has that late answer): it
+    was sent before that pause began, so it is no probe: each probe goes a
+    pause after the previous probe's answer, and the origin is stopped after
+    REP_CHALLENGE_GIVE_UP of them (before: the late answer counted as a probe
+    and began the second pause, and the next probe went 0.66 s after the
+    first probe's answer, for a pause of 1 s)."""
     challenge = Reply(403, CHALLENGE_PAGE, {"cf-mitigated": "challenge"})
+    probe_came, late_got = threading.Event(), threading.Event()
     script_pages(own_site, challenge, 30)
-    own_site.script("/page/1", dataclasses.replace(challenge, delay=1.4 * PAUSE))
-    own_site.script("/page/2", dataclasses.replace(challenge, delay=PAUSE))  # the first probe
-    result = await run_crawl(pages(own_site, 30), {**FAST, "CONCURRENT_REQUESTS_PER_DOMAIN": 2})
+    own_site.script("/page/1", dataclasses.replace(challenge, wait_for=probe_came))
+    own_site.script("/page/2", dataclasses.replace(challenge, wait_for=late_got))  # the probe
+
+    def follow(crawler: Any) -> None:
+        def reached(request: Request, **_: Any) -> None:
+            if request.url.endswith("/page/2"):  # after the first pause: the probe
+                probe_came.set()
+
+        def downloaded(request: Request, **_: Any) -> None:
+            events.append(urlsplit(request.url).path)
+            if request.url.endswith("/page/1"):  # scrapy-rep reads it before the probe's
+                late_got.set()
+
+        connect = crawler.signals.connect
+        connect(reached, signal=signals.request_reached_downloader, weak=False)
+        connect(downloaded, signal=signals.response_downloaded, weak=False)
+
+    # what scrapy-rep did, in order: each answer it read, each pause it began
+    # (logged as it reads the answer that begins it)
+    events: list[str] = []
+    with _PausesLogged(events):
+        result = await run_crawl(
+            pages(own_site, 30), {**FAST, "CONCURRENT_REQUESTS_PER_DOMAIN": 2}, before=follow
+        )
+    began_by = [events[i - 1] for i, event in enumerate(events) if event == "pause"]
+    assert began_by == ["/page/0", "/page/2", "/page/3"], events
     stats = result.stats
     assert stats["rep/challenge/probes"] == 3
     assert stats["rep/challenge/stopped"] == 1
