@@ -11,12 +11,16 @@ scheduler and dupefilter (settings must hold their keys);
 with ``"loopback": true`` every ``*.test`` host name resolves to 127.0.0.1
 (one local server stands for many origins); with ``"stall": seconds`` the
 spider blocks the event loop that long halfway through its start requests.
+The report also says when the worker learned each host's pause from another
+worker (the INFO line ``... paused by another worker``, when it was logged).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import re
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -98,6 +102,20 @@ class WorkerSpider(Spider):
         self.failures[url] = type(failure.value).__name__
 
 
+class PausesLearned(logging.Handler):
+    """When this worker learned each host's pause from another worker."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.hosts: dict[str, float] = {}  # host -> when the INFO line was logged
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        found = re.match(r"https?://([^:/ ]+)", message)
+        if "paused by another worker" in message and found:
+            self.hosts.setdefault(found.group(1), record.created)
+
+
 def main() -> None:
     config = json.loads(sys.argv[1])
     settings = {**BASE_SETTINGS, **config.get("settings", {})}
@@ -121,6 +139,8 @@ def main() -> None:
         opened.append(time.time())
 
     crawler.signals.connect(spider_opened, signal=signals.spider_opened)
+    learned = PausesLearned()
+    logging.getLogger("scrapy_rep.slowdown").addHandler(learned)
     process.crawl(crawler, urls=config["urls"], stall=config.get("stall", 0.0))
     process.start()
     spider = crawler.spider
@@ -132,6 +152,7 @@ def main() -> None:
                 "responses": spider.responses,
                 "failures": spider.failures,
                 "slowed": slowed,
+                "learned": learned.hosts,
                 "opened": opened[0] if opened else None,
                 "stats": {k: v for k, v in stats.items() if k.startswith("rep/")},
                 "finish_reason": stats.get("finish_reason"),
