@@ -170,8 +170,10 @@ def interleaved(hosts: list[str], pages: dict[str, int], sites: ManySites) -> li
 
 
 def host_plan(plain: int, delayed: int, paused: int) -> tuple[list[str], dict[str, int]]:
-    hosts = [f"a{n}.test" for n in range(plain)]
-    hosts += [f"d{n}.test" for n in range(delayed)] + [f"p{n}.test" for n in range(paused)]
+    # Crawl-delay and 503 sites first in each round of interleaved(): their
+    # turns and pauses run while the plain sites are crawled, not after them
+    hosts = [f"d{n}.test" for n in range(delayed)] + [f"p{n}.test" for n in range(paused)]
+    hosts += [f"a{n}.test" for n in range(plain)]
     # Crawl-delay sites: 4 pages, 3 gaps between them (as good a proof of the
     # spacing as 10 gaps; the crawl waits a Crawl-delay for each)
     pages = {h: 4 if h.startswith("d") else 2 for h in hosts}
