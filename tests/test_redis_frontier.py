@@ -317,11 +317,12 @@ def test_sites_without_a_crawl_delay_are_not_held_up_by_those_with_one(
 
     Sized so that the Crawl-delay sites, first in each round of start
     requests, are being crawled for as long as the plain sites take alone
-    (robots.txt and 5 pages 0.75 s apart, about 4 s; the 240 plain pages of
-    0.2 s, 3 s on one worker's 16 places): a page of theirs held in a
+    (robots.txt and 5 pages 0.75 s apart, about 4 s; the 120 plain pages of
+    0.4 s, 3 s on one worker's 16 places): a page of theirs held in a
     downloader would hold the plain sites up all along. (The same shape as 90
-    plain sites, 0.25 s pages and a Crawl-delay of 1.5 s, in half the time.)"""
-    plain = [f"a{n}.test" for n in range(60)]
+    plain sites, 0.25 s pages and a Crawl-delay of 1.5 s, in half the time and
+    a third of the pages.)"""
+    plain = [f"a{n}.test" for n in range(30)]
     delayed = [f"d{n}.test" for n in range(6)]
     pages = {**dict.fromkeys(plain, 4), **dict.fromkeys(delayed, 5)}
     waiting = 20  # REP_MAX_WAITING, below the 30 pages of the Crawl-delay sites
@@ -329,7 +330,7 @@ def test_sites_without_a_crawl_delay_are_not_held_up_by_those_with_one(
     def plain_time(hosts: list[str], prefix: str) -> tuple[float, int]:
         """How long the plain sites' pages took; how many requests waited in a
         worker's downloader for a cluster-wide Crawl-delay turn."""
-        sites = ManySites(page_delay=0.2)
+        sites = ManySites(page_delay=0.4)
         sites.delay = 0.75
         try:
             urls = interleaved(hosts, pages, sites)
