@@ -170,9 +170,13 @@ def interleaved(hosts: list[str], pages: dict[str, int], sites: ManySites) -> li
 
 
 def host_plan(plain: int, delayed: int, paused: int) -> tuple[list[str], dict[str, int]]:
-    hosts = [f"a{n}.test" for n in range(plain)]
-    hosts += [f"d{n}.test" for n in range(delayed)] + [f"p{n}.test" for n in range(paused)]
-    pages = {h: 5 if h.startswith("d") else 2 for h in hosts}
+    # Crawl-delay and 503 sites first in each round of interleaved(): their
+    # turns and pauses run while the plain sites are crawled, not after them
+    hosts = [f"d{n}.test" for n in range(delayed)] + [f"p{n}.test" for n in range(paused)]
+    hosts += [f"a{n}.test" for n in range(plain)]
+    # Crawl-delay sites: 4 pages, 3 gaps between them (as good a proof of the
+    # spacing as 10 gaps; the crawl waits a Crawl-delay for each)
+    pages = {h: 4 if h.startswith("d") else 2 for h in hosts}
     return hosts, pages
 
 
@@ -277,7 +281,10 @@ def test_redis_killed_and_restarted_mid_crawl_loses_nothing_and_every_worker_end
             if with_starts and pages_done >= len(urls) // 4:
                 outage.append(pages_done)
                 durable_redis.stop()
-                time.sleep(3)
+                # Down for REP_REDIS_RETRY (1 s) and more: every worker's
+                # pop fails within IDLE_POLL (0.2 s), and its next try, 1 s
+                # later, fails again (the same outage, told once)
+                time.sleep(1.5)
                 durable_redis.start()
                 return
             time.sleep(0.02)
@@ -306,8 +313,16 @@ def test_sites_without_a_crawl_delay_are_not_held_up_by_those_with_one(
     redis_server: RedisServer, redis_prefix: str, workers: int
 ) -> None:
     """More pages queued for Crawl-delay sites than REP_MAX_WAITING: the plain
-    sites finish in about the time they take alone."""
-    plain = [f"a{n}.test" for n in range(90)]
+    sites finish in about the time they take alone.
+
+    Sized so that the Crawl-delay sites, first in each round of start
+    requests, are being crawled for as long as the plain sites take alone
+    (robots.txt and 5 pages 0.75 s apart, about 4 s; the 120 plain pages of
+    0.4 s, 3 s on one worker's 16 places): a page of theirs held in a
+    downloader would hold the plain sites up all along. (The same shape as 90
+    plain sites, 0.25 s pages and a Crawl-delay of 1.5 s, in half the time and
+    a third of the pages.)"""
+    plain = [f"a{n}.test" for n in range(30)]
     delayed = [f"d{n}.test" for n in range(6)]
     pages = {**dict.fromkeys(plain, 4), **dict.fromkeys(delayed, 5)}
     waiting = 20  # REP_MAX_WAITING, below the 30 pages of the Crawl-delay sites
@@ -315,8 +330,8 @@ def test_sites_without_a_crawl_delay_are_not_held_up_by_those_with_one(
     def plain_time(hosts: list[str], prefix: str) -> tuple[float, int]:
         """How long the plain sites' pages took; how many requests waited in a
         worker's downloader for a cluster-wide Crawl-delay turn."""
-        sites = ManySites(page_delay=0.25)
-        sites.delay = 1.5
+        sites = ManySites(page_delay=0.4)
+        sites.delay = 0.75
         try:
             urls = interleaved(hosts, pages, sites)
             reports = finish(
@@ -332,7 +347,8 @@ def test_sites_without_a_crawl_delay_are_not_held_up_by_those_with_one(
             sites.close()
 
     alone, _ = plain_time(plain, redis_prefix + "alone:")
-    mixed, waited = plain_time(plain + delayed, redis_prefix + "mixed:")
+    # (the Crawl-delay sites first in each round: all their pages queued from the start)
+    mixed, waited = plain_time(delayed + plain, redis_prefix + "mixed:")
     print(f"plain sites: alone {alone:.2f} s, with Crawl-delay sites {mixed:.2f} s; {waited=}")
     # The queue hands out a Crawl-delay site's page only when its turn has come,
     # so none holds a place in a downloader waiting for it (scrapy-redis's own

@@ -6,6 +6,7 @@ each request carrying the header ``X-Worker``; the others run one crawl here.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import subprocess
@@ -22,6 +23,7 @@ from redis_server import RedisServer, shared
 from scrapy import Request
 from scrapy.http import Response
 from servers import PAGE, Reply, ScriptedServer, gaps
+from test_redis_cluster import START_DEADLINE
 from test_slowdown import IN_FLIGHT, RETRYING, TOLERANCE, SlowSite, inside_pauses
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio_only]  # real-time pauses, worker subprocesses
@@ -65,18 +67,43 @@ def test_a_429_seen_by_one_worker_pauses_the_others(
     site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
 ) -> None:
     """B crawls steadily; A's first page is answered 429 + Retry-After: 4; C
-    starts during that pause. No request of any worker arrives inside it."""
+    starts during that pause. No request of any worker arrives inside it.
+
+    B sends one page at a time, and its fourth waits at the site for A's 429
+    (however long a loaded machine takes to start A): B has that page in
+    flight when the pause begins, gets its answer DOWNLOAD_DELAY later (when
+    its next page would have gone, crawling steadily), and has its last four
+    still to send. (Before, B crawled 40 pages so as to outlast A's start and
+    the pause, and went on 5 s after it.)"""
     answered: list[float] = []
+    paused = threading.Event()
 
     def a0(number: int) -> Reply:
         if number == 1:
             answered.append(time.time())
+            paused.set()
             return Reply(status=429, headers={"Retry-After": "4"})
         return Reply(body=PAGE)
 
     site.script("/a0", a0)
-    settings = shared(redis_server, redis_prefix, **RETRYING, DOWNLOAD_DELAY=0.2)
-    b = start_worker("b", [site.url(f"/b{i}") for i in range(40)], settings)
+    step = 0.2  # B's DOWNLOAD_DELAY
+    b_sent = itertools.count(1)
+
+    def b_page(number: int) -> Reply:
+        # B's fourth request, whichever page Scrapy's scheduler took fourth
+        if next(b_sent) == 4:
+            return Reply(body=PAGE, wait_for=paused, wait_timeout=START_DEADLINE, delay=step)
+        return Reply(body=PAGE)
+
+    for i in range(8):
+        site.script(f"/b{i}", b_page)
+    settings = shared(redis_server, redis_prefix, **RETRYING, DOWNLOAD_DELAY=step)
+    one_at_a_time = {
+        **settings,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
+        "DOWNLOAD_TIMEOUT": START_DEADLINE + 30,  # the fourth page's wait
+    }
+    b = start_worker("b", [site.url(f"/b{i}") for i in range(8)], one_at_a_time)
     wait_for(lambda: len(site.page_hits("/b")) >= 2)
     a = start_worker("a", [site.url(f"/a{i}") for i in range(3)], settings)
     wait_for(lambda: bool(answered))
@@ -86,8 +113,10 @@ def test_a_429_seen_by_one_worker_pauses_the_others(
     start, end = answered[0] + IN_FLIGHT, answered[0] + 4 - TOLERANCE
     inside = [(h.path, round(h.time - answered[0], 3)) for h in site.log() if start < h.time < end]
     assert inside == []
-    assert len(site.page_hits("/b")) == 40
-    for name, count in (("a", 3), ("b", 40), ("c", 3)):
+    assert len(site.page_hits("/b")) == 8
+    b_sends = [(h.path, round(h.time - answered[0], 3)) for h in site.page_hits("/b")]
+    assert [t > 0 for _, t in b_sends] == [False] * 4 + [True] * 4, b_sends  # 4 to send in it
+    for name, count in (("a", 3), ("b", 8), ("c", 3)):
         assert len(reports[name]["responses"]) == count
         assert reports[name]["failures"] == {}
     stats = {name: report["stats"] for name, report in reports.items()}
