@@ -188,6 +188,8 @@ class ScrapyForks:
         except subprocess.TimeoutExpired:
             self._server.kill()
             self._server.wait()
+        assert self._server.stdout is not None
+        self._server.stdout.close()
         self._dir.cleanup()
 
 
