@@ -282,8 +282,8 @@ async def test_rep_httpcache_robotstxt_keeps_robots_txt_out_of_scrapys_cache(
     assert robots_hits(site) == (1 if through_cache else 2)
 
 
-WRITER = """
-import sys, time
+WRITERS = """
+import os, sys, time, traceback
 from scrapy_rep.config import Config
 from scrapy_rep.origin import origin_of
 from scrapy_rep.policy import Entry, PARSED
@@ -291,16 +291,34 @@ from scrapy_rep.robotstxt import RobotsTxt
 from scrapy_rep.state import StateStore
 from urllib.parse import urlparse
 
-directory, worker = sys.argv[1], int(sys.argv[2])
-store = StateStore(directory, Config(), None)
-now = time.time()
-for n in range(300):
-    origin = origin_of(urlparse(f"https://w{worker}-{n}.example"))
-    body = f"User-agent: *\\nDisallow: /{worker}/{n}\\n".encode()
-    entry = Entry(RobotsTxt.parse(body), PARSED, now + 600, now, sha256="0" * 64)
-    store.record(origin, entry, body)
-store.close()
-print(store._failed)
+
+def write(directory, worker):
+    store = StateStore(directory, Config(), None)
+    now = time.time()
+    for n in range(300):
+        origin = origin_of(urlparse(f"https://w{worker}-{n}.example"))
+        body = f"User-agent: *\\nDisallow: /{worker}/{n}\\n".encode()
+        entry = Entry(RobotsTxt.parse(body), PARSED, now + 600, now, sha256="0" * 64)
+        store.record(origin, entry, body)
+    store.close()
+    os.write(1, f"{worker} {store._failed}\\n".encode())  # one write: lines not mixed
+
+
+# four writer processes, forked once the modules are imported (each would pay
+# for importing them otherwise), started at once
+writers = []
+for worker in range(4):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            write(sys.argv[1], worker)
+        except BaseException:
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(1)
+        os._exit(0)
+    writers.append(pid)
+print("exits", *[os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in writers])
 """
 
 
@@ -308,18 +326,16 @@ def test_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     """Four processes write 300 origins each into one state directory at once
     (64 to a transaction): every origin is there, no process failed."""
     directory = str(tmp_path / "state")
-    runs = [
-        subprocess.Popen(
-            [sys.executable, "-c", WRITER, directory, str(worker)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for worker in range(4)
-    ]
-    outputs = [run.communicate(timeout=60) for run in runs]
-    assert [run.returncode for run in runs] == [0, 0, 0, 0], outputs
-    assert [out.strip() for out, _ in outputs] == ["False"] * 4, outputs
+    run = subprocess.run(
+        [sys.executable, "-c", WRITERS, directory],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    *written, exits = run.stdout.splitlines()
+    assert exits == "exits 0 0 0 0", (run.stdout, run.stderr)
+    assert sorted(written) == [f"{worker} False" for worker in range(4)], run.stdout
     with sqlite3.connect(Path(directory) / FILE_NAME) as db:
         assert db.execute("SELECT count(*) FROM robots").fetchone()[0] == 1200
     db.close()
