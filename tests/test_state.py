@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -23,8 +24,9 @@ from urllib.parse import urlparse, urlsplit
 
 import pytest
 import pytest_twisted
-from crawls import BASE_SETTINGS, run_crawl, run_reporting, sleep
+from crawls import BASE_SETTINGS, run_crawl, sleep
 from scrapy import Request
+from scrapy_forks import ScrapyForks, scrapy_forks
 from servers import Reply, ScriptedServer
 
 from scrapy_rep.config import Config
@@ -376,23 +378,25 @@ def test_a_state_file_another_process_holds_is_not_moved_aside(
     reader.close()
 
 
-SCRAPY = str(Path(sys.executable).with_name("scrapy"))
-
-
-def scrapy_robots(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
-    command = [SCRAPY, "robots", "--agent", "ExampleBot", "-s", "REP_CACHE_MIN_TTL=0", *args]
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+@pytest.fixture(scope="module")
+def forks() -> Iterator[ScrapyForks]:
+    """``scrapy`` commands in fresh processes, forked from one that imported Scrapy."""
+    yield from scrapy_forks()
 
 
 @pytest.mark.slow
 @pytest.mark.reactor_free  # scrapy robots subprocesses
 def test_scrapy_robots_shows_the_pinned_verdicts_beside_the_current_ones(
-    site: ScriptedServer, tmp_path: Path
+    site: ScriptedServer, tmp_path: Path, forks: ScrapyForks
 ) -> None:
     """``--state`` keeps the body a first run read; once the site changed it,
     ``--pins`` says the robots.txt changed, how, and what the pinned rules
     said of each URL."""
+
+    def scrapy_robots(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        command = ["robots", "--agent", "ExampleBot", "-s", "REP_CACHE_MIN_TTL=0", *args]
+        return forks.run(*command, cwd=cwd, timeout=60)
+
     robots = RevalidatingRobots(site, FIRST)
     state = str(tmp_path / "state")
     first = scrapy_robots("--state", state, site.url("/new/1"), cwd=tmp_path)
@@ -578,9 +582,10 @@ class Pages(scrapy.Spider):
     ids=["asyncio", "twisted"],
 )
 def test_crawl_processes_in_a_row_share_the_state_directory(
-    site: ScriptedServer, tmp_path: Path, reactor: str
+    site: ScriptedServer, tmp_path: Path, reactor: str, forks: ScrapyForks
 ) -> None:
-    """Four ``scrapy runspider`` processes, one after another, one REP_STATE_DIR.
+    """Four ``scrapy runspider`` processes (scrapy_forks.py), one after another,
+    one REP_STATE_DIR.
     The server says max-age=3600; runs 3 and 4 say REP_CACHE_TTL = 1 s, so what
     run 1 (then run 3) stored has expired for them once a second has passed.
     1: fetched. 2: fresh in the state, not asked. 3: expired, asked with
@@ -599,10 +604,12 @@ def test_crawl_processes_in_a_row_share_the_state_directory(
 
     def crawl(paths: list[str], **more: Any) -> tuple[dict[str, Any], str]:
         urls = ",".join(site.url(path) for path in paths)
-        args = ["-m", "scrapy", "runspider", str(spider), "-a", f"urls={urls}"]
+        args = ["runspider", str(spider), "-a", f"urls={urls}"]
         for name, value in {**settings, **more}.items():
             args += ["-s", f"{name}={value}"]
-        return run_reporting(*args, timeout=90)
+        run = forks.run(*args, cwd=tmp_path, timeout=90)
+        assert run.returncode == 0, run.stderr[-3000:]
+        return json.loads(run.stdout.strip().splitlines()[-1]), run.stderr
 
     first, _ = crawl(["/a", "/private/1"])
     assert first["reactor"] == reactor
