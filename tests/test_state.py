@@ -24,7 +24,7 @@ from urllib.parse import urlparse, urlsplit
 
 import pytest
 import pytest_twisted
-from crawls import BASE_SETTINGS, run_crawl, sleep
+from crawls import BASE_SETTINGS, run_crawl
 from scrapy import Request
 from scrapy_forks import ScrapyForks, scrapy_forks
 from servers import Reply, ScriptedServer
@@ -225,15 +225,19 @@ async def test_a_304_to_a_request_without_validators_is_unreachable(site: Script
 
 
 @pytest_twisted.ensureDeferred
-async def test_a_refresh_within_a_crawl_is_conditional(site: ScriptedServer) -> None:
+async def test_a_refresh_within_a_crawl_is_conditional(
+    site: ScriptedServer, rep_clock: ModuleType
+) -> None:
     """The rules expire mid-crawl: the refresh sends If-None-Match and the 304
-    keeps the rules (no state directory needed)."""
+    keeps the rules (no state directory needed). (The test moves scrapy-rep's
+    clock past max-age once /a is in instead of waiting for it.)"""
     robots = RevalidatingRobots(site, FIRST)
-    site.script("/wait", Reply(body=b"<html></html>", delay=MAX_AGE + 0.3))
-    after = {"/a": ["/wait"], "/wait": ["/private/x", "/b"]}
+    after = {"/a": ["/private/x", "/b"]}
 
     def follow(response: Any) -> list[Request]:
         paths = after.get(urlsplit(response.url).path, [])
+        if paths:
+            rep_clock.advance(MAX_AGE + 0.3)
         return [Request(site.url(path), dont_filter=True) for path in paths]
 
     result = await run_crawl([site.url("/a")], {"REP_CACHE_MIN_TTL": 0}, follow=follow)
@@ -245,7 +249,7 @@ async def test_a_refresh_within_a_crawl_is_conditional(site: ScriptedServer) -> 
 
 @pytest_twisted.ensureDeferred
 async def test_validators_go_to_the_url_after_redirects(
-    site: ScriptedServer, tmp_path: Path
+    site: ScriptedServer, tmp_path: Path, rep_clock: ModuleType
 ) -> None:
     """robots.txt redirects to another path: its validators belong to that
     URL, so the first hop goes without them and the last carries them."""
@@ -253,7 +257,7 @@ async def test_validators_go_to_the_url_after_redirects(
     robots = RevalidatingRobots(site, FIRST, "/rules.txt")
     settings = state_settings(tmp_path)
     await run_crawl([site.url("/a")], settings)
-    await sleep(MAX_AGE + 0.3)
+    rep_clock.advance(MAX_AGE + 0.3)  # past max-age, without waiting for it
     result = await run_crawl([site.url("/b"), site.url("/private/1")], settings)
     hops = [hit for hit in site.log() if hit.path in ("/robots.txt", "/rules.txt")]
     assert [hit.path for hit in hops] == ["/robots.txt", "/rules.txt"] * 2
@@ -491,7 +495,7 @@ async def test_an_unreachable_origins_backoff_outlives_the_crawl(
 
 @pytest_twisted.ensureDeferred
 async def test_stored_rules_serve_while_the_site_is_down_in_a_later_crawl(
-    site: ScriptedServer, tmp_path: Path
+    site: ScriptedServer, tmp_path: Path, rep_clock: ModuleType
 ) -> None:
     """Stale-if-error across crawls: the stored rules expired, the site now
     answers 503; the next crawl applies the stored rules (younger than
@@ -499,7 +503,7 @@ async def test_stored_rules_serve_while_the_site_is_down_in_a_later_crawl(
     robots = RevalidatingRobots(site, FIRST)
     settings = state_settings(tmp_path)
     await run_crawl([site.url("/a")], settings)
-    await sleep(MAX_AGE + 0.3)
+    rep_clock.advance(MAX_AGE + 0.3)  # past max-age, without waiting for it
     site.script("/robots.txt", Reply(status=503))
     result = await run_crawl([site.url("/b"), site.url("/private/1")], settings)
     assert robots.last_request().get("If-None-Match") == robots.etag  # asked, conditionally
