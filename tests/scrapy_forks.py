@@ -3,13 +3,16 @@ each time (import as ``from scrapy_forks import ScrapyForks``).
 
 Each process that imports Scrapy spends most of a CPU second on it before it
 does anything, and the CLI tests start dozens. :class:`ScrapyForks` starts one
-Python process that imports ``scrapy.cmdline`` (all the ``scrapy`` script
-imports) and then forks a child per command. The child does what the installed
-``scrapy`` script does: ``sys.exit(scrapy.cmdline.execute())`` with the
-command's ``sys.argv``, in the command's directory and environment, its own
-stdin (/dev/null), stdout and stderr. Nothing of Scrapy ran before the fork (no
-settings read, no reactor installed): each run finds its project, settings,
-commands and reactor as ``scrapy`` does, and ends with its own exit status.
+Python process that imports what every ``scrapy`` run imports before its
+command runs (``scrapy.cmdline`` and Scrapy's own commands), then forks a child
+per command. The child does what the installed ``scrapy`` script does:
+``sys.exit(scrapy.cmdline.execute())`` with the command's ``sys.argv``, in the
+command's directory and environment, its own stdin (/dev/null), stdout and
+stderr. Nothing ran before the fork but those imports (no settings read, no
+project found, scrapy-rep not imported, no reactor installed): each run finds
+its project, settings, commands and reactor as ``scrapy`` does, and ends with
+its own exit status. Coverage follows the children (a forked process saves
+its own data).
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import children
 
@@ -44,6 +47,7 @@ from scrapy.utils import misc
 # every `scrapy` run imports all of Scrapy's commands first, whatever its own
 list(getattr(misc, "walk_modules_iter", misc.walk_modules)("scrapy.commands"))
 assert "twisted.internet.reactor" not in sys.modules  # each child installs its own
+assert "scrapy_rep" not in sys.modules  # each child imports it as its settings say
 jobs = {}  # pid -> job number
 server = os.getpid()
 while True:
@@ -193,7 +197,7 @@ class ScrapyForks:
         self._dir.cleanup()
 
 
-def scrapy_forks() -> Any:
+def scrapy_forks() -> Iterator[ScrapyForks]:
     """A module-scoped fixture body: ``yield from scrapy_forks()``."""
     forks = ScrapyForks()
     try:
