@@ -1,23 +1,22 @@
-"""``scrapy robots``, run as a user runs it (a subprocess of the installed
-``scrapy``), against real local servers: what it prints, what reached the
-server, and its exit status."""
+"""``scrapy robots``, run as a user runs it (``scrapy`` in a process of its own:
+scrapy_forks.py, each run forked from one process that imported Scrapy once),
+against real local servers: what it prints, what reached the server, and its
+exit status."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from scrapy_forks import ScrapyForks, scrapy_forks
 from servers import Reply, ScriptedServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # scrapy robots subprocesses
-
-SCRAPY = str(Path(sys.executable).with_name("scrapy"))
 
 ROBOTS = """\
 # test shop
@@ -37,16 +36,22 @@ Sitemap: http://elsewhere.example/news.xml.gz
 """
 
 
-def scrapy_robots(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
-    return subprocess.run(
-        [SCRAPY, "robots", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+@pytest.fixture(scope="module")
+def forks() -> Iterator[ScrapyForks]:
+    yield from scrapy_forks()
+
+
+Robots = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def scrapy_robots(forks: ScrapyForks) -> Robots:
+    """``scrapy robots *args`` run in ``cwd``: its exit status and output."""
+
+    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        return forks.run("robots", *args, cwd=cwd, timeout=60)
+
+    return run
 
 
 def verdict_line(stdout: str, url: str) -> str:
@@ -65,7 +70,7 @@ def fact(stdout: str, label: str) -> str:
 
 
 def test_forbidden_url_names_group_line_and_rule_and_exits_1(
-    site: ScriptedServer, tmp_path: Path
+    site: ScriptedServer, tmp_path: Path, scrapy_robots: Robots
 ) -> None:
     site.robots(ROBOTS)
     urls = [site.url("/"), site.url("/cart"), site.url("/shoes?sort=price"), site.url("/private/x")]
@@ -95,7 +100,7 @@ def test_forbidden_url_names_group_line_and_rule_and_exits_1(
 
 
 def test_all_allowed_exits_0_and_the_star_group_applies_to_other_agents(
-    site: ScriptedServer, site2: ScriptedServer, tmp_path: Path
+    site: ScriptedServer, site2: ScriptedServer, tmp_path: Path, scrapy_robots: Robots
 ) -> None:
     site.robots(ROBOTS)
     site2.script("/robots.txt", Reply(status=404))
@@ -113,7 +118,7 @@ def test_all_allowed_exits_0_and_the_star_group_applies_to_other_agents(
 
 
 def test_urls_of_two_origins_get_one_block_each_and_503_means_dropped(
-    site: ScriptedServer, site2: ScriptedServer, tmp_path: Path
+    site: ScriptedServer, site2: ScriptedServer, tmp_path: Path, scrapy_robots: Robots
 ) -> None:
     site.robots(ROBOTS)
     site2.script("/robots.txt", Reply(status=503))
@@ -138,7 +143,9 @@ def test_urls_of_two_origins_get_one_block_each_and_503_means_dropped(
     assert verdict_line(allowing.stdout, down).startswith(f"ALLOWED {down} robots.txt unreachable")
 
 
-def test_redirected_robots_txt_and_capped_crawl_delay(site: ScriptedServer, tmp_path: Path) -> None:
+def test_redirected_robots_txt_and_capped_crawl_delay(
+    site: ScriptedServer, tmp_path: Path, scrapy_robots: Robots
+) -> None:
     site.script("/robots.txt", Reply(status=301, headers={"Location": "/moved/robots.txt"}))
     site.script(
         "/moved/robots.txt",
@@ -154,7 +161,9 @@ def test_redirected_robots_txt_and_capped_crawl_delay(site: ScriptedServer, tmp_
     assert verdict_line(out, site.url("/x/1")).endswith("line 3: Disallow: /x")
 
 
-def test_project_settings_apply_inside_a_project(site: ScriptedServer, tmp_path: Path) -> None:
+def test_project_settings_apply_inside_a_project(
+    site: ScriptedServer, tmp_path: Path, scrapy_robots: Robots
+) -> None:
     site.robots(
         "User-agent: *\nDisallow:\n\nUser-agent: ProjectBot\nDisallow: /members/\nCrawl-delay: 4\n"
     )
@@ -195,7 +204,7 @@ def test_project_settings_apply_inside_a_project(site: ScriptedServer, tmp_path:
     assert "DEBUG" not in result.stderr
 
 
-def test_local_file_needs_no_server_and_takes_paths(tmp_path: Path) -> None:
+def test_local_file_needs_no_server_and_takes_paths(tmp_path: Path, scrapy_robots: Robots) -> None:
     robots = tmp_path / "robots.txt"
     robots.write_text("User-agent: *\nDisallow: /tmp/\nAllow: /tmp/ok$\nSitemap: /s.xml\n")
     result = scrapy_robots(
@@ -214,7 +223,7 @@ def test_local_file_needs_no_server_and_takes_paths(tmp_path: Path) -> None:
     assert allowed.stdout.startswith("agent 'OtherBot' (from --agent)")
 
 
-def test_json_output(site: ScriptedServer, tmp_path: Path) -> None:
+def test_json_output(site: ScriptedServer, tmp_path: Path, scrapy_robots: Robots) -> None:
     site.robots(ROBOTS)
     result = scrapy_robots(
         "--json", "--agent", "examplebot", site.url("/cart"), site.url("/"), cwd=tmp_path
@@ -249,29 +258,19 @@ USAGE_ERRORS = [
 ]
 
 
-def test_usage_errors_exit_2_with_the_reason(tmp_path: Path) -> None:
+def test_usage_errors_exit_2_with_the_reason(tmp_path: Path, forks: ScrapyForks) -> None:
     (tmp_path / "robots.txt").write_text("User-agent: *\nDisallow: /\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
-    runs = [  # all at once: each pays Scrapy's start-up time
-        subprocess.Popen(
-            [SCRAPY, "robots", *args],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for args, _ in USAGE_ERRORS
-    ]
+    runs = [forks.start("robots", *args, cwd=tmp_path) for args, _ in USAGE_ERRORS]
     for run, (args, message) in zip(runs, USAGE_ERRORS, strict=True):
-        stdout, stderr = run.communicate(timeout=60)
-        assert run.returncode == 2, (args, stdout, stderr)
+        ended = forks.wait(run, timeout=60)
+        stdout, stderr = ended.stdout, ended.stderr
+        assert ended.returncode == 2, (args, stdout, stderr)
         assert message in stderr, (args, stderr)
         assert stdout == "", args
 
 
 def test_outside_a_project_no_warning_about_middlewares_it_cannot_act_on(
-    site: ScriptedServer, tmp_path: Path
+    site: ScriptedServer, tmp_path: Path, scrapy_robots: Robots
 ) -> None:
     """Outside a project there are no settings to fix: the check enables what the
     add-on would (bounded decoding of compressed answers) and warns about none of it."""
@@ -283,7 +282,7 @@ def test_outside_a_project_no_warning_about_middlewares_it_cannot_act_on(
 
 
 def test_typos_and_a_cut_short_agent_are_warned_about_once_each(
-    site: ScriptedServer, tmp_path: Path
+    site: ScriptedServer, tmp_path: Path, scrapy_robots: Robots
 ) -> None:
     """-s rep_unreachable=allow, -s ROBOTSTXT_USERAGENT=X: unknown, with the setting meant;
     ROBOTSTXT_USER_AGENT=Agent5 is checked as Agent, and the WARNING says why."""

@@ -1,24 +1,26 @@
 """A new user's first hour: a project made by ``scrapy startproject`` and set up
 as docs/quickstart.md says, then the settings a user tries next, each run as the
-user runs it (the installed ``scrapy`` in a subprocess) against real local
-servers. What it prints and what reached the server."""
+user runs it (``scrapy`` in a process of its own: scrapy_forks.py, each run
+forked from one process that imported Scrapy once; ``scrapy startproject`` is
+the installed script itself) against real local servers. What it prints and
+what reached the server."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 from scrapy import __version__ as scrapy_version
+from scrapy_forks import ScrapyForks, scrapy_forks
 from servers import ScriptedServer
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
 pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # scrapy subprocesses
 
@@ -37,19 +39,52 @@ def quick_start_block() -> list[str]:
     return found.group(1).splitlines()
 
 
-def scrapy(*args: str, cwd: Path, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def forks() -> Iterator[ScrapyForks]:
+    yield from scrapy_forks()
+
+
+Scrapy = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def scrapy(forks: ScrapyForks) -> Scrapy:
+    """``scrapy *args`` run in ``cwd``: its exit status and output."""
+
+    def run(*args: str, cwd: Path, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+        return forks.run(*args, cwd=cwd, timeout=timeout)
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def started_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What the installed ``scrapy startproject shop`` makes, once for the module."""
+    where = tmp_path_factory.mktemp("startproject")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
-    return subprocess.run(
-        [SCRAPY, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    made = subprocess.run(
+        [SCRAPY, "startproject", "shop"],
+        cwd=where,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
     )
-
-
-def quick_start_project(tmp_path: Path, extra: str = "") -> Path:
-    """``scrapy startproject shop``, its settings.py changed as the Quick start
-    says (plus ``extra`` lines at the end); the project directory."""
-    made = scrapy("startproject", "shop", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
+    return where / "shop"
+
+
+@pytest.fixture
+def quick_start_project(started_project: Path, tmp_path: Path) -> Callable[..., Path]:
+    return lambda extra="": quick_start_copy(started_project, tmp_path, extra)
+
+
+def quick_start_copy(started: Path, tmp_path: Path, extra: str = "") -> Path:
+    """A copy of ``started`` (made by ``scrapy startproject shop``), its settings.py
+    changed as the Quick start says (plus ``extra`` lines at the end); the project
+    directory."""
     project = tmp_path / "shop"
+    shutil.copytree(started, project)
     settings = project / "shop" / "settings.py"
     text = settings.read_text()
     block = quick_start_block()
@@ -85,11 +120,11 @@ def add_spider(project: Path, urls: list[str]) -> None:
 
 
 def test_scrapy_robots_in_a_quick_start_project_prints_no_note(
-    site: ScriptedServer, tmp_path: Path
+    site: ScriptedServer, quick_start_project: Callable[..., Path], scrapy: Scrapy
 ) -> None:
     """The add-on enables the bounded decompression: no note says it is not."""
     site.robots("User-agent: *\nDisallow: /private/\n")
-    project = quick_start_project(tmp_path)
+    project = quick_start_project()
     result = scrapy("robots", site.url("/private/x"), site.url("/"), cwd=project)
     assert result.returncode == 1, result.stderr
     assert result.stdout.startswith("agent 'YourCrawlerName' (from ROBOTSTXT_USER_AGENT)\n")
@@ -150,7 +185,11 @@ def queue_block() -> str:
     "polite_queue", [False, True], ids=["scrapy-redis-queue", "RedisPoliteQueue"]
 )
 def test_two_workers_crawl_with_the_cluster_settings_as_written(
-    site: ScriptedServer, own_redis: Any, tmp_path: Path, polite_queue: bool
+    site: ScriptedServer,
+    own_redis: Any,
+    quick_start_project: Callable[..., Path],
+    forks: ScrapyForks,
+    polite_queue: bool,
 ) -> None:
     """docs/cluster.md's settings block (and its RedisPoliteQueue line), only the
     Redis address changed, in a startproject project: two `scrapy crawl` workers
@@ -160,7 +199,7 @@ def test_two_workers_crawl_with_the_cluster_settings_as_written(
     if polite_queue:
         block += queue_block()
     block = block.replace("redis://redis.internal:6379/0", own_redis.url)
-    project = quick_start_project(tmp_path)
+    project = quick_start_project()
     settings = project / "shop" / "settings.py"
     kept = [
         line
@@ -170,26 +209,15 @@ def test_two_workers_crawl_with_the_cluster_settings_as_written(
     settings.write_text("\n".join(kept) + "\n" + block)
     urls = [site.url(f"/page/{n}") for n in range(8)] + [site.url("/private/x")]
     add_spider(project, urls)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
     workers = [
-        subprocess.Popen(
-            [SCRAPY, "crawl", "pages", "-s", "LOG_LEVEL=INFO", "-s", "DOWNLOAD_DELAY=0"],
-            cwd=project,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        forks.start("crawl", "pages", "-s", "LOG_LEVEL=INFO", "-s", "DOWNLOAD_DELAY=0", cwd=project)
         for _ in range(2)
     ]
     logs = []
     for worker in workers:
-        try:
-            _, stderr = worker.communicate(timeout=90)
-        finally:
-            worker.kill()
-        assert worker.returncode == 0, stderr
-        logs.append(stderr)
+        ended = forks.wait(worker, timeout=90)
+        assert ended.returncode == 0, ended.stderr
+        logs.append(ended.stderr)
     for log in logs:
         assert "ModuleNotFoundError" not in log
         assert (
@@ -204,12 +232,21 @@ def test_two_workers_crawl_with_the_cluster_settings_as_written(
 # -- CONCURRENT_REQUESTS_PER_IP ------------------------------------------------------------
 
 
-def crawl(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    # Without the template's DOWNLOAD_DELAY = 1: what these crawls check (messages,
-    # what reached the sites) does not depend on it, and it made each one wait.
-    return scrapy(
-        "crawl", "pages", "-s", "LOG_LEVEL=INFO", "-s", "DOWNLOAD_DELAY=0", *args, cwd=project
-    )
+Crawl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def crawl(scrapy: Scrapy) -> Crawl:
+    """``scrapy crawl pages`` in ``project``."""
+
+    def run(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        # Without the template's DOWNLOAD_DELAY = 1: what these crawls check (messages,
+        # what reached the sites) does not depend on it, and it made each one wait.
+        return scrapy(
+            "crawl", "pages", "-s", "LOG_LEVEL=INFO", "-s", "DOWNLOAD_DELAY=0", *args, cwd=project
+        )
+
+    return run
 
 
 def errors(log: str) -> list[str]:
@@ -217,10 +254,10 @@ def errors(log: str) -> list[str]:
 
 
 def test_per_ip_concurrency_stops_at_start_with_one_line_whose_fixes_work(
-    site: ScriptedServer, tmp_path: Path
+    site: ScriptedServer, quick_start_project: Callable[..., Path], crawl: Crawl
 ) -> None:
     site.robots("User-agent: *\nDisallow: /private/\n")
-    project = quick_start_project(tmp_path, "CONCURRENT_REQUESTS_PER_IP = 2\n")
+    project = quick_start_project("CONCURRENT_REQUESTS_PER_IP = 2\n")
     add_spider(project, [site.url("/a"), site.url("/b")])
     settings = project / "shop" / "settings.py"
     quick_start = settings.read_text()
@@ -260,13 +297,13 @@ def warnings_of(log: str) -> list[str]:
 
 
 def test_lower_case_setting_names_in_settings_py_are_warned_about(
-    site: ScriptedServer, tmp_path: Path
+    site: ScriptedServer, quick_start_project: Callable[..., Path], crawl: Crawl, scrapy: Scrapy
 ) -> None:
     """Scrapy reads only upper-case names from settings.py: ``rep_max_waiting = 10``
     changes nothing, and one WARNING says so, naming the setting meant."""
     site.robots("User-agent: *\nDisallow:\n")
     extra = "rep_max_waiting = 10\nRobotstxt_Obey = False\nmy_helper = 3\n"
-    project = quick_start_project(tmp_path, extra)
+    project = quick_start_project(extra)
     add_spider(project, [site.url("/a")])
     result = crawl(project)
     assert result.returncode == 0, result.stderr
@@ -290,12 +327,12 @@ SCRAPY_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 
 
 def test_scrapys_middleware_next_to_the_addon_warns_of_what_then_happens(
-    make_site: Callable[[], ScriptedServer], tmp_path: Path
+    make_site: Callable[[], ScriptedServer], quick_start_project: Callable[..., Path], crawl: Crawl
 ) -> None:
     """A WARNING, not an ERROR in a crawl that then runs: it says robots.txt is
     downloaded twice, and the sites' logs show exactly that; its fix, once."""
     extra = f"DOWNLOADER_MIDDLEWARES = {{{SCRAPY_MIDDLEWARE!r}: 100}}\n"
-    project = quick_start_project(tmp_path, extra)
+    project = quick_start_project(extra)
     settings = project / "shop" / "settings.py"
     for fixed in (False, True):
         sites = [make_site(), make_site()]
@@ -328,10 +365,10 @@ def test_scrapys_middleware_next_to_the_addon_warns_of_what_then_happens(
 
 
 def test_a_name_with_spaces_gets_one_warning_with_the_fix_that_works(
-    site: ScriptedServer, tmp_path: Path
+    site: ScriptedServer, quick_start_project: Callable[..., Path], crawl: Crawl
 ) -> None:
     site.robots("User-agent: *\nDisallow: /private/\n")
-    project = quick_start_project(tmp_path)
+    project = quick_start_project()
     add_spider(project, [site.url("/a")])
     settings = project / "shop" / "settings.py"
     quick_start = settings.read_text()
@@ -363,12 +400,12 @@ def test_a_name_with_spaces_gets_one_warning_with_the_fix_that_works(
 
 
 def test_scrapy_robots_agent_is_not_taken_for_the_projects_settings(
-    site: ScriptedServer, tmp_path: Path
+    site: ScriptedServer, quick_start_project: Callable[..., Path], scrapy: Scrapy
 ) -> None:
     """--agent checks as another crawler: no WARNING calls it ROBOTSTXT_USER_AGENT
     or asks to rename USER_AGENT; a cut-short --agent is one note."""
     site.robots("User-agent: OtherBot\nDisallow: /x\n\nUser-agent: My\nDisallow: /my\n")
-    project = quick_start_project(tmp_path)
+    project = quick_start_project()
     other = scrapy("robots", "--agent", "OtherBot", site.url("/x"), cwd=project)
     assert other.returncode == 1, other.stderr
     assert warnings_of(other.stderr) == []

@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -23,8 +24,9 @@ from urllib.parse import urlparse, urlsplit
 
 import pytest
 import pytest_twisted
-from crawls import BASE_SETTINGS, run_crawl, run_reporting, sleep
+from crawls import BASE_SETTINGS, run_crawl
 from scrapy import Request
+from scrapy_forks import ScrapyForks, scrapy_forks
 from servers import Reply, ScriptedServer
 
 from scrapy_rep.config import Config
@@ -223,15 +225,19 @@ async def test_a_304_to_a_request_without_validators_is_unreachable(site: Script
 
 
 @pytest_twisted.ensureDeferred
-async def test_a_refresh_within_a_crawl_is_conditional(site: ScriptedServer) -> None:
+async def test_a_refresh_within_a_crawl_is_conditional(
+    site: ScriptedServer, rep_clock: ModuleType
+) -> None:
     """The rules expire mid-crawl: the refresh sends If-None-Match and the 304
-    keeps the rules (no state directory needed)."""
+    keeps the rules (no state directory needed). (The test moves scrapy-rep's
+    clock past max-age once /a is in instead of waiting for it.)"""
     robots = RevalidatingRobots(site, FIRST)
-    site.script("/wait", Reply(body=b"<html></html>", delay=MAX_AGE + 0.3))
-    after = {"/a": ["/wait"], "/wait": ["/private/x", "/b"]}
+    after = {"/a": ["/private/x", "/b"]}
 
     def follow(response: Any) -> list[Request]:
         paths = after.get(urlsplit(response.url).path, [])
+        if paths:
+            rep_clock.advance(MAX_AGE + 0.3)
         return [Request(site.url(path), dont_filter=True) for path in paths]
 
     result = await run_crawl([site.url("/a")], {"REP_CACHE_MIN_TTL": 0}, follow=follow)
@@ -243,7 +249,7 @@ async def test_a_refresh_within_a_crawl_is_conditional(site: ScriptedServer) -> 
 
 @pytest_twisted.ensureDeferred
 async def test_validators_go_to_the_url_after_redirects(
-    site: ScriptedServer, tmp_path: Path
+    site: ScriptedServer, tmp_path: Path, rep_clock: ModuleType
 ) -> None:
     """robots.txt redirects to another path: its validators belong to that
     URL, so the first hop goes without them and the last carries them."""
@@ -251,7 +257,7 @@ async def test_validators_go_to_the_url_after_redirects(
     robots = RevalidatingRobots(site, FIRST, "/rules.txt")
     settings = state_settings(tmp_path)
     await run_crawl([site.url("/a")], settings)
-    await sleep(MAX_AGE + 0.3)
+    rep_clock.advance(MAX_AGE + 0.3)  # past max-age, without waiting for it
     result = await run_crawl([site.url("/b"), site.url("/private/1")], settings)
     hops = [hit for hit in site.log() if hit.path in ("/robots.txt", "/rules.txt")]
     assert [hit.path for hit in hops] == ["/robots.txt", "/rules.txt"] * 2
@@ -282,8 +288,8 @@ async def test_rep_httpcache_robotstxt_keeps_robots_txt_out_of_scrapys_cache(
     assert robots_hits(site) == (1 if through_cache else 2)
 
 
-WRITER = """
-import sys, time
+WRITERS = """
+import os, sys, time, traceback
 from scrapy_rep.config import Config
 from scrapy_rep.origin import origin_of
 from scrapy_rep.policy import Entry, PARSED
@@ -291,16 +297,34 @@ from scrapy_rep.robotstxt import RobotsTxt
 from scrapy_rep.state import StateStore
 from urllib.parse import urlparse
 
-directory, worker = sys.argv[1], int(sys.argv[2])
-store = StateStore(directory, Config(), None)
-now = time.time()
-for n in range(300):
-    origin = origin_of(urlparse(f"https://w{worker}-{n}.example"))
-    body = f"User-agent: *\\nDisallow: /{worker}/{n}\\n".encode()
-    entry = Entry(RobotsTxt.parse(body), PARSED, now + 600, now, sha256="0" * 64)
-    store.record(origin, entry, body)
-store.close()
-print(store._failed)
+
+def write(directory, worker):
+    store = StateStore(directory, Config(), None)
+    now = time.time()
+    for n in range(300):
+        origin = origin_of(urlparse(f"https://w{worker}-{n}.example"))
+        body = f"User-agent: *\\nDisallow: /{worker}/{n}\\n".encode()
+        entry = Entry(RobotsTxt.parse(body), PARSED, now + 600, now, sha256="0" * 64)
+        store.record(origin, entry, body)
+    store.close()
+    os.write(1, f"{worker} {store._failed}\\n".encode())  # one write: lines not mixed
+
+
+# four writer processes, forked once the modules are imported (each would pay
+# for importing them otherwise), started at once
+writers = []
+for worker in range(4):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            write(sys.argv[1], worker)
+        except BaseException:
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(1)
+        os._exit(0)
+    writers.append(pid)
+print("exits", *[os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in writers])
 """
 
 
@@ -308,18 +332,16 @@ def test_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     """Four processes write 300 origins each into one state directory at once
     (64 to a transaction): every origin is there, no process failed."""
     directory = str(tmp_path / "state")
-    runs = [
-        subprocess.Popen(
-            [sys.executable, "-c", WRITER, directory, str(worker)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for worker in range(4)
-    ]
-    outputs = [run.communicate(timeout=60) for run in runs]
-    assert [run.returncode for run in runs] == [0, 0, 0, 0], outputs
-    assert [out.strip() for out, _ in outputs] == ["False"] * 4, outputs
+    run = subprocess.run(
+        [sys.executable, "-c", WRITERS, directory],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    *written, exits = run.stdout.splitlines()
+    assert exits == "exits 0 0 0 0", (run.stdout, run.stderr)
+    assert sorted(written) == [f"{worker} False" for worker in range(4)], run.stdout
     with sqlite3.connect(Path(directory) / FILE_NAME) as db:
         assert db.execute("SELECT count(*) FROM robots").fetchone()[0] == 1200
     db.close()
@@ -360,23 +382,25 @@ def test_a_state_file_another_process_holds_is_not_moved_aside(
     reader.close()
 
 
-SCRAPY = str(Path(sys.executable).with_name("scrapy"))
-
-
-def scrapy_robots(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
-    command = [SCRAPY, "robots", "--agent", "ExampleBot", "-s", "REP_CACHE_MIN_TTL=0", *args]
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+@pytest.fixture(scope="module")
+def forks() -> Iterator[ScrapyForks]:
+    """``scrapy`` commands in fresh processes, forked from one that imported Scrapy."""
+    yield from scrapy_forks()
 
 
 @pytest.mark.slow
 @pytest.mark.reactor_free  # scrapy robots subprocesses
 def test_scrapy_robots_shows_the_pinned_verdicts_beside_the_current_ones(
-    site: ScriptedServer, tmp_path: Path
+    site: ScriptedServer, tmp_path: Path, forks: ScrapyForks
 ) -> None:
     """``--state`` keeps the body a first run read; once the site changed it,
     ``--pins`` says the robots.txt changed, how, and what the pinned rules
     said of each URL."""
+
+    def scrapy_robots(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        command = ["robots", "--agent", "ExampleBot", "-s", "REP_CACHE_MIN_TTL=0", *args]
+        return forks.run(*command, cwd=cwd, timeout=60)
+
     robots = RevalidatingRobots(site, FIRST)
     state = str(tmp_path / "state")
     first = scrapy_robots("--state", state, site.url("/new/1"), cwd=tmp_path)
@@ -471,7 +495,7 @@ async def test_an_unreachable_origins_backoff_outlives_the_crawl(
 
 @pytest_twisted.ensureDeferred
 async def test_stored_rules_serve_while_the_site_is_down_in_a_later_crawl(
-    site: ScriptedServer, tmp_path: Path
+    site: ScriptedServer, tmp_path: Path, rep_clock: ModuleType
 ) -> None:
     """Stale-if-error across crawls: the stored rules expired, the site now
     answers 503; the next crawl applies the stored rules (younger than
@@ -479,7 +503,7 @@ async def test_stored_rules_serve_while_the_site_is_down_in_a_later_crawl(
     robots = RevalidatingRobots(site, FIRST)
     settings = state_settings(tmp_path)
     await run_crawl([site.url("/a")], settings)
-    await sleep(MAX_AGE + 0.3)
+    rep_clock.advance(MAX_AGE + 0.3)  # past max-age, without waiting for it
     site.script("/robots.txt", Reply(status=503))
     result = await run_crawl([site.url("/b"), site.url("/private/1")], settings)
     assert robots.last_request().get("If-None-Match") == robots.etag  # asked, conditionally
@@ -562,9 +586,10 @@ class Pages(scrapy.Spider):
     ids=["asyncio", "twisted"],
 )
 def test_crawl_processes_in_a_row_share_the_state_directory(
-    site: ScriptedServer, tmp_path: Path, reactor: str
+    site: ScriptedServer, tmp_path: Path, reactor: str, forks: ScrapyForks
 ) -> None:
-    """Four ``scrapy runspider`` processes, one after another, one REP_STATE_DIR.
+    """Four ``scrapy runspider`` processes (scrapy_forks.py), one after another,
+    one REP_STATE_DIR.
     The server says max-age=3600; runs 3 and 4 say REP_CACHE_TTL = 1 s, so what
     run 1 (then run 3) stored has expired for them once a second has passed.
     1: fetched. 2: fresh in the state, not asked. 3: expired, asked with
@@ -583,10 +608,12 @@ def test_crawl_processes_in_a_row_share_the_state_directory(
 
     def crawl(paths: list[str], **more: Any) -> tuple[dict[str, Any], str]:
         urls = ",".join(site.url(path) for path in paths)
-        args = ["-m", "scrapy", "runspider", str(spider), "-a", f"urls={urls}"]
+        args = ["runspider", str(spider), "-a", f"urls={urls}"]
         for name, value in {**settings, **more}.items():
             args += ["-s", f"{name}={value}"]
-        return run_reporting(*args, timeout=90)
+        run = forks.run(*args, cwd=tmp_path, timeout=90)
+        assert run.returncode == 0, run.stderr[-3000:]
+        return json.loads(run.stdout.strip().splitlines()[-1]), run.stderr
 
     first, _ = crawl(["/a", "/private/1"])
     assert first["reactor"] == reactor

@@ -132,18 +132,24 @@ def outcome(output: str) -> str:
     return re.sub(r"\s+in [\d.]+s.*$", "", last.strip("= "))
 
 
-def test_a_hung_crawl_fails_alone(tmp_path: Path, pytestconfig: pytest.Config) -> None:
+@pytest.fixture(scope="module")
+def broken_tests_run(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> str:
+    """One pytest run of ordinary crawl tests around a test that hangs and one
+    that leaves a crawler running, each followed by ordinary ones: its output,
+    each test's result on a line of its own (-rA)."""
+    tmp_path = tmp_path_factory.mktemp("broken")
     reactor = pytestconfig.getoption("reactor")
     suite_file(
         tmp_path,
         ORDINARY.format(n=1),
-        HANGS.format(limit=3),
+        HANGS.format(limit=1),
         ORDINARY.format(n=2),
         ORDINARY.format(n=3),
+        LEAVES_A_CRAWLER,
         ORDINARY.format(n=4),
     )
     run = children.run(
-        pytest_args(tmp_path, reactor),
+        pytest_args(tmp_path, reactor, "-rA"),
         env=environment(),
         cwd=tmp_path,
         stdout=subprocess.PIPE,
@@ -151,32 +157,48 @@ def test_a_hung_crawl_fails_alone(tmp_path: Path, pytestconfig: pytest.Config) -
         text=True,
         timeout=120,
     )
-    assert outcome(run.stdout) == "1 failed, 4 passed", run.stdout[-3000:]
-    assert re.search(r"FAILED test_generated.py::test_hangs - .*time limit of 3 s", run.stdout), (
-        run.stdout[-3000:]
-    )
-    assert "illegal switch" not in run.stdout
-    assert "reactor has stopped" not in run.stdout
+    output: str = run.stdout
+    return output
 
 
-def test_a_crawler_left_running_is_stopped_and_named(
-    tmp_path: Path, pytestconfig: pytest.Config
-) -> None:
-    reactor = pytestconfig.getoption("reactor")
-    suite_file(tmp_path, ORDINARY.format(n=1), LEAVES_A_CRAWLER, ORDINARY.format(n=2))
-    run = children.run(
-        pytest_args(tmp_path, reactor),
-        env=environment(),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=120,
-    )
-    assert outcome(run.stdout) == "1 failed, 2 passed", run.stdout[-3000:]
+def results(output: str) -> list[tuple[str, str]]:
+    """Each test's results in -rA's short summary, sorted: [("test_hangs",
+    "FAILED"), ...] (a test whose teardown failed has an ERROR too)."""
+    found = re.findall(r"^(PASSED|FAILED|ERROR) test_generated\.py::(\w+)", output, re.MULTILINE)
+    return sorted((name, result) for result, name in found)
+
+
+def test_a_hung_crawl_fails_alone(broken_tests_run: str) -> None:
+    output = broken_tests_run
+    others = [r for r in results(output) if r[0] != "test_leaves_a_crawler_running"]
+    assert others == [
+        ("test_hangs", "FAILED"),
+        ("test_ordinary_1", "PASSED"),
+        ("test_ordinary_2", "PASSED"),  # the tests after it pass
+        ("test_ordinary_3", "PASSED"),
+        ("test_ordinary_4", "PASSED"),
+    ], output[-3000:]
+    hung = r"FAILED test_generated.py::test_hangs - .*time limit of 1 s"
+    assert re.search(hung, output), output[-3000:]
+    assert "illegal switch" not in output
+    assert "reactor has stopped" not in output
+
+
+def test_a_crawler_left_running_is_stopped_and_named(broken_tests_run: str) -> None:
+    output = broken_tests_run
+    around = [
+        r
+        for r in results(output)
+        if r[0] in ("test_ordinary_3", "test_leaves_a_crawler_running", "test_ordinary_4")
+    ]
+    assert around == [
+        ("test_leaves_a_crawler_running", "FAILED"),
+        ("test_ordinary_3", "PASSED"),
+        ("test_ordinary_4", "PASSED"),  # the test after it
+    ], output[-3000:]
     assert re.search(
-        r"test_leaves_a_crawler_running left 1 crawler\(s\) running \('rep-test'\)", run.stdout
-    ), run.stdout[-3000:]
+        r"test_leaves_a_crawler_running left 1 crawler\(s\) running \('rep-test'\)", output
+    ), output[-3000:]
 
 
 def wait_for_line(path: Path, text: str, timeout: float) -> None:
