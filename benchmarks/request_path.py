@@ -161,8 +161,12 @@ def child(job: dict[str, Any]) -> dict[str, Any]:
 
         def parse(self, response: Any) -> Any:
             self.pages += 1
+            if not job.get("follow", True):  # one page per origin
+                return
+            skip = job.get("skip", ())  # paths not requested (a baseline without them)
             for href in response.css("a::attr(href)").getall():
-                yield Request(response.urljoin(href), callback=self.parse)
+                if href not in skip:
+                    yield Request(response.urljoin(href), callback=self.parse)
 
         def idle(self) -> None:
             if self.result:
@@ -184,6 +188,7 @@ def child(job: dict[str, Any]) -> dict[str, Any]:
         **MODE_SETTINGS[mode],
         "LOG_LEVEL": "WARNING",
         "DOWNLOAD_HANDLERS": {"http": _handler_class()},
+        **job.get("settings", {}),
     }
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(PathSpider)
