@@ -3,13 +3,16 @@ and a real redis-server (redis_server.py)."""
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import ModuleType
 
 import pytest
 import suite_guard
 from redis_server import RedisServer, require_redis_server
+from scrapy_forks import Robots, ScrapyForks, scrapy_forks
 from servers import ScriptedServer
 
 from scrapy_rep import _clock
@@ -106,3 +109,20 @@ def own_redis() -> Iterator[RedisServer]:
 def redis_prefix() -> str:
     """A key prefix of this test's own, so tests sharing a Redis never see each other's keys."""
     return f"rep-test-{uuid.uuid4().hex[:10]}:"
+
+
+@pytest.fixture(scope="module")
+def forks() -> Iterator[ScrapyForks]:
+    """A process that imported Scrapy once, forking each ``scrapy`` run of the
+    module (scrapy_forks.py)."""
+    yield from scrapy_forks()
+
+
+@pytest.fixture
+def scrapy_robots(forks: ScrapyForks) -> Robots:
+    """``scrapy robots *args`` run in ``cwd``: its exit status and output."""
+
+    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        return forks.run("robots", *args, cwd=cwd, timeout=60)
+
+    return run

@@ -26,12 +26,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import children
 
 SCRAPY = str(Path(sys.executable).with_name("scrapy"))
+
+Robots = Callable[..., "subprocess.CompletedProcess[str]"]
+"""The ``scrapy_robots`` fixture (conftest.py): ``scrapy robots *args`` run in ``cwd``."""
 
 _SERVER = r"""
 import ctypes, ctypes.util, json, os, select, signal, sys

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import textwrap
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from scrapy_forks import ScrapyForks, scrapy_forks
+from scrapy_forks import Robots, ScrapyForks
 from servers import Reply, ScriptedServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # scrapy robots subprocesses
@@ -34,24 +32,6 @@ Request-rate: 1/10s
 Sitemap: /sitemap.xml
 Sitemap: http://elsewhere.example/news.xml.gz
 """
-
-
-@pytest.fixture(scope="module")
-def forks() -> Iterator[ScrapyForks]:
-    yield from scrapy_forks()
-
-
-Robots = Callable[..., subprocess.CompletedProcess[str]]
-
-
-@pytest.fixture
-def scrapy_robots(forks: ScrapyForks) -> Robots:
-    """``scrapy robots *args`` run in ``cwd``: its exit status and output."""
-
-    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-        return forks.run("robots", *args, cwd=cwd, timeout=60)
-
-    return run
 
 
 def verdict_line(stdout: str, url: str) -> str:

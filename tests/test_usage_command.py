@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from scrapy_forks import Robots
 from servers import ScriptedServer
-from test_command import scrapy_robots, verdict_line
+from test_command import verdict_line
 
 pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # scrapy robots subprocesses
 
@@ -34,7 +35,7 @@ def usage_lines(stdout: str, url: str) -> list[str]:
 
 
 def test_purpose_shows_the_deciding_lines_and_says_pages_are_read_when_fetched(
-    site: ScriptedServer, tmp_path: Path
+    site: ScriptedServer, tmp_path: Path, scrapy_robots: Robots
 ) -> None:
     site.robots(ROBOTS)
     urls = [site.url("/closed"), site.url("/open/a"), site.url("/private/x")]
@@ -58,7 +59,9 @@ def test_purpose_shows_the_deciding_lines_and_says_pages_are_read_when_fetched(
     assert site.pages() == []  # robots.txt only: no page, no tdmrep.json
 
 
-def test_rep_purposes_of_the_settings_apply_and_json_carries_usage(tmp_path: Path) -> None:
+def test_rep_purposes_of_the_settings_apply_and_json_carries_usage(
+    tmp_path: Path, scrapy_robots: Robots
+) -> None:
     robots = tmp_path / "robots.txt"
     robots.write_text(ROBOTS)
     result = scrapy_robots(
@@ -74,7 +77,7 @@ def test_rep_purposes_of_the_settings_apply_and_json_carries_usage(tmp_path: Pat
     }
 
 
-def test_without_purposes_the_output_is_as_before(tmp_path: Path) -> None:
+def test_without_purposes_the_output_is_as_before(tmp_path: Path, scrapy_robots: Robots) -> None:
     robots = tmp_path / "robots.txt"
     robots.write_text(ROBOTS)
     result = scrapy_robots("--file", str(robots), "/closed", cwd=tmp_path)
@@ -84,7 +87,9 @@ def test_without_purposes_the_output_is_as_before(tmp_path: Path) -> None:
     assert usage_lines(result.stdout, "/closed") == []
 
 
-def test_unknown_purpose_is_a_usage_error_with_a_hint(tmp_path: Path) -> None:
+def test_unknown_purpose_is_a_usage_error_with_a_hint(
+    tmp_path: Path, scrapy_robots: Robots
+) -> None:
     result = scrapy_robots("--file", "robots.txt", "--purpose", "ai-train", "/a", cwd=tmp_path)
     assert result.returncode == 2
     assert "--purpose: unknown purpose 'ai-train' (did you mean 'train-ai'?)" in result.stderr
