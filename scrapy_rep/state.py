@@ -36,6 +36,7 @@ import hashlib
 import logging
 import os
 import sqlite3
+import time
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlparse
 
@@ -69,6 +70,8 @@ FLUSH_INTERVAL = 5.0
 CLOCK_SKEW = 300.0
 """Seconds a stored fetch time may lie in the future (clocks of machines
 sharing a directory); beyond, the entry is not trusted."""
+OPEN_RETRY = 0.05
+"""Seconds between two tries to open a file another process holds."""
 
 _Body = Literal["new", "keep", "none"]
 
@@ -118,7 +121,7 @@ class StateStore:
         self._failed = False
         try:
             os.makedirs(directory, exist_ok=True)
-            self._db = self._open()
+            self._db = self._open_waiting()
         except OSError as exc:
             self._give_up("open", exc)
         except (sqlite3.Error, StateUnreadable) as exc:
@@ -133,14 +136,31 @@ class StateStore:
 
     # -- the file ------------------------------------------------------------------
 
-    def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None)
+    def _open_waiting(self) -> sqlite3.Connection:
+        """:meth:`_open`, again while another process holds the file, within
+        BUSY_TIMEOUT in all. SQLite answers "busy" at once, without waiting,
+        where waiting could deadlock: processes opening a new file at the same
+        moment, one switching it to WAL while another creates the tables."""
+        deadline = _clock.monotonic() + BUSY_TIMEOUT
+        while True:
+            try:
+                return self._open(max(deadline - _clock.monotonic(), 0.0))
+            except sqlite3.Error as exc:
+                if not _busy(exc) or _clock.monotonic() >= deadline:
+                    raise
+            time.sleep(OPEN_RETRY)
+
+    def _open(self, timeout: float = BUSY_TIMEOUT) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
         try:
             db.execute("PRAGMA journal_mode=WAL")
             app, version = _marks(db)
-            if (app, version) == (0, 0) and not _tables(db):
+            if (app, version) == (0, 0):
+                # Marks and tables read in one transaction: read apart, another
+                # process making the file between the two reads showed its
+                # tables without marks, and the file was put aside as foreign.
                 with _transaction(db):
-                    if _marks(db) == (0, 0):  # not made meanwhile by another process
+                    if _marks(db) == (0, 0) and not _tables(db):  # a new file
                         for statement in _SCHEMA.split(";"):
                             db.execute(statement)
                         db.execute(f"PRAGMA application_id={APPLICATION_ID}")

@@ -341,9 +341,9 @@ def test_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     *written, exits = run.stdout.splitlines()
     assert exits == "exits 0 0 0 0", (run.stdout, run.stderr)
-    assert sorted(written) == [f"{worker} False" for worker in range(4)], run.stdout
+    assert sorted(written) == [f"{worker} False" for worker in range(4)], (run.stdout, run.stderr)
     with sqlite3.connect(Path(directory) / FILE_NAME) as db:
-        assert db.execute("SELECT count(*) FROM robots").fetchone()[0] == 1200
+        assert db.execute("SELECT count(*) FROM robots").fetchone()[0] == 1200, run.stderr
     db.close()
 
 
