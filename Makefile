@@ -13,28 +13,36 @@ FLOOR_VENV   := .venv-floor
 venv: $(VENV)/.installed-test
 floor-venv: $(FLOOR_VENV)/.installed-test
 
-# --no-compile: the suite imports a fraction of what is installed (Sphinx, mypy...),
-# and compiles what it imports once; compiling it all costs 15 CPU-s a venv.
+# Installs go through uv, installed into .venv first: it sets up a venv in a few
+# seconds where pip takes half a minute of CPU (measured, docs/development.md).
+# pip is the fall-back when uv cannot be had. --no-compile (pip): the suite imports
+# a fraction of what is installed and compiles what it imports; uv never compiles.
+UV := $(VENV)/bin/uv
 PIP_INSTALL = -m pip install -q --no-compile --disable-pip-version-check
+TEST_EXTRAS  := -e '.[test,redis,docs]'
+FLOOR_EXTRAS := -e '.[test,redis]' 'scrapy==$(FLOOR_SCRAPY)'
+install = if test -x $(UV); then $(UV) pip install -q --python $(1) $(2); \
+	  else $(1) $(PIP_INSTALL) $(2); fi
 
 $(VENV)/.created:
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) $(PIP_INSTALL) uv || echo "note: no uv, installing with pip (slower)"
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.created
-	@echo "== .venv: scrapy-rep with the test, redis and docs tools (a minute or two the first time)"
-	$(PY) $(PIP_INSTALL) -e '.[test,redis,docs]'
+	@echo "== .venv: scrapy-rep with the test, redis and docs tools"
+	$(call install,$(PY),$(TEST_EXTRAS))
 	touch $@
 
 # The demo needs scrapy-rep and Scrapy, nothing of the test toolchain.
 $(VENV)/.installed-demo: pyproject.toml $(VENV)/.created
-	$(PY) $(PIP_INSTALL) -e .
+	$(call install,$(PY),-e .)
 	touch $@
 
-$(FLOOR_VENV)/.installed-test: pyproject.toml
-	@echo "== .venv-floor: the same on Scrapy $(FLOOR_SCRAPY) (a minute or two the first time)"
+$(FLOOR_VENV)/.installed-test: pyproject.toml $(VENV)/.created
+	@echo "== .venv-floor: the same on Scrapy $(FLOOR_SCRAPY)"
 	test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
-	$(FLOOR_VENV)/bin/python $(PIP_INSTALL) -e '.[test,redis]' 'scrapy==$(FLOOR_SCRAPY)'
+	$(call install,$(FLOOR_VENV)/bin/python,$(FLOOR_EXTRAS))
 	touch $@
 
 # lint-imports: the import contracts of pyproject.toml ([tool.importlinter]): arrows
