@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import children
@@ -44,13 +44,20 @@ prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True
 prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 # sys.path as the installed script has it: its own directory first, not ""
 sys.path[0] = os.path.dirname(sys.argv[1])
+import runpy
 import scrapy.cmdline
 from scrapy.utils import misc
+
+setup = json.loads(sys.argv[2])  # what the scripts run here import (ScrapyForks(preload=...))
+sys.path[1:1] = setup["path"]
+for name in setup["preload"]:
+    __import__(name)
 
 # every `scrapy` run imports all of Scrapy's commands first, whatever its own
 list(getattr(misc, "walk_modules_iter", misc.walk_modules)("scrapy.commands"))
 assert "twisted.internet.reactor" not in sys.modules  # each child installs its own
-assert "scrapy_rep" not in sys.modules  # each child imports it as its settings say
+if not setup["preload"]:  # each `scrapy` run imports it as its settings say
+    assert "scrapy_rep" not in sys.modules
 jobs = {}  # pid -> job number
 server = os.getpid()
 while True:
@@ -89,6 +96,12 @@ while True:
     os.chdir(job["cwd"])
     os.environ.clear()
     os.environ.update(job["env"])
+    if job["script"]:
+        # as `python SCRIPT ARGS` runs it: its directory first on the path, run as __main__
+        sys.path[0] = os.path.dirname(job["script"])
+        sys.argv = [job["script"], *job["args"]]
+        runpy.run_path(job["script"], run_name="__main__")
+        sys.exit(0)
     sys.argv = [sys.argv[1], *job["args"]]
     sys.exit(scrapy.cmdline.execute())
 """
@@ -102,11 +115,28 @@ class Run:
         self.out, self.err = out, err
 
 
+class Process:
+    """A script run as much of ``subprocess.Popen`` as the worker tests use."""
+
+    def __init__(self, forks: ScrapyForks, run: Run) -> None:
+        self._forks, self._run = forks, run
+        self.pid = run.pid
+        self.returncode: int | None = None
+
+    def communicate(self, timeout: float) -> tuple[str, str]:
+        ended = self._forks.wait(self._run, timeout)
+        self.returncode = ended.returncode
+        return ended.stdout, ended.stderr
+
+
 class ScrapyForks:
-    def __init__(self) -> None:
+    def __init__(self, preload: Sequence[str] = (), path: Sequence[str] = ()) -> None:
+        """``preload``: modules the server imports too, found on ``path`` as
+        well, for the scripts it runs (:meth:`popen`): never a reactor."""
         self._dir = tempfile.TemporaryDirectory(prefix="scrapy-forks-")
+        setup = json.dumps({"preload": list(preload), "path": list(path)})
         self._server = children.popen(
-            [sys.executable, "-c", _SERVER, SCRAPY],
+            [sys.executable, "-c", _SERVER, SCRAPY, setup],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
@@ -114,9 +144,18 @@ class ScrapyForks:
         self._exits: dict[int, int] = {}
         self._buffer = b""
 
-    def start(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> Run:
+    def popen(self, script: Path, *args: str) -> Process:
+        """``python script *args`` started in this process's directory and
+        environment (stdout and stderr kept, as with ``stdout=PIPE``)."""
+        run = self.start(*args, cwd=Path.cwd(), env=dict(os.environ), script=script)
+        return Process(self, run)
+
+    def start(
+        self, *args: str, cwd: Path, env: dict[str, str] | None = None, script: Path | None = None
+    ) -> Run:
         """``scrapy *args`` started in ``cwd`` (with ``env``, else this process's
-        environment without its SCRAPY_ variables)."""
+        environment without its SCRAPY_ variables); ``python script *args``
+        if ``script`` is given."""
         if env is None:
             env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
         self._numbers += 1
@@ -127,6 +166,7 @@ class ScrapyForks:
         err.touch()
         job = {
             "number": number,
+            "script": str(script) if script else None,
             "args": list(args),
             "cwd": str(cwd),
             "env": env,

@@ -1,6 +1,7 @@
 """Many real Scrapy processes sharing one real Redis (REP_REDIS_URL).
 
-Each worker is a subprocess running tests/_redis_worker.py; the site is a
+Each worker is a process of its own running tests/_redis_worker.py (forked:
+redis_workers.py); the site is a
 real local HTTP server recording every hit with its time and the worker that
 sent it (header ``X-Worker``). Origin A asks for ``Crawl-delay: 1``.
 """
@@ -8,21 +9,19 @@ sent it (header ``X-Worker``). Origin A asks for ``Crawl-delay: 1``.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, BinaryIO
 
 import pytest
 from redis_server import RedisServer
+from redis_workers import start_worker
+from scrapy_forks import Process
 from servers import PAGE, Reply, ScriptedServer, gaps
 
 pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # worker subprocesses
 
-WORKER = Path(__file__).with_name("_redis_worker.py")
 DELAYED = b"User-agent: *\nDisallow: /private\nCrawl-delay: 1\n"
 UNDELAYED = b"User-agent: *\nDisallow: /private\n"
 TOLERANCE = 0.05  # seconds: clock and scheduling jitter between processes
@@ -31,19 +30,11 @@ START_DEADLINE = 120.0
 Scrapy processes took 27 s to start with two suites at once on two cores."""
 
 
-def start_workers(configs: list[dict[str, Any]]) -> list[subprocess.Popen[str]]:
-    return [
-        subprocess.Popen(
-            [sys.executable, str(WORKER), json.dumps(config)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for config in configs
-    ]
+def start_workers(configs: list[dict[str, Any]]) -> list[Process]:
+    return [start_worker(config) for config in configs]
 
 
-def finish(workers: list[subprocess.Popen[str]], timeout: float = 60) -> list[dict[str, Any]]:
+def finish(workers: list[Process], timeout: float = 60) -> list[dict[str, Any]]:
     """Each worker's JSON report (and its log, under "log"), once all have exited."""
     reports = []
     for worker in workers:

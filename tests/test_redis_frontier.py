@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import stat
-import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 from redis_server import RedisServer
+from scrapy_forks import Process
 from test_redis_cluster import finish, start_workers
 
 pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # worker subprocesses
@@ -187,7 +187,7 @@ def crawl(
     urls: list[str],
     workers: int = 3,
     **extra: Any,
-) -> list[subprocess.Popen[str]]:
+) -> list[Process]:
     settings = frontier_settings(redis, prefix, **{"REDIS_PARAMS": {"socket_timeout": 2}, **extra})
     configs = [
         {
