@@ -134,8 +134,14 @@ def test_three_workers_at_once_account_for_every_request(
     assert len(hits) <= 3 * 1 + give_up
     stopped_here = sum(r["stats"].get("rep/challenge/stopped", 0) for r in reports)
     stopped_there = sum(r["stats"].get("rep/challenge/stopped/cluster", 0) for r in reports)
-    assert stopped_here == 1
-    assert stopped_here + stopped_there == 3
+    told = {r["name"]: (r["stats"], r["log"][-3000:]) for r in reports}
+    assert stopped_here == 1, told
+    if queue == "frontier":  # each worker holds its ten requests until the stop
+        assert stopped_here + stopped_there == 3, told
+    # With the Redis queue, a worker the queue has nothing left for ends, and
+    # may end before the stop is made: all 26 left were in one worker's hands
+    # in 1 run of 4 (with three workers forked at once). A worker still running
+    # learns it: test_workers_that_start_after_the_stop_send_nothing.
     dropped = sum(r["stats"].get("rep/challenge/dropped", 0) for r in reports)
     assert dropped + len(hits) == 30
 
