@@ -1,0 +1,84 @@
+"""What the evidence archive's records say of a robots.txt, read as an auditor would.
+
+tests/test_evidence.py checks that every fetch and hop is archived and
+verifiable; this checks what the records hold: the warcinfo record (the
+declared purposes beside the token and user agent), the request record (the
+headers sent), the metadata record (scrapy-rep's reading: outcome, parsed
+bytes' digest, expiry, the groups chosen for the token, Crawl-delay,
+sitemaps, usage lines) and evidence.jsonl's pointer (file and offset) to
+the response record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest_twisted
+from crawls import run_crawl
+from servers import ScriptedServer
+from test_evidence import SETTINGS, TOKEN, jsonl, read_warcs, warcio_check
+from warcio.archiveiterator import ArchiveIterator
+
+ROBOTS = (
+    "User-agent: testbot\n"
+    "Disallow: /secret\n"
+    "Crawl-delay: 0.2\n"
+    "Content-Usage: train-ai=n\n"
+    "\n"
+    "User-agent: *\n"
+    "Disallow: /\n"
+    "\n"
+    "Sitemap: /sitemap.xml\n"
+)
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_records_say_what_was_read_and_where_it_is(
+    site: ScriptedServer, tmp_path: Path
+) -> None:
+    site.robots(ROBOTS)
+    evidence = tmp_path / "evidence"
+    settings = {**SETTINGS, "REP_EVIDENCE": str(evidence), "REP_PURPOSES": ["train-ai"]}
+    await run_crawl([site.url("/a")], settings)
+    warcio_check(evidence)
+    records = read_warcs(evidence)["records"]
+    (line,) = [line for line in jsonl(evidence) if line["file"] == "/robots.txt"]
+
+    # warcinfo: who crawled, as whom, for what
+    infos = [
+        payload for h, _, payload in records.values() if h.get_header("WARC-Type") == "warcinfo"
+    ]
+    assert infos
+    for info in infos:
+        assert "rep-purposes: train-ai\r\n" in info.decode()
+
+    # evidence.jsonl points at the response record: its file, and the offset
+    # of its gzip member, which a WARC reader opens at
+    with (evidence / line["warc_file"]).open("rb") as stream:
+        stream.seek(line["warc_offset"])
+        record = next(iter(ArchiveIterator(stream)))
+        assert record.rec_headers.get_header("WARC-Record-ID") == line["warc_record_id"]
+        assert record.rec_headers.get_header("WARC-Type") == "response"
+        assert record.content_stream().read() == ROBOTS.encode()
+
+    # the request record: the headers sent
+    response_headers = records[line["warc_record_id"]][0]
+    request = records[response_headers.get_header("WARC-Concurrent-To")]
+    assert request[1].get_header("User-Agent") == SETTINGS["USER_AGENT"]
+    assert request[1].protocol == "GET"
+
+    # the metadata record: scrapy-rep's reading of it
+    reading = json.loads(records[line["metadata_record_id"]][2])
+    assert reading["outcome"] == "parsed"
+    assert reading["parsed_sha256"] == hashlib.sha256(ROBOTS.encode()).hexdigest()
+    assert reading["token"] == TOKEN
+    assert reading["groups"] == [TOKEN]  # the group chosen for the token, not *
+    assert reading["crawl_delay"] == {"line": 3, "text": "Crawl-delay: 0.2", "seconds": 0.2}
+    assert reading["sitemaps"] == [site.url("/sitemap.xml")]
+    assert reading["usage_at_root"] == {
+        "train-ai": {"allowed": False, "lines": [{"line": 4, "text": "Content-Usage: train-ai=n"}]}
+    }
+    assert reading["expires"] > reading["fetched_at"]
+    assert reading["warc_record_id"] == line["warc_record_id"]
