@@ -6,13 +6,16 @@ declared purposes beside the token and user agent), the request record (the
 headers sent), the metadata record (scrapy-rep's reading: outcome, parsed
 bytes' digest, expiry, the groups chosen for the token, Crawl-delay,
 sitemaps, usage lines) and evidence.jsonl's pointer (file and offset) to
-the response record.
+the response record, in a file named after the host and the process.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import socket
 from pathlib import Path
 
 import pytest_twisted
@@ -53,6 +56,12 @@ async def test_the_records_say_what_was_read_and_where_it_is(
     assert infos
     for info in infos:
         assert "rep-purposes: train-ai\r\n" in info.decode()
+
+    # file names carry the host and the process (workers may share a directory)
+    host = re.sub(r"[^\w-]", "_", socket.gethostname().split(".")[0])
+    assert re.fullmatch(
+        rf"rep-\d{{14}}-{re.escape(host)}-{os.getpid()}-\d{{5}}\.warc\.gz", line["warc_file"]
+    ), line["warc_file"]
 
     # evidence.jsonl points at the response record: its file, and the offset
     # of its gzip member, which a WARC reader opens at
