@@ -24,6 +24,8 @@ from servers import ScriptedServer
 from test_evidence import SETTINGS, TOKEN, jsonl, read_warcs, warcio_check
 from warcio.archiveiterator import ArchiveIterator
 
+from scrapy_rep import ForbiddenByRobots
+
 ROBOTS = (
     "User-agent: testbot\n"
     "Disallow: /secret\n"
@@ -91,3 +93,24 @@ async def test_the_records_say_what_was_read_and_where_it_is(
     }
     assert reading["expires"] > reading["fetched_at"]
     assert reading["warc_record_id"] == line["warc_record_id"]
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_evidence_directory_serves_as_the_state_directory(
+    site: ScriptedServer, tmp_path: Path
+) -> None:
+    """REP_STATE_DIR and REP_EVIDENCE one directory (docs/state.md): the second
+    crawl takes the rules from the state, downloads nothing and so archives
+    nothing; its responses name the parsed bytes the first crawl archived."""
+    site.robots(ROBOTS)
+    directory = tmp_path / "evidence"
+    settings = {**SETTINGS, "REP_EVIDENCE": str(directory), "REP_STATE_DIR": str(directory)}
+    await run_crawl([site.url("/a")], settings)
+    second = await run_crawl([site.url("/b"), site.url("/secret")], settings)
+    assert site.hits("/robots.txt") == 1
+    assert second.stats["rep/state/used"] == 1
+    assert second.failed_with(site.url("/secret")) is ForbiddenByRobots
+    warcio_check(directory)
+    (line,) = jsonl(directory)  # the first crawl's fetch, and no other
+    robotstxt = second.responses[site.url("/b")].meta["rep_provenance"]["robotstxt"]
+    assert robotstxt["parsed_sha256"] == line["parsed_sha256"]
