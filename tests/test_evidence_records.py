@@ -17,9 +17,12 @@ import os
 import re
 import socket
 from pathlib import Path
+from typing import Any
 
+import pytest
 import pytest_twisted
 from crawls import run_crawl
+from scrapy import Request
 from servers import ScriptedServer
 from test_evidence import SETTINGS, TOKEN, jsonl, read_warcs, warcio_check
 from warcio.archiveiterator import ArchiveIterator
@@ -114,3 +117,49 @@ async def test_the_evidence_directory_serves_as_the_state_directory(
     (line,) = jsonl(directory)  # the first crawl's fetch, and no other
     robotstxt = second.responses[site.url("/b")].meta["rep_provenance"]["robotstxt"]
     assert robotstxt["parsed_sha256"] == line["parsed_sha256"]
+
+
+@pytest.mark.parametrize("frontier", [True, False], ids=["frontier", "no-frontier"])
+@pytest_twisted.ensureDeferred
+async def test_required_archive_failing_mid_crawl_sends_nothing_more(
+    make_site: Any, tmp_path: Path, frontier: bool
+) -> None:
+    """REP_EVIDENCE_REQUIRED, the archive failing after the start (its
+    directory replaced by a file once origin A is crawled): the spider closes,
+    and origin B's pages, which waited for the robots.txt whose record failed
+    (in the frontier's queue, or in the robots middleware without it), are
+    not sent (before: the spider closed, and all 5 were sent)."""
+    first, second = make_site(), make_site()
+    first.robots("User-agent: *\nDisallow: /private\n")  # no Crawl-delay: pages go at once
+    second.robots("User-agent: *\nDisallow: /private\n")
+    evidence = tmp_path / "evidence"
+    later = [second.url(f"/p{n}") for n in range(5)]
+
+    def follow(response: Any) -> list[Request]:
+        if not response.url.startswith(first.origin):
+            return []
+        evidence.rename(tmp_path / "archived")
+        evidence.write_text("not a directory any more")
+        return [Request(url, dont_filter=True) for url in later]
+
+    settings = {
+        **SETTINGS,
+        "REP_EVIDENCE": str(evidence),
+        "REP_EVIDENCE_REQUIRED": True,
+        "REP_EVIDENCE_MAX_FILE_SIZE": 1,  # each record opens a new file: the next one fails
+        "REP_FRONTIER": frontier,
+    }
+    result = await run_crawl([first.url("/a")], settings, follow=follow)
+    assert result.stats["finish_reason"] == "rep_evidence_failed"
+    assert second.hits("/robots.txt") == 1  # its record is the one that failed
+    assert second.pages() == []
+    # Those that reached the robots middleware ended with IgnoreRequest,
+    # counted (the spider, closing, gets no errback): without the frontier all
+    # 5 waited there; the frontier hands out none, or some, before the engine
+    # stops asking it (on Twisted's reactor, none).
+    dropped = result.stats.get("rep/evidence/dropped", 0)
+    if frontier:
+        assert dropped <= 5
+    else:
+        assert dropped == 5
+    assert [line["origin"] for line in jsonl(tmp_path / "archived")] == [first.origin]
