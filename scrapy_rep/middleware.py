@@ -35,7 +35,7 @@ from scrapy_rep import _clock
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._robots import ALLOWED, REFUSED, UNKNOWN, RobotsService
 from scrapy_rep.challenges import STOP_META, Challenges
-from scrapy_rep.evidence import PROVENANCE_META, unchecked
+from scrapy_rep.evidence import PROVENANCE_META, Evidence, unchecked
 from scrapy_rep.exceptions import ForbiddenByRobots, RobotsTxtChanged, RobotsTxtUnavailable
 from scrapy_rep.origin import Origin
 
@@ -79,6 +79,7 @@ class RobotsTxtMiddleware:
         self._stopped = service.pins.stopped if service.pins is not None else set()
         self._provenance = service.provenance
         self._challenges = pacing.challenges
+        self._evidence = Evidence.of(crawler, config) if config.evidence_required else None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RobotsTxtMiddleware:
@@ -96,6 +97,9 @@ class RobotsTxtMiddleware:
             request.meta[PROVENANCE_META] = unchecked("dont_obey_robotstxt")
             gates = self._gates  # skips robots.txt, not a paused slot's gate
             return self._pacing.gate_only(request) if gates is not None and gates.holding else None
+        evidence = self._evidence  # None unless REP_EVIDENCE_REQUIRED
+        if evidence is not None and evidence.failed_closed:
+            evidence.drop(request)
         url = urlparse_cached(request)
         checked = self._check(request, url)
         # A request that may go now leaves through its slot's gate and limit;
@@ -242,6 +246,8 @@ class RobotsTxtMiddleware:
             entry = await self._await_rules(request, origin, entry)
         if entry is None:
             return
+        if self._evidence is not None and self._evidence.failed_closed:
+            self._evidence.drop(request)  # its robots.txt may be the record that failed
         if entry.robots is None:
             self._unreachable(request, origin, entry, waited=True)
         else:

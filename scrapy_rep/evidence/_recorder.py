@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import scrapy
 from scrapy import signals
+from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import deferred_from_coro
 
 from scrapy_rep import _clock
@@ -91,6 +92,9 @@ class Evidence:
         # URL -> the same, of its latest response with a body (what a 304 confirms)
         self._latest: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
         self._errors = 0
+        self.failed_closed = False
+        """REP_EVIDENCE_REQUIRED and a write failed: the spider closes, and
+        requests that waited for robots.txt go no further (:meth:`drop`)."""
         crawler.signals.connect(self._opened, signal=signals.spider_opened)
         crawler.signals.connect(self._closed, signal=signals.spider_closed)
 
@@ -318,7 +322,17 @@ class Evidence:
         else:
             logger.debug("Evidence not written to %s: %s", self.directory, exc)
         if required:
+            self.failed_closed = True
             self._close_spider()
+
+    def drop(self, request: Request) -> None:
+        """End ``request``, which waited for its robots.txt while the archive
+        failed under REP_EVIDENCE_REQUIRED: closing the spider does not recall
+        requests in progress, and its robots.txt may be the one not recorded."""
+        self._stats.inc_value("rep/evidence/dropped")
+        raise IgnoreRequest(
+            f"not sent: the evidence archive failed (REP_EVIDENCE_REQUIRED): {request.url}"
+        )
 
     def _close_spider(self) -> None:
         engine = self.crawler.engine
