@@ -7,6 +7,7 @@ loopback address of its own that challenges every page.
 from __future__ import annotations
 
 import threading
+from contextlib import ExitStack
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from redis_server import RedisServer, shared
 from servers import Reply, ScriptedServer
 from test_redis_slowdown import report_of, start_worker
 from test_report import records
+from test_stop_signals_pages import NEGATIVE
 
 from scrapy_rep import RobotsTxtUnavailable
 
@@ -144,6 +146,55 @@ def test_three_workers_at_once_account_for_every_request(
     # learns it: test_workers_that_start_after_the_stop_send_nothing.
     dropped = sum(r["stats"].get("rep/challenge/dropped", 0) for r in reports)
     assert dropped + len(hits) == 30
+
+
+def test_three_workers_agree_on_every_kind_of_answer(
+    redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """Each origin on an address of its own, each worker with four pages of
+    each: robots.txt under a challenge is no robots.txt for any worker, a 402
+    and a block stop the origin for all (a worker sends at most its first page
+    before it knows), and the negative set (a WAF present, not acting) is
+    crawled whole by all. With REP_STOP_SIGNALS = False it fails: 12 pages of
+    the origin whose robots.txt is challenged sent."""
+    with ExitStack() as stack:
+
+        def site(address: str, robots: Reply | None = None, pages: Reply | None = None) -> Any:
+            server = stack.enter_context(ScriptedServer(address))
+            if robots is None:
+                server.robots("User-agent: *\nAllow: /\n")
+            else:
+                server.script("/robots.txt", robots)
+            for i in range(12):
+                server.script(f"/p{i}", pages or Reply(body=b"<html>ok</html>"))
+            return server
+
+        challenged_robots = site("127.0.0.240", robots=CHALLENGE)
+        paying = site("127.0.0.241", pages=Reply(402, b"", {"crawler-price": "USD 0.01"}))
+        blocking = site("127.0.0.242", pages=Reply(403, b"", {"x-vercel-mitigated": "deny"}))
+        negative = [site(f"127.0.0.{243 + n}", pages=p.values[0]) for n, p in enumerate(NEGATIVE)]
+        everyone = [challenged_robots, paying, blocking, *negative]
+        settings = shared(redis_server, redis_prefix, **FAST, CONCURRENT_REQUESTS_PER_DOMAIN=1)
+        workers = []
+        for n, name in enumerate("abc"):
+            urls = [server.url(f"/p{i}") for server in everyone for i in range(n, 12, 3)]
+            workers.append(start_worker(name, urls, settings))
+        reports = [report_of(worker, 90) for worker in workers]
+        responses = {url for report in reports for url in report["responses"]}
+        failures = {url: kind for report in reports for url, kind in report["failures"].items()}
+
+        def failed(server: ScriptedServer) -> set[str]:
+            return {failures.get(server.url(f"/p{i}"), "-") for i in range(12)}
+
+        assert challenged_robots.pages() == []  # never allow-all
+        assert failed(challenged_robots) == {"RobotsTxtUnavailable"}
+        for server, kind in ((paying, "PaymentRequired"), (blocking, "SiteChallenged")):
+            assert failed(server) == {kind}, server.host
+            senders = [hit.headers.get("X-Worker") for hit in server.page_hits()]
+            assert len(senders) == len(set(senders)) <= 3, (server.host, senders)
+        for server in negative:
+            assert {server.url(f"/p{i}") for i in range(12)} <= responses, server.host
+            assert len(server.pages()) == 12, server.host
 
 
 @pytest.mark.asyncio_only
