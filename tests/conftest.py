@@ -30,9 +30,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked asyncio_only are skipped on Twisted's own reactor (make pytest-twisted)."""
+    """The modules with tests marked slow first, each module's tests together
+    and in their order: a run's processes take the next test as they finish
+    one (``--dist load``), and the long ones started last held a run up alone
+    at its end. Tests marked asyncio_only are skipped on Twisted's own reactor
+    (make pytest-twisted)."""
     from scrapy.utils.reactor import is_asyncio_reactor_installed
 
+    slow = {item.module for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.module not in slow)  # stable: each module stays whole
     if is_asyncio_reactor_installed():
         return
     skip = pytest.mark.skip(

@@ -17,35 +17,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from scrapy.settings import default_settings
-from scrapy_forks import Process, ScrapyForks
+from scrapy_forks import Process, ScrapyForks, scrapy_components
 
 WORKER = Path(__file__).with_name("_redis_worker.py")
 
 
 def _imports() -> list[str]:
-    """Scrapy's default components, scrapy-redis, scrapy-rep and the test's own
-    download handler: what a worker imports before its first request."""
-    d = default_settings
-    components = [
-        *d.DOWNLOADER_MIDDLEWARES_BASE,
-        *d.SPIDER_MIDDLEWARES_BASE,
-        *d.EXTENSIONS_BASE,
-        *(path for path in d.DOWNLOAD_HANDLERS_BASE.values() if path),
-        d.SCHEDULER,
-        d.DUPEFILTER_CLASS,
-        d.STATS_CLASS,
-        d.LOG_FORMATTER,
-        d.SCHEDULER_PRIORITY_QUEUE,
-        d.SCHEDULER_MEMORY_QUEUE,
-        d.SCHEDULER_DISK_QUEUE,
-        d.DOWNLOADER,
-        d.ROBOTSTXT_PARSER,
-    ]
-    modules = sorted({path.rsplit(".", 1)[0] for path in components})
+    """What a worker imports before its first request: Scrapy's default
+    components, scrapy-redis, scrapy-rep and the test's own download handler."""
     return [
-        *modules,
-        "scrapy.resolver",
+        *scrapy_components(),
         "scrapy_redis.scheduler",
         "scrapy_redis.dupefilter",
         "scrapy_rep.addon",

@@ -4,14 +4,17 @@ each time (import as ``from scrapy_forks import ScrapyForks``).
 Each process that imports Scrapy spends most of a CPU second on it before it
 does anything, and the CLI tests start dozens. :class:`ScrapyForks` starts one
 Python process that imports what every ``scrapy`` run imports before its
-command runs (``scrapy.cmdline`` and Scrapy's own commands), then forks a child
+command runs (``scrapy.cmdline`` and Scrapy's own commands) and the modules of
+Scrapy's default components (a crawl's next imports), then forks a child
 per command. The child does what the installed ``scrapy`` script does:
 ``sys.exit(scrapy.cmdline.execute())`` with the command's ``sys.argv``, in the
 command's directory and environment, its own stdin (/dev/null), stdout and
 stderr. Nothing ran before the fork but those imports (no settings read, no
 project found, scrapy-rep not imported, no reactor installed): each run finds
 its project, settings, commands and reactor as ``scrapy`` does, and ends with
-its own exit status. Coverage follows the children (a forked process saves
+its own exit status. :meth:`ScrapyForks.popen` runs a Python script the same
+way (redis_workers.py: the Redis tests' workers, with more modules imported
+first). Coverage follows the children (a forked process saves
 its own data).
 """
 
@@ -56,7 +59,7 @@ for name in setup["preload"]:
 # every `scrapy` run imports all of Scrapy's commands first, whatever its own
 list(getattr(misc, "walk_modules_iter", misc.walk_modules)("scrapy.commands"))
 assert "twisted.internet.reactor" not in sys.modules  # each child installs its own
-if not setup["preload"]:  # each `scrapy` run imports it as its settings say
+if not setup["path"]:  # serving `scrapy` runs: each imports scrapy-rep as its settings say
     assert "scrapy_rep" not in sys.modules
 jobs = {}  # pid -> job number
 server = os.getpid()
@@ -240,9 +243,34 @@ class ScrapyForks:
         self._dir.cleanup()
 
 
+def scrapy_components() -> list[str]:
+    """The modules of Scrapy's default components (middlewares, extensions,
+    download handlers, scheduler, ...): what a crawl imports as it starts,
+    after its reactor is installed, though none of them installs one."""
+    from scrapy.settings import default_settings as d
+
+    components = [
+        *d.DOWNLOADER_MIDDLEWARES_BASE,
+        *d.SPIDER_MIDDLEWARES_BASE,
+        *d.EXTENSIONS_BASE,
+        *(path for path in d.DOWNLOAD_HANDLERS_BASE.values() if path),
+        d.SCHEDULER,
+        d.DUPEFILTER_CLASS,
+        d.STATS_CLASS,
+        d.LOG_FORMATTER,
+        d.SCHEDULER_PRIORITY_QUEUE,
+        d.SCHEDULER_MEMORY_QUEUE,
+        d.SCHEDULER_DISK_QUEUE,
+        d.DOWNLOADER,
+        d.ROBOTSTXT_PARSER,
+    ]
+    return [*sorted({path.rsplit(".", 1)[0] for path in components}), "scrapy.resolver"]
+
+
 def scrapy_forks() -> Iterator[ScrapyForks]:
-    """A module-scoped fixture body: ``yield from scrapy_forks()``."""
-    forks = ScrapyForks()
+    """A module-scoped fixture body: ``yield from scrapy_forks()``. The server
+    imports Scrapy's default components too (never scrapy-rep)."""
+    forks = ScrapyForks(preload=scrapy_components())
     try:
         yield forks
     finally:
