@@ -41,7 +41,7 @@ $(VENV)/.installed-demo: pyproject.toml $(VENV)/.created
 
 $(FLOOR_VENV)/.installed-test: pyproject.toml $(VENV)/.created
 	@echo "== .venv-floor: the same on Scrapy $(FLOOR_SCRAPY)"
-	test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
+	test -x $(FLOOR_VENV)/bin/python || $(UV) venv -q $(FLOOR_VENV) || $(PYTHON) -m venv $(FLOOR_VENV)
 	$(call install,$(FLOOR_VENV)/bin/python,$(FLOOR_EXTRAS))
 	touch $@
 
