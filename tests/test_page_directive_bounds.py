@@ -51,6 +51,7 @@ def page_crawl(site: ScriptedServer, *, scrapy_rep: bool = True, **settings: Any
 
 
 @pytest.mark.slow
+@pytest.mark.reactor_free  # both crawls run in a process of their own, on its default reactor
 @pytest.mark.parametrize("purposes", [[], ["train-ai"]], ids=["meta", "meta+usage"])
 def test_a_page_with_100000_robots_meta_tags_costs_about_what_it_costs_scrapy(
     site: ScriptedServer, purposes: list[str]
