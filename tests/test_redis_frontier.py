@@ -96,6 +96,9 @@ class ManySites:
         self._lock = threading.Lock()
         self.hits: list[Hit] = []
         self._answered_503: set[str] = set()
+        self.held_after: int | None = None  # pages answered; the next wait for `resume`
+        self.resume = threading.Event()
+        self._pages = 0
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.sites = self
         self.port = self._httpd.server_address[1]
@@ -113,6 +116,12 @@ class ManySites:
             if host.startswith("d"):
                 rules += f"Crawl-delay: {self.delay:g}\n"
             return 200, rules.encode(), text
+        if self.held_after is not None:
+            with self._lock:
+                self._pages += 1
+                held = self._pages > self.held_after
+            if held:
+                self.resume.wait(60)
         if self.page_delay:
             time.sleep(self.page_delay)
         if host.startswith("p"):
@@ -272,22 +281,29 @@ def test_redis_killed_and_restarted_mid_crawl_loses_nothing_and_every_worker_end
     client = durable_redis.client()
     seen_key = redis_prefix + "rep-worker:dupefilter"
     outage: list[int] = []
+    # A quarter of the pages answered, the others wait at the site until Redis
+    # is killed: the kill comes mid-crawl however fast or loaded the machine.
+    sites.held_after = len(urls) // 4
 
     def kill_and_restart() -> None:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            pages_done = sum(1 for h in sites.hits if h.path != "/robots.txt")
-            with_starts = client.scard(seen_key) == len(urls)  # every start request scheduled
-            if with_starts and pages_done >= len(urls) // 4:
-                outage.append(pages_done)
-                durable_redis.stop()
-                # Down for REP_REDIS_RETRY (1 s) and more: every worker's
-                # pop fails within IDLE_POLL (0.2 s), and its next try, 1 s
-                # later, fails again (the same outage, told once)
-                time.sleep(1.5)
-                durable_redis.start()
-                return
-            time.sleep(0.02)
+        try:
+            while time.monotonic() < deadline:
+                pages_done = sum(1 for h in sites.hits if h.path != "/robots.txt")
+                with_starts = client.scard(seen_key) == len(urls)  # every start request scheduled
+                if with_starts and pages_done >= len(urls) // 4:
+                    outage.append(pages_done)
+                    durable_redis.stop()
+                    sites.resume.set()  # the workers go on, and find Redis gone
+                    # Down for REP_REDIS_RETRY (1 s) and more: every worker's
+                    # pop fails within IDLE_POLL (0.2 s), and its next try, 1 s
+                    # later, fails again (the same outage, told once)
+                    time.sleep(1.5)
+                    durable_redis.start()
+                    return
+                time.sleep(0.02)
+        finally:
+            sites.resume.set()
 
     killer = threading.Thread(target=kill_and_restart)
     killer.start()
