@@ -24,6 +24,13 @@ FLOOR_EXTRAS := -e '.[test,redis]' 'scrapy==$(FLOOR_SCRAPY)'
 install = if test -x $(UV); then $(UV) pip install -q --python $(1) $(2); \
 	  else $(1) $(PIP_INSTALL) $(2); fi
 
+# Some machines set PYTHONDONTWRITEBYTECODE (this one's CI does): the suite's
+# many Python processes (pytest's, the forked crawls', the subprocesses') then
+# each compiled Scrapy, Twisted and the tests again, about 3 CPU-s apiece for a
+# pytest process. The set-up compiles what the suite imports once (pytest
+# --collect-only), and every later process reads it.
+export PYTHONDONTWRITEBYTECODE :=
+
 $(VENV)/.created:
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) $(PIP_INSTALL) uv || echo "note: no uv, installing with pip (slower)"
@@ -32,6 +39,7 @@ $(VENV)/.created:
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.created
 	@echo "== .venv: scrapy-rep with the test, redis and docs tools"
 	$(call install,$(PY),$(TEST_EXTRAS))
+	$(VENV)/bin/pytest --collect-only -q -p no:cacheprovider >/dev/null
 	touch $@
 
 # The demo needs scrapy-rep and Scrapy, nothing of the test toolchain.
@@ -43,6 +51,7 @@ $(FLOOR_VENV)/.installed-test: pyproject.toml $(VENV)/.created
 	@echo "== .venv-floor: the same on Scrapy $(FLOOR_SCRAPY)"
 	test -x $(FLOOR_VENV)/bin/python || $(UV) venv -q $(FLOOR_VENV) || $(PYTHON) -m venv $(FLOOR_VENV)
 	$(call install,$(FLOOR_VENV)/bin/python,$(FLOOR_EXTRAS))
+	$(FLOOR_VENV)/bin/pytest --collect-only -q -p no:cacheprovider >/dev/null
 	touch $@
 
 # lint-imports: the import contracts of pyproject.toml ([tool.importlinter]): arrows
