@@ -24,7 +24,7 @@ FLOOR_EXTRAS := -e '.[test,redis]' 'scrapy==$(FLOOR_SCRAPY)'
 install = if test -x $(UV); then $(UV) pip install -q --python $(1) $(2); \
 	  else $(1) $(PIP_INSTALL) $(2); fi
 
-# Some machines set PYTHONDONTWRITEBYTECODE (this one's CI does): the suite's
+# Some machines set PYTHONDONTWRITEBYTECODE (the development machine does): the suite's
 # many Python processes (pytest's, the forked crawls', the subprocesses') then
 # each compiled Scrapy, Twisted and the tests again, about 3 CPU-s apiece for a
 # pytest process. The set-up compiles what the suite imports once (pytest
