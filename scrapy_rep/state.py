@@ -141,14 +141,14 @@ class StateStore:
         BUSY_TIMEOUT in all. SQLite answers "busy" at once, without waiting,
         where waiting could deadlock: processes opening a new file at the same
         moment, one switching it to WAL while another creates the tables; and
-        it may answer "disk I/O error" while another sets up the WAL files.
-        Only what the file holds (:func:`_unreadable`) is final."""
+        it may answer "disk I/O error" while another sets up the WAL files
+        (:func:`_passing`)."""
         deadline = _clock.monotonic() + BUSY_TIMEOUT
         while True:
             try:
                 return self._open(max(deadline - _clock.monotonic(), 0.0))
             except sqlite3.Error as exc:
-                if _unreadable(exc) or _clock.monotonic() >= deadline:
+                if not _passing(exc) or _clock.monotonic() >= deadline:
                     raise
             time.sleep(OPEN_RETRY)
 
@@ -392,6 +392,17 @@ def _unreadable(problem: BaseException) -> bool:
         return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
     return isinstance(problem, sqlite3.DatabaseError) and any(
         words in str(problem) for words in ("malformed", "not a database")
+    )
+
+
+def _passing(problem: BaseException) -> bool:
+    """Whether ``problem`` may pass if the file is opened again: another
+    connection's lock, or an I/O error while another process sets it up."""
+    name = getattr(problem, "sqlite_errorname", None)  # Python 3.11+
+    if isinstance(name, str):
+        return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_IOERR", "SQLITE_PROTOCOL"))
+    return isinstance(problem, sqlite3.OperationalError) and any(
+        words in str(problem) for words in ("locked", "disk I/O", "locking protocol")
     )
 
 

@@ -392,6 +392,27 @@ def test_a_new_file_made_by_another_process_while_its_marks_are_read_is_used(
     reader.close()
 
 
+def test_a_state_file_sqlite_cannot_open_is_left_in_place(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only a file's content puts it aside: one SQLite cannot open at all (here
+    a directory by its name) stays where it is, and the crawl goes on without
+    the state after one WARNING, at once (not a lock: no wait)."""
+    state = tmp_path / "state"
+    (state / FILE_NAME / "kept").mkdir(parents=True)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="scrapy_rep"):
+        store = StateStore(str(state), Config(), None)
+        store.close()
+    assert time.monotonic() - started < 1.0  # BUSY_TIMEOUT is 5 s
+    assert store._failed
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1, warnings
+    assert "going on without it" in warnings[0], warnings
+    assert sorted(os.listdir(state)) == [FILE_NAME]
+    assert os.listdir(state / FILE_NAME) == ["kept"]
+
+
 def test_a_state_file_another_process_holds_is_not_moved_aside(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
