@@ -397,14 +397,12 @@ def test_a_state_file_sqlite_cannot_open_is_left_in_place(
 ) -> None:
     """Only a file's content puts it aside: one SQLite cannot open at all (here
     a directory by its name) stays where it is, and the crawl goes on without
-    the state after one WARNING, at once (not a lock: no wait)."""
+    the state after one WARNING."""
     state = tmp_path / "state"
     (state / FILE_NAME / "kept").mkdir(parents=True)
-    started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="scrapy_rep"):
         store = StateStore(str(state), Config(), None)
         store.close()
-    assert time.monotonic() - started < 1.0  # BUSY_TIMEOUT is 5 s
     assert store._failed
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1, warnings
