@@ -125,7 +125,7 @@ class StateStore:
         except OSError as exc:
             self._give_up("open", exc)
         except (sqlite3.Error, StateUnreadable) as exc:
-            if _busy(exc):  # another crawl holds it past BUSY_TIMEOUT: not corrupt
+            if not _unreadable(exc):  # held past BUSY_TIMEOUT, or I/O: not its content
                 self._give_up("open", exc)
                 return
             self._put_aside(exc)
@@ -140,13 +140,15 @@ class StateStore:
         """:meth:`_open`, again while another process holds the file, within
         BUSY_TIMEOUT in all. SQLite answers "busy" at once, without waiting,
         where waiting could deadlock: processes opening a new file at the same
-        moment, one switching it to WAL while another creates the tables."""
+        moment, one switching it to WAL while another creates the tables; and
+        it may answer "disk I/O error" while another sets up the WAL files
+        (:func:`_passing`)."""
         deadline = _clock.monotonic() + BUSY_TIMEOUT
         while True:
             try:
                 return self._open(max(deadline - _clock.monotonic(), 0.0))
             except sqlite3.Error as exc:
-                if not _busy(exc) or _clock.monotonic() >= deadline:
+                if not _passing(exc) or _clock.monotonic() >= deadline:
                     raise
             time.sleep(OPEN_RETRY)
 
@@ -171,8 +173,15 @@ class StateStore:
                     f"application id {app:#x}, schema {version}: not scrapy-rep's "
                     f"(schema {SCHEMA_VERSION})"
                 )
-            db.execute("SELECT origin, outcome, meta, body, fetched, expires FROM robots LIMIT 1")
-            db.execute("SELECT sha256, body, written FROM pinned LIMIT 1")
+            try:
+                db.execute(
+                    "SELECT origin, outcome, meta, body, fetched, expires FROM robots LIMIT 1"
+                )
+                db.execute("SELECT sha256, body, written FROM pinned LIMIT 1")
+            except sqlite3.OperationalError as exc:
+                if "no such" in str(exc):  # our marks, not our tables
+                    raise StateUnreadable(str(exc)) from exc
+                raise
             return db
         except BaseException:
             db.close()
@@ -371,12 +380,30 @@ class StateStore:
             db.close()
 
 
-def _busy(problem: BaseException) -> bool:
-    """Whether ``problem`` is another connection's lock, not the file's content."""
+def _unreadable(problem: BaseException) -> bool:
+    """Whether ``problem`` is the file's content (corrupt, not a database, not
+    ours): the only reason to put a file aside. Anything else (another
+    process's lock, an I/O error while another sets the file up) may pass, and
+    a file put aside then takes with it what the other processes write."""
+    if isinstance(problem, StateUnreadable):
+        return True
     name = getattr(problem, "sqlite_errorname", None)  # Python 3.11+
     if isinstance(name, str):
-        return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
-    return isinstance(problem, sqlite3.OperationalError) and "locked" in str(problem)
+        return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
+    return isinstance(problem, sqlite3.DatabaseError) and any(
+        words in str(problem) for words in ("malformed", "not a database")
+    )
+
+
+def _passing(problem: BaseException) -> bool:
+    """Whether ``problem`` may pass if the file is opened again: another
+    connection's lock, or an I/O error while another process sets it up."""
+    name = getattr(problem, "sqlite_errorname", None)  # Python 3.11+
+    if isinstance(name, str):
+        return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_IOERR", "SQLITE_PROTOCOL"))
+    return isinstance(problem, sqlite3.OperationalError) and any(
+        words in str(problem) for words in ("locked", "disk I/O", "locking protocol")
+    )
 
 
 def _rules(entry: Entry, mode: _Body) -> Rules:
@@ -388,8 +415,13 @@ def _rules(entry: Entry, mode: _Body) -> Rules:
 
 
 def _marks(db: sqlite3.Connection) -> tuple[int, int]:
-    app = db.execute("PRAGMA application_id").fetchone()[0]
-    version = db.execute("PRAGMA user_version").fetchone()[0]
+    """The file's application id and schema version, read in one statement:
+    read in two, another process making the file between them showed an id of
+    0 with our schema version, and the file was put aside as foreign."""
+    app, version = db.execute(
+        "SELECT a.application_id, v.user_version "
+        "FROM pragma_application_id() AS a, pragma_user_version() AS v"
+    ).fetchone()
     return int(app), int(version)
 
 
