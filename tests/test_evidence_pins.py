@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shutil
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,31 @@ async def test_a_revisit_record_leads_to_the_body_it_refers_to(
     assert result.returncode == 1, result.stderr
     assert "  pin       CHANGED: +2 Disallow lines" in result.stdout
     assert f"  pinned    ALLOWED    now FORBIDDEN  {site.url('/new/1')}" in result.stdout
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_crawl_pinned_to_an_evidence_jsonl_reads_the_pinned_rules_back(
+    site: ScriptedServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """REP_PIN_FILE = an earlier crawl's evidence.jsonl: the crawl's pin
+    WARNING names the changed lines, and the requests the pinned rules
+    allowed are counted."""
+    site.robots(THEN)
+    evidence = tmp_path / "evidence"
+    await run_crawl([site.url("/a")], {**SETTINGS, "REP_EVIDENCE": str(evidence)})
+    site.robots(NOW)
+    with caplog.at_level(logging.WARNING, logger="scrapy_rep.pins"):
+        second = await run_crawl(
+            [site.url("/new/1"), site.url("/private/x")],
+            {**SETTINGS, "REP_PIN_FILE": str(evidence / "evidence.jsonl")},
+        )
+    assert second.stats["rep/pin/changed"] == 1
+    assert second.stats["rep/pin/forbidden"] == 2
+    assert second.stats["rep/pin/newly_forbidden"] == 1  # /new/1: allowed then
+    assert any(
+        "+2 Disallow lines; the current rules apply" in record.getMessage()
+        for record in caplog.records
+    ), caplog.text
 
 
 def _damaged(evidence: Path, tmp_path: Path, how: str) -> tuple[Path, str]:

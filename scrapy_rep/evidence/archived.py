@@ -135,7 +135,7 @@ class ArchivedBodies:
 def _json(text: str) -> dict[str, Any] | None:
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # a line nested past the parser's depth
         return None
     return data if isinstance(data, dict) else None
 
