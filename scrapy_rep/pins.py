@@ -13,10 +13,11 @@ three forms (:func:`read_pins`):
 
 When a fetched robots.txt differs from its pin (another body, or none any
 more), :class:`PinWatch` says so once with what changed in its rule lines
-(when the pinned body is at hand: seen earlier in the crawl, or kept in
-``REP_STATE_DIR``), counts the requests refused since (and those the pinned
-rules allowed), and under ``REP_PIN_ACTION = "stop_origin"`` has the
-middleware drop the origin's requests with
+(when the pinned body is at hand: seen earlier in the crawl, kept in
+``REP_STATE_DIR``, or, for a pin file that is an ``evidence.jsonl``, read
+back from the WARC files beside it: :mod:`scrapy_rep.evidence.archived`),
+counts the requests refused since (and those the pinned rules allowed),
+and under ``REP_PIN_ACTION = "stop_origin"`` has the middleware drop the origin's requests with
 :class:`~scrapy_rep.exceptions.RobotsTxtChanged`. At spider close, one line
 per changed origin sums it up.
 """
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from scrapy_rep.cache import lru_put
+from scrapy_rep.evidence.archived import ArchivedBodies, ArchiveUnreadable
 from scrapy_rep.exceptions import InvalidSetting
 from scrapy_rep.origin import origin_of
 from scrapy_rep.policy import PARSED, UNAVAILABLE
@@ -163,12 +165,24 @@ def rule_lines(body: bytes) -> RuleLines:
 class _Changed:
     """One origin's robots.txt that differs from its pin."""
 
-    __slots__ = ("current", "dropped", "forbidden", "newly_forbidden", "pinned_rules", "what")
+    __slots__ = (
+        "current",
+        "dropped",
+        "forbidden",
+        "newly_forbidden",
+        "pinned_rules",
+        "unread",
+        "what",
+    )
 
-    def __init__(self, current: str, what: str, pinned_rules: RobotsTxt | None) -> None:
+    def __init__(
+        self, current: str, what: str, pinned_rules: RobotsTxt | None, unread: str = ""
+    ) -> None:
         self.current = current
         self.what = what
         self.pinned_rules = pinned_rules
+        self.unread = unread
+        """Why the pinned body named by the evidence archive could not be read back."""
         self.forbidden = 0
         self.newly_forbidden = 0
         self.dropped = 0
@@ -187,6 +201,7 @@ class PinWatch:
         assert crawler.stats is not None
         self._stats = crawler.stats
         self._state = state
+        self._archive = ArchivedBodies(config.pin_file, pins) if config.pin_file else None
         self.changed: dict[Origin, _Changed] = {}
         self.stopped: set[Origin] = set()
         """Origins whose requests the middleware drops (REP_PIN_ACTION = "stop_origin")."""
@@ -235,7 +250,7 @@ class PinWatch:
         known = self.changed.get(origin)
         if known is not None and known.current == current:
             return
-        pinned_rules, pinned_lines = self._pinned_of(origin, pin, previous)
+        pinned_rules, pinned_lines, unread = self._pinned_of(origin, pin, previous)
         if body is None and self._state is not None and current != "none":
             body = self._state.body(origin, current)  # taken from the state, not fetched
         if current == "none":
@@ -244,16 +259,17 @@ class PinWatch:
             what = rule_changes(pinned_lines, rule_lines(body))
         else:
             what = "the pinned body is not at hand to compare lines"
-        self.changed[origin] = _Changed(current, what, pinned_rules)
+        self.changed[origin] = _Changed(current, what, pinned_rules, unread)
         self._stats.inc_value("rep/pin/changed")
         if self.stop:
             self.stopped.add(origin)
         logger.warning(
-            "robots.txt of %s changed since pinned (sha256 %s... now %s...): %s; %s",
+            "robots.txt of %s changed since pinned (sha256 %s... now %s...): %s%s; %s",
             origin.text,
             pin[:12],
             current[:12],
             what,
+            f" (not read back from the evidence archive: {unread})" if unread else "",
             "its requests are dropped (REP_PIN_ACTION = 'stop_origin')"
             if self.stop
             else "the current rules apply",
@@ -261,22 +277,30 @@ class PinWatch:
 
     def _pinned_of(
         self, origin: Origin, pin: str, previous: Entry | None
-    ) -> tuple[RobotsTxt | None, RuleLines | None]:
-        """The pinned rules and their lines, when this crawl or the state has them."""
+    ) -> tuple[RobotsTxt | None, RuleLines | None, str]:
+        """The pinned rules and their lines, when this crawl, the state or the
+        evidence archive has them; why the archive could not give them."""
         seen = self._pinned.get(origin)
         if seen is not None:
-            return seen
+            return (*seen, "")
         rules = None
         if previous is not None and previous.sha256 == pin:
             rules = previous.robots
         body = self._state.body(origin, pin) if self._state is not None else None
+        if body is not None:
+            assert self._state is not None
+            self._state.keep_pinned(pin, body)  # the origin's row is about to get the new body
+        unread = ""
+        if body is None and self._archive is not None:
+            try:
+                body = self._archive.body(origin.text, pin)
+            except ArchiveUnreadable as exc:
+                unread = str(exc)
         if body is None:
-            return rules, None
-        assert self._state is not None
-        self._state.keep_pinned(pin, body)  # the origin's row is about to get the new body
+            return rules, None, unread
         if rules is None:
             rules = RobotsTxt.parse(body, url=origin.robots_url, max_size=self._max_size)
-        return rules, rule_lines(body)
+        return rules, rule_lines(body), unread
 
     # -- requests ------------------------------------------------------------------
 

@@ -481,14 +481,14 @@ def test_scrapy_robots_shows_the_pinned_verdicts_beside_the_current_ones(
     assert f"  pinned    sha256 {hashlib.sha256(FIRST).hexdigest()}" in out
     assert f"  now       sha256 {hashlib.sha256(SECOND).hexdigest()}" in out
     assert "  pin       CHANGED: +2 Disallow lines" in out
-    assert f"  pinned    ALLOWED    {site.url('/new/1')}" in out
-    assert f"  pinned    FORBIDDEN  {site.url('/private/x')}" in out
+    assert f"  pinned    ALLOWED    now FORBIDDEN  {site.url('/new/1')}" in out
+    assert f"  pinned    FORBIDDEN  now FORBIDDEN  {site.url('/private/x')}" in out
     as_json = scrapy_robots("--state", state, "--pins", pins, "--json", *urls, cwd=tmp_path)
     pin = json.loads(as_json.stdout)["pins"][0]
     assert pin["state"] == "changed"
-    assert pin["pinned_verdicts"] == [
-        {"url": urls[0], "allowed": True},
-        {"url": urls[1], "allowed": False},
+    assert [(v["url"], v["allowed"], v["now"]) for v in pin["pinned_verdicts"]] == [
+        (urls[0], True, "forbidden"),
+        (urls[1], False, "forbidden"),
     ]
 
 

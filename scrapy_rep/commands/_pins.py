@@ -5,18 +5,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from scrapy_rep.commands._explain import UrlVerdict
     from scrapy_rep.origin import Origin
     from scrapy_rep.pins import PinWatch
     from scrapy_rep.policy import Entry
 
-__all__ = ["pin_report", "render_pins"]
+__all__ = ["pin_notes", "pin_report", "render_pins"]
 
 
 def pin_report(
-    watch: PinWatch, origin: Origin, entry: Entry, urls: list[str], agent: str
+    watch: PinWatch, origin: Origin, entry: Entry, verdicts: Sequence[UrlVerdict], agent: str
 ) -> dict[str, Any]:
     """What the pin of ``origin`` says against ``entry`` (what the crawl found
-    now), and each URL's verdict under the pinned rules when they are at hand."""
+    now, and ``verdicts``, its verdicts of the URLs), and each URL's verdict
+    under the pinned rules when they are at hand, beside the one now."""
     pinned = watch.pins.get(origin.text)
     report: dict[str, Any] = {
         "robots_txt": origin.robots_url,
@@ -33,12 +37,33 @@ def pin_report(
         return report
     report["state"] = "changed"
     report["changes"] = changed.what
+    if changed.unread:
+        report["unread"] = changed.unread
     rules = changed.pinned_rules
     if rules is not None:
-        report["pinned_verdicts"] = [
-            {"url": url, "allowed": rules.allowed(url, user_agent=agent)} for url in urls
-        ]
+        report["pinned_verdicts"] = []
+        for verdict in verdicts:
+            then = rules.decide(verdict.url, user_agent=agent)
+            report["pinned_verdicts"].append(
+                {
+                    "url": verdict.url,
+                    "allowed": then.allowed,
+                    "line": then.line,
+                    "rule": then.rule,
+                    "now": verdict.verdict,
+                }
+            )
     return report
+
+
+def pin_notes(reports: list[dict[str, Any]]) -> list[str]:
+    """A note per pinned body the evidence archive names but could not give back."""
+    return [
+        f"the pinned robots.txt of {report['robots_txt']} was not read back from the "
+        f"evidence archive: {report['unread']}"
+        for report in reports
+        if report.get("unread")
+    ]
 
 
 def render_pins(reports: list[dict[str, Any]], path: str) -> str:
@@ -60,9 +85,15 @@ def render_pins(reports: list[dict[str, Any]], path: str) -> str:
         else:
             lines.append(f"  pin       CHANGED: {report['changes']}")
             verdicts = report.get("pinned_verdicts")
-            if verdicts is None:
-                lines.append("  pinned    rules not at hand (--state DIR may hold them)")
+            if verdicts is None and report.get("unread"):
+                lines.append("  pinned    rules not at hand (see the note above)")
+            elif verdicts is None:
+                lines.append(
+                    "  pinned    rules not at hand (--state DIR, or --pins with an evidence "
+                    "directory, may hold them)"
+                )
             for verdict in verdicts or ():
-                word = "ALLOWED" if verdict["allowed"] else "FORBIDDEN"
-                lines.append(f"  pinned    {word:<10} {verdict['url']}")
+                then = "ALLOWED" if verdict["allowed"] else "FORBIDDEN"
+                now = f"now {verdict['now'].upper()}"
+                lines.append(f"  pinned    {then:<10} {now:<14} {verdict['url']}")
     return "\n".join(lines)

@@ -33,10 +33,11 @@ from twisted.python.failure import Failure
 from scrapy_rep import _clock, _compat, decompression
 from scrapy_rep._robots import robots_off, robots_service
 from scrapy_rep.commands._explain import Report, explain, render_json, render_text
-from scrapy_rep.commands._pins import pin_report, render_pins
+from scrapy_rep.commands._pins import pin_notes, pin_report, render_pins
 from scrapy_rep.config import Config
 from scrapy_rep.decompression import ORDER as DECOMPRESSION_ORDER
 from scrapy_rep.decompression import BoundedDecompressionMiddleware
+from scrapy_rep.evidence import JSONL
 from scrapy_rep.exceptions import InvalidSetting
 from scrapy_rep.middleware import RobotsTxtMiddleware
 from scrapy_rep.origin import Origin, origin_of
@@ -119,7 +120,8 @@ class Command(ScrapyCommand):
             "--pins",
             metavar="FILE",
             help="compare each robots.txt with its pin in FILE (REP_PIN_FILE: JSON, "
-            "TSV or evidence.jsonl) and show the verdicts under the pinned rules",
+            "TSV or evidence.jsonl, or an evidence directory, REP_EVIDENCE) and show "
+            "the verdicts under the pinned rules",
         )
         parser.add_argument(
             "--state",
@@ -148,7 +150,7 @@ class Command(ScrapyCommand):
         if opts.purpose:
             settings.set("REP_PURPOSES", ",".join(opts.purpose), priority="cmdline")
         if opts.pins is not None:
-            settings.set("REP_PIN_FILE", opts.pins, priority="cmdline")
+            settings.set("REP_PIN_FILE", _pin_file(opts.pins), priority="cmdline")
         if opts.state is not None:
             settings.set("REP_STATE_DIR", opts.state, priority="cmdline")
         checked = settings
@@ -260,11 +262,13 @@ class Command(ScrapyCommand):
         for origin, urls in by_origin.items():
             entry = entries[urls[0]]
             assert entry is not None
-            reports.append(explain(origin.robots_url, entry, urls, self._config))
+            report = explain(origin.robots_url, entry, urls, self._config)
+            reports.append(report)
             watch = pins.get("watch")
             if watch is not None:
                 agent = self._config.user_agent
-                self._pins.append(pin_report(watch, origin, entry, urls, agent))
+                self._pins.append(pin_report(watch, origin, entry, report.verdicts, agent))
+        self._notes += pin_notes(self._pins)
         return reports
 
 
@@ -389,6 +393,12 @@ def _agent_source(settings: BaseSettings, config: Config, agent: str | None) -> 
     if config.user_agent_problem:
         return config.user_agent_problem + ", or use --agent"
     return "from USER_AGENT"
+
+
+def _pin_file(path: str) -> str:
+    """``--pins``: a pin file, or an evidence directory (its evidence.jsonl,
+    whose WARC files beside it hold the pinned bodies)."""
+    return str(Path(path) / JSONL) if Path(path).is_dir() else path
 
 
 def _origin(url: str) -> Origin | None:
