@@ -24,7 +24,9 @@ What else keeps this sound:
   scheduler at once instead of at its next 5 s heartbeat;
 - every sleep ends early, with False, once the engine starts closing.
 
-The engine internals this needs are in :mod:`scrapy_rep._slots.active`.
+The engine internals this needs are in :mod:`scrapy_rep._slots.active`; the
+crawl's :class:`~scrapy_rep._slots.ledger.Ledger`, kept here, knows which
+requests are detached.
 """
 
 from __future__ import annotations
@@ -39,12 +41,8 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
 from scrapy_rep import _timers
-from scrapy_rep._slots.active import (
-    engine_closing,
-    leave_active,
-    rejoin_active,
-    waiting_problems,
-)
+from scrapy_rep._slots.active import engine_closing, waiting_problems
+from scrapy_rep._slots.ledger import Ledger
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -61,6 +59,8 @@ class Waiting:
 
     def __init__(self, crawler: Crawler, cap: int) -> None:
         self._crawler = crawler
+        self.ledger = Ledger(crawler)
+        """The crawl's requests out (:mod:`scrapy_rep._slots.ledger`)."""
         self.cap = cap
         self.count = 0
         self._supported: bool | None = None  # checked on first use: no engine before
@@ -78,14 +78,14 @@ class Waiting:
         if self.count >= self.cap or not self._can_detach():
             yield
             return
-        if not leave_active(self._crawler.engine, request):
+        if not self.ledger.detach(request):
             yield
             return
         self.count += 1
         try:
             yield
         finally:
-            rejoin_active(self._crawler.engine, request)
+            self.ledger.rejoin(request)
             self.count -= 1
 
     async def woken(self, request: Request, wake: Deferred[bool]) -> bool:
