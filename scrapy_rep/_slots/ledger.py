@@ -1,26 +1,22 @@
 """The crawl's one record of requests out: Scrapy's downloader signals, received once.
 
-Every part of scrapy-rep that follows requests into Scrapy's downloader (the
-slot limit, the slow-down gates, the frontier's Crawl-delay holds, the Redis
-queue's leases, the cluster's turns, scrapy-rep's own downloads) asks this
-:class:`Ledger`, one per crawl (held by the waiting room, in the crawl's
-context: :mod:`scrapy_rep._context`), instead of connecting receivers of its own:
+What follows requests into Scrapy's downloader (the slot limit, the slow-down
+gates, the frontier's Crawl-delay holds, the Redis queue's leases, the
+cluster's turns, the own downloads) asks the crawl's :class:`Ledger` (kept by
+its waiting room) instead of connecting receivers of its own:
 
-- it receives ``request_reached_downloader``, ``request_left_downloader`` and
-  ``response_received`` once each, only while something follows them
-  (:meth:`Ledger.follow`; a Scrapy receiver costs every request some
-  microseconds, a plain callback far less), and passes them on;
-- it keeps the requests let go to a slot (:meth:`Ledger.let_go`) until the
-  downloader is done with them: they left it (answered or failed), were
-  answered without reaching it (an HttpCacheMiddleware hit), or are in their
-  slot's ``active`` set neither within :data:`REACH_TIMEOUT` nor later (a
-  later middleware dropped or rescheduled them), looked at by a sweep every
-  ``REACH_TIMEOUT`` seconds while anything is out; the follower of
-  :meth:`Ledger.track` is told;
-- it knows which requests are detached but alive: taken out of
-  ``Downloader.active`` to wait in a middleware (robots.txt, a paused slot's
-  gate, a slot's place) or to download without holding a place
-  (:meth:`Ledger.detach`), so they still count as under way (:meth:`Ledger.alive`).
+- ``request_reached_downloader``, ``request_left_downloader`` and
+  ``response_received`` are received here once each, only while followed
+  (:meth:`Ledger.follow`: a Scrapy receiver costs every request some
+  microseconds, a plain callback far less);
+- a request let go to a slot (:meth:`Ledger.let_go`) is out until it left the
+  downloader, was answered without reaching it (an HttpCacheMiddleware hit),
+  or is in its slot's ``active`` set neither within :data:`REACH_TIMEOUT` nor
+  later (a later middleware dropped it), looked at by a sweep every
+  ``REACH_TIMEOUT`` seconds while any is out (:meth:`Ledger.track` is told);
+- a request taken out of ``Downloader.active`` to wait in a middleware or to
+  download without a place (:meth:`Ledger.detach`) is alive (:meth:`Ledger.alive`);
+  ``spider_idle`` is answered with ``DontCloseSpider`` while any is.
 """
 
 from __future__ import annotations
@@ -28,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from scrapy import signals
+from scrapy.exceptions import DontCloseSpider
 
 from scrapy_rep import _timers
 from scrapy_rep._slots.active import leave_active, rejoin_active
@@ -39,9 +36,8 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 REACH_TIMEOUT = 0.5
-"""Seconds a request let go by scrapy-rep has to reach its download slot: one not
-there by then (a later middleware dropped it, or the HTTP cache answered it)
-no longer counts as out (the slot limit's sweep, the slow-down gates)."""
+"""Seconds a request let go by scrapy-rep has to reach its download slot (the
+slot limit, the slow-down gates): one not there by then no longer counts as out."""
 
 Event = Literal["reached", "left", "received"]
 _SIGNALS: dict[str, Any] = {
@@ -68,6 +64,7 @@ class Ledger:
         self._sweep: _timers.Timer | None = None
         self._done: Callable[[Request, str, bool], None] | None = None
         crawler.signals.connect(self._stopped, signal=signals.engine_stopped)
+        crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
 
     # -- the signals, received once -------------------------------------------------
 
@@ -88,7 +85,7 @@ class Ledger:
         followers = self._followers.get(event, ())
         if follower not in followers:
             return
-        self._followers[event] = rest = tuple(f for f in followers if f is not follower)
+        self._followers[event] = rest = tuple(f for f in followers if f != follower)
         if not rest:
             # not now: this may run inside the dispatch of the signal it disconnects
             self._quieting[event] = _timers.call_later(0, self._quiet, event)
@@ -98,8 +95,7 @@ class Ledger:
         self._crawler.signals.disconnect(self._receiver(event), signal=_SIGNALS[event])
 
     def _receiver(self, event: str) -> Callable[[Request], None]:
-        receiver: Callable[[Request], None] = getattr(self, "_" + event)
-        return receiver
+        return getattr(self, "_" + event)  # type: ignore[no-any-return]
 
     def _reached(self, request: Request) -> None:
         for follower in self._followers["reached"]:
@@ -136,8 +132,7 @@ class Ledger:
             self._done(request, key, True)
 
     def _answered_out(self, request: Request) -> None:
-        # Answered without leaving the downloader: a cache hit never reached the slot.
-        key = self._unseen(request)
+        key = self._unseen(request)  # a cache hit never reached the slot
         if key is not None and self._done is not None:
             self._done(request, key, True)
 
@@ -192,6 +187,11 @@ class Ledger:
             return True
         active = getattr(getattr(self._crawler.engine, "downloader", None), "active", None)
         return active is not None and request in active
+
+    def _spider_idle(self) -> None:
+        # Detached requests are invisible to the engine's idle check.
+        if self.detached:
+            raise DontCloseSpider
 
     def _stopped(self) -> None:
         if self._sweep is not None:

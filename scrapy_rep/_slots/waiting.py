@@ -19,7 +19,7 @@ What else keeps this sound:
 - the engine keeps a waiting request in its own in-progress set, so it waits
   for it before closing; its idle check only looks at the downloader's active
   set, so ``spider_idle`` is answered with ``DontCloseSpider`` while any
-  request is detached;
+  request is detached (by the ledger);
 - after taking a request out, the engine is woken so it pulls more from the
   scheduler at once instead of at its next 5 s heartbeat;
 - every sleep ends early, with False, once the engine starts closing.
@@ -35,7 +35,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.asyncio import create_looping_call
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
@@ -66,7 +65,6 @@ class Waiting:
         self._supported: bool | None = None  # checked on first use: no engine before
         self._sleepers: dict[Deferred[bool], _timers.Timer] = {}
         self._closing_watch: Any = None
-        crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(self.wake_all, signal=signals.engine_stopped)
 
     # -- out of the active set -------------------------------------------------
@@ -98,11 +96,6 @@ class Waiting:
         if self._supported is None:  # what is missing was logged at start (_slots)
             self._supported = not waiting_problems(self._crawler.engine)
         return self._supported
-
-    def _spider_idle(self) -> None:
-        # Detached requests are invisible to the engine's idle check.
-        if self.count:
-            raise DontCloseSpider
 
     # -- sleeping ----------------------------------------------------------------
 
