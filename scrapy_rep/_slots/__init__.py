@@ -42,13 +42,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from scrapy_rep._slots.active import (
-    engine_closing,
-    leave_active,
-    rejoin_active,
-    slot_key,
-    waiting_problems,
-)
+from scrapy_rep._slots.active import engine_closing, slot_key, waiting_problems
 from scrapy_rep._slots.delays import SlotDelays, internals_problems
 from scrapy_rep._slots.ledger import REACH_TIMEOUT, Ledger
 from scrapy_rep._slots.limits import SlotLimits, limit_problems
@@ -68,11 +62,9 @@ __all__ = [
     "Waiting",
     "engine_closing",
     "internals_problems",
-    "leave_active",
     "limit_problems",
     "log_problems",
     "pause_problems",
-    "rejoin_active",
     "slot_key",
     "waiting_problems",
 ]
