@@ -39,13 +39,12 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 from urllib.parse import urljoin, urlparse
 
 from scrapy import Request, signals
-from scrapy.exceptions import StopDownload
+from scrapy.exceptions import DontCloseSpider, StopDownload
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.misc import load_object
 from w3lib.url import safe_url_string
 
 from scrapy_rep import _clock, _compat, _slots
-from scrapy_rep._context import crawl_context
 from scrapy_rep._inflate import accept_encoding
 from scrapy_rep._meta_keys import ROBOTS_META, WELL_KNOWN_META
 from scrapy_rep._slots import headers
@@ -97,9 +96,9 @@ class OwnDownloads:
         self._sizes: dict[Request, int] = {}
         self._bounded: dict[Request, bytes | None] = {}  # header bound keys (_slots.headers)
         self._out: set[Request] = set()  # taken out of the downloader's active set
-        self._ledger = crawl_context(crawler).waiting.ledger
         self.most_out = config.max_fetches  # of them at once
         self._can_leave: bool | None = None  # engine internals there (checked once)
+        crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
         self._evidence = Evidence.of(crawler, config)  # None unless REP_EVIDENCE
         headers.install(config.headers_max)  # once per process; a problem was logged at start
 
@@ -223,9 +222,8 @@ class OwnDownloads:
         chunk would pay for them otherwise."""
         change = self.crawler.signals.connect if on else self.crawler.signals.disconnect
         change(self._bytes_received, signal=signals.bytes_received)
-        follow = self._ledger.follow if on else self._ledger.unfollow
-        follow("reached", self._reached)
-        follow("left", self._left)
+        change(self._reached, signal=signals.request_reached_downloader)
+        change(self._left, signal=signals.request_left_downloader)
         if not on:
             self._sizes.clear()
             for key in self._bounded.values():
@@ -250,14 +248,19 @@ class OwnDownloads:
         engine = self.crawler.engine
         if self._can_leave is None:  # what is missing was logged at start (_slots)
             self._can_leave = not _slots.waiting_problems(engine)
-        if self._can_leave and self._ledger.detach(request):
+        if self._can_leave and _slots.leave_active(engine, request):
             self._out.add(request)
 
     def _left(self, request: Request, spider: Spider | None = None) -> None:
         # Sent before the downloader removes the request from its active set.
         if request in self._out:
             self._out.discard(request)
-            self._ledger.rejoin(request)
+            _slots.rejoin_active(self.crawler.engine, request)
+
+    def _spider_idle(self) -> None:
+        # Requests out of the active set are invisible to the engine's idle check.
+        if self._out:
+            raise DontCloseSpider
 
 
 def handlers_count_bytes(settings: BaseSettings) -> bool:

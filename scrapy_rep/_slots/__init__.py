@@ -23,8 +23,6 @@ and tests/test_slot_limit.py fail when any of it changes.
   (:class:`SlotPauses`);
 - :mod:`~scrapy_rep._slots.headers`: the bound on the headers of scrapy-rep's
   own downloads, a process-wide patch of Twisted's HTTP/1.1 client parser.
-- :mod:`~scrapy_rep._slots.ledger`: the crawl's one record of requests out,
-  the one receiver of Scrapy's downloader signals (:class:`Ledger`);
 - :mod:`~scrapy_rep._slots.limits`: at most a slot's concurrency of requests
   in flight, which Scrapy does not hold on the asyncio reactor (:class:`SlotLimits`);
 - :mod:`~scrapy_rep._slots.waiting`: requests waiting in a middleware outside
@@ -42,9 +40,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from scrapy_rep._slots.active import engine_closing, slot_key, waiting_problems
+from scrapy_rep._slots.active import (
+    REACH_TIMEOUT,
+    engine_closing,
+    leave_active,
+    rejoin_active,
+    slot_key,
+    waiting_problems,
+)
 from scrapy_rep._slots.delays import SlotDelays, internals_problems
-from scrapy_rep._slots.ledger import REACH_TIMEOUT, Ledger
 from scrapy_rep._slots.limits import SlotLimits, limit_problems
 from scrapy_rep._slots.pauses import SlotPauses, pause_problems
 from scrapy_rep._slots.waiting import Waiting
@@ -55,16 +59,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "REACH_TIMEOUT",
-    "Ledger",
     "SlotDelays",
     "SlotLimits",
     "SlotPauses",
     "Waiting",
     "engine_closing",
     "internals_problems",
+    "leave_active",
     "limit_problems",
     "log_problems",
     "pause_problems",
+    "rejoin_active",
     "slot_key",
     "waiting_problems",
 ]
