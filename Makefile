@@ -126,7 +126,7 @@ redis-server:
 test:
 	$(MAKE) -j3 --output-sync=target venv floor-venv redis-server
 	@echo "== lint, typecheck, docs, pytest, pytest-twisted and pytest-floor side by side:"
-	@echo "   about 7 minutes on 2 cores, set-up included; each prints its results when it ends"
+	@echo "   about 6 minutes on 2 cores, set-up included; each prints its results when it ends"
 	$(MAKE) -j6 --output-sync=target lint typecheck docs pytest pytest-twisted pytest-floor
 
 # Everything but the subprocess and real-time-delay tests (marked slow) and the
