@@ -13,7 +13,7 @@ import pytest
 import suite_guard
 from redis_server import RedisServer, require_redis_server
 from scrapy_forks import Robots, ScrapyForks, scrapy_forks
-from servers import ScriptedServer
+from servers import ScriptedServer, own_address
 
 from scrapy_rep import _clock
 
@@ -70,6 +70,15 @@ def site() -> Iterator[ScriptedServer]:
 def site2() -> Iterator[ScriptedServer]:
     """A second server: another origin (another port)."""
     with ScriptedServer() as server:
+        yield server
+
+
+@pytest.fixture
+def own_site() -> Iterator[ScriptedServer]:
+    """A server on a loopback address of its own (``servers.own_address``), with a
+    robots.txt that allows all."""
+    with ScriptedServer(own_address()) as server:
+        server.robots("User-agent: *\nAllow: /\n")
         yield server
 
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from itertools import pairwise
+from itertools import count, pairwise
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
@@ -209,6 +209,15 @@ def gaps(hits: Iterable[Hit | float]) -> list[float]:
     """Seconds between consecutive arrivals (hits or times), in time order, to the ms."""
     times = sorted(h.time if isinstance(h, Hit) else h for h in hits)
     return [round(b - a, 3) for a, b in pairwise(times)]
+
+
+_OWN_ADDRESSES = count()
+
+
+def own_address() -> str:
+    """A loopback address few other tests use (127.0.0.20 to 127.0.0.249), for a site
+    whose stop or pause, kept by host, must touch no other test's site."""
+    return f"127.0.0.{next(_OWN_ADDRESSES) % 230 + 20}"
 
 
 def refused_port() -> int:

@@ -8,11 +8,9 @@ was retried by Scrapy, and a 402 was recorded nowhere.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 import re
 import threading
-from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,7 +21,7 @@ from clock_steps import PauseSteps
 from crawls import CrawlResult, run_crawl
 from scrapy import Request, signals
 from scrapy.spidermiddlewares.httperror import HttpError
-from servers import PAGE, Hit, Reply, ScriptedServer
+from servers import PAGE, Hit, Reply, ScriptedServer, own_address
 
 from scrapy_rep import PaymentRequired, SiteChallenged
 from scrapy_rep import signals as rep_signals
@@ -44,15 +42,6 @@ STEPPED: dict[str, Any] = {
 """Pauses that end only when the test steps scrapy-rep's clock over them."""
 LEAD = 5.0
 """Seconds before a pause's end at which the clock stands while the crawl may act."""
-_ADDRESSES = itertools.count(20)
-
-
-@pytest.fixture
-def own_site() -> Iterator[ScriptedServer]:
-    """A server on a loopback address of its own."""
-    with ScriptedServer(f"127.0.0.{next(_ADDRESSES) % 230 + 20}") as server:
-        server.robots("User-agent: *\nAllow: /\n")
-        yield server
 
 
 def pages(site: ScriptedServer, count: int) -> list[str]:
@@ -441,7 +430,7 @@ async def test_a_late_answer_sent_before_the_pause_is_no_probe(own_site: Scripte
 
 @pytest_twisted.ensureDeferred
 async def test_other_origins_go_on(own_site: ScriptedServer) -> None:
-    with ScriptedServer(f"127.0.0.{next(_ADDRESSES) % 230 + 20}") as plain:
+    with ScriptedServer(own_address()) as plain:
         plain.robots("User-agent: *\nAllow: /\n")
         script_pages(own_site, Reply(403, b"", {"x-vercel-mitigated": "deny"}), 10)
         urls = pages(own_site, 10) + pages(plain, 10)

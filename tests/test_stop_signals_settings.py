@@ -6,9 +6,7 @@ Each case on a loopback address of its own (a download slot is a host name).
 
 from __future__ import annotations
 
-import itertools
 import logging
-from collections.abc import Iterator
 
 import pytest
 import pytest_twisted
@@ -24,17 +22,6 @@ from test_stop_signals_pages import (
 )
 
 from scrapy_rep import RobotsTxtUnavailable, SiteChallenged
-
-_ADDRESSES = itertools.count(40)
-
-
-@pytest.fixture
-def own_site() -> Iterator[ScriptedServer]:
-    """A server on a loopback address of its own."""
-    with ScriptedServer(f"127.0.0.{next(_ADDRESSES) % 200 + 40}") as server:
-        server.robots("User-agent: *\nAllow: /\n")
-        yield server
-
 
 ACME = [
     {"name": "Acme WAF", "kind": "block", "header": "X-Acme-Action", "value": "deny"},
