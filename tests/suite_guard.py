@@ -57,6 +57,8 @@ GRACE = 20.0
 SIGTERM_PATIENCE = 5.0
 """Seconds the test under way, then each crawler it left, get to stop after SIGTERM."""
 
+SIGTERM_WHY = "was running when pytest got SIGTERM"
+
 
 # -- crawlers made during a test -------------------------------------------------------------------
 
@@ -198,7 +200,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     _dump_tracebacks()
     stop = _State.stop
     if stop is not None:
-        _reactor().callFromThread(stop, "was running when pytest got SIGTERM", SIGTERM_PATIENCE)
+        _reactor().callFromThread(stop, SIGTERM_WHY, SIGTERM_PATIENCE)
     watchdog = threading.Timer(GRACE, _exit_after_grace)
     watchdog.daemon = True
     watchdog.start()
@@ -341,6 +343,8 @@ def _guarded(item: pytest.Item, function: Callable[..., Any]) -> Callable[..., A
             STOP_LIMIT,
         )
         _State.stop = stop
+        if _State.terminated:  # SIGTERM came while the test was being set up
+            stop(SIGTERM_WHY, SIGTERM_PATIENCE)
         try:
             outcome = await ended
         except BaseException:
