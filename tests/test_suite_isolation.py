@@ -68,8 +68,19 @@ def never_idle(crawler):
 
 @pytest.mark.time_limit({limit})
 @pytest_twisted.ensureDeferred
-async def test_hangs(site):
+async def test_hangs({fixtures}site):
     await run_crawl([site.url("/a")], before=never_idle)
+
+"""
+
+SLOW_SETUP = """
+@pytest.fixture
+def slow_setup():
+    \"\"\"Takes seconds to set up, and says when it began (in the run's directory).\"\"\"
+    import pathlib, time
+    pathlib.Path("setting-up").touch()
+    time.sleep(3)
+
 
 """
 
@@ -142,7 +153,7 @@ def broken_tests_run(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pyt
     suite_file(
         tmp_path,
         ORDINARY.format(n=1),
-        HANGS.format(limit=1),
+        HANGS.format(limit=1, fixtures=""),
         ORDINARY.format(n=2),
         ORDINARY.format(n=3),
         LEAVES_A_CRAWLER,
@@ -210,13 +221,27 @@ def wait_for_line(path: Path, text: str, timeout: float) -> None:
     raise AssertionError(f"{text!r} not in {path} after {timeout} s")
 
 
+def wait_for_file(path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} not made after {timeout} s"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("during", ["the crawl", "set-up"])
 def test_sigterm_names_the_running_test_and_stops_the_run(
-    tmp_path: Path, pytestconfig: pytest.Config
+    tmp_path: Path, pytestconfig: pytest.Config, during: str
 ) -> None:
-    """A time limit on the job: the test under way fails, saying so, and the run stops."""
+    """A time limit on the job: the test under way fails, saying so, and the run
+    stops, whether the signal comes during its crawl or while it is set up."""
     reactor = pytestconfig.getoption("reactor")
     progress = tmp_path / "progress.log"
-    suite_file(tmp_path, ORDINARY.format(n=1), HANGS.format(limit=600), ORDINARY.format(n=2))
+    hangs = (
+        HANGS.format(limit=600, fixtures="")
+        if during == "the crawl"
+        else SLOW_SETUP + HANGS.format(limit=600, fixtures="slow_setup, ")
+    )
+    suite_file(tmp_path, ORDINARY.format(n=1), hangs, ORDINARY.format(n=2))
     with children.popen(
         pytest_args(tmp_path, reactor, f"--progress-log={progress}"),
         env=environment(),
@@ -226,7 +251,10 @@ def test_sigterm_names_the_running_test_and_stops_the_run(
         text=True,
     ) as run:
         wait_for_line(progress, "start test_generated.py::test_hangs", timeout=60)
-        time.sleep(1)  # the crawl is under way
+        if during == "the crawl":
+            time.sleep(1)  # the crawl is under way
+        else:  # the fixture is sleeping
+            wait_for_file(tmp_path / "setting-up", timeout=60)
         started = time.monotonic()
         run.send_signal(signal.SIGTERM)
         output, _ = run.communicate(timeout=60)
