@@ -17,7 +17,7 @@ import contextlib
 import socket
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -80,6 +80,7 @@ class CuttingProxy:
         self.down = 0.0
         self.cuts: list[Reply] = []  # the replies cut
         self.calls = 0  # script calls forwarded
+        self.commands: Counter[str] = Counter()  # commands forwarded, by name
         self._armed = threading.Event()
         self._down_until = 0.0
         self._lock = threading.Lock()
@@ -139,6 +140,8 @@ class CuttingProxy:
                         and command[1] == self.sha
                     )
                     scripts.append(is_script)
+                    if isinstance(command, list) and command:
+                        self.commands[bytes(command[0]).decode().upper()] += 1
                     if is_script:
                         self.calls += 1
                     server.sendall(raw)
