@@ -31,7 +31,7 @@ from redis_server import RedisServer
 from test_redis_cluster import finish, start_workers
 from test_redis_frontier import ManySites, frontier_settings, interleaved
 
-from scrapy_rep.frontier._redis_scripts import POP
+from scrapy_rep.frontier._redis_scripts import POP, PUSH
 
 pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # worker subprocesses
 
@@ -116,3 +116,45 @@ def test_a_pop_whose_reply_is_cut_loses_no_request(
     assert stats.get("rep/redis/frontier/replayed") == 1, stats
     assert stats.get("rep/redis/frontier/outages", 0) == outages, stats
     assert report["log"].count("The Redis queue is unavailable") == outages
+
+
+def test_the_pop_script_hands_a_lost_replys_request_again_and_only_to_its_token(
+    own_redis: RedisServer, redis_prefix: str
+) -> None:
+    """The contract the crawls above rely on, on the script itself: a pop
+    sent again with its token gets the same request (and takes nothing more
+    from the queue); a new token pops the next; a Crawl-delay slot whose hold
+    lapsed meanwhile is answered with spacing -1 (the robots middleware then
+    waits for the slot's turn itself)."""
+    client = own_redis.client()
+    push, pop = client.register_script(PUSH), client.register_script(POP)
+    key = redis_prefix + "q"
+    slots, count, given = f"{key}:slots", f"{key}:count", f"{key}:given:w"
+    for score, item, slot, spacing in [
+        (0, b"first", "d.test", 1_000_000),
+        (1, b"second", "d.test", 1_000_000),
+        (0, b"plain", "a.test", 0),
+    ]:
+        push(
+            keys=[f"{key}:q:{slot}", slots, count, f"{key}:meta:{slot}"],
+            args=[score, item, slot, spacing, 8, 1, 30_000_000],
+        )
+
+    def pop_with(token: str) -> list[bytes]:
+        reply = pop(
+            keys=[slots, count, given], args=[key, redis_prefix, 64, 60_000_000, token, 31_000]
+        )
+        return [r if isinstance(r, bytes) else str(r).encode() for r in reply]
+
+    # d.test was pushed first: its slot is the first due
+    first = pop_with("w:0")
+    assert first == [b"d.test", b"first", b"1000000", b"2", b"0"]
+    assert pop_with("w:0") == [b"d.test", b"first", b"1000000", b"2", b"1"]  # reply lost: again
+    client.delete(f"{key}:hold:d.test")  # the hold lapsed before the pop came again
+    assert pop_with("w:0") == [b"d.test", b"first", b"-1", b"2", b"1"]
+    assert client.get(count) == b"2"  # nothing more left the queue
+    # a new token pops the next request (d.test waits for its Crawl-delay turn)
+    assert pop_with("w:1") == [b"a.test", b"plain", b"0", b"1", b"0"]
+    # an older token is no longer recorded: its pop is a new one (nothing ready)
+    assert pop_with("w:0")[0] == b""
+    assert client.get(count) == b"1"

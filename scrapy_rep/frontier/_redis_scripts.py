@@ -46,9 +46,9 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local K, P = ARGV[1], ARGV[2]
 local function fmt(x) return string.format('%.0f', x) end
-local given = redis.call('GET', KEYS[3])
 local mark = ARGV[5] .. ' '
-if given and string.sub(given, 1, #mark) == mark then
+if redis.call('GETRANGE', KEYS[3], 0, #mark - 1) == mark then
+  local given = redis.call('GET', KEYS[3])
   -- given: token spacing #slot slot request
   local a = string.find(given, ' ', #mark + 1, true)
   local b = string.find(given, ' ', a + 1, true)
