@@ -27,18 +27,39 @@ end
 return added
 """
 
-# KEYS: the slots, the count. ARGV: queue key K, scrapy-rep's prefix, slots to
-# look at, lease (us), token, hold (ms).
-# -> {slot, request, spacing (-1: unknown), count} or {'', now, first due or -1, count}
-# (count: requests still queued, for len()).
+# KEYS: the slots, the count, the worker's last hand-out (K:given:<worker>).
+# ARGV: queue key K, scrapy-rep's prefix, slots to look at, lease (us), token,
+# hold (ms).
+# -> {slot, request, spacing (-1: unknown), count, replayed (1/0)} or
+# {'', now, first due or -1, count} (count: requests still queued, for len()).
 # A slot with a Crawl-delay (spacing > 0) is held (K:hold:<slot>: the token)
 # from the request handed out until the worker tells that it reached the site
 # (SENT): the next turn counts from then.
+# The request handed out is also kept under the worker's key, with its token,
+# until its next hand-out overwrites it (one write): a worker that did not get
+# the reply (a cut connection) calls again with the same token and is handed
+# the same request ("replayed"). Its Crawl-delay turn was taken then: if the
+# slot's hold is no longer that token's, the reply says -1 and the robots
+# middleware waits for the slot's turn itself.
 POP = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local K, P = ARGV[1], ARGV[2]
 local function fmt(x) return string.format('%.0f', x) end
+local mark = ARGV[5] .. ' '
+if redis.call('GETRANGE', KEYS[3], 0, #mark - 1) == mark then
+  local given = redis.call('GET', KEYS[3])
+  -- given: token spacing #slot slot request
+  local a = string.find(given, ' ', #mark + 1, true)
+  local b = string.find(given, ' ', a + 1, true)
+  local size = tonumber(string.sub(given, a + 1, b - 1))
+  local slot = string.sub(given, b + 1, b + size)
+  local spacing = string.sub(given, #mark + 1, a - 1)
+  if tonumber(spacing) > 0 and redis.call('GET', K .. ':hold:' .. slot) ~= ARGV[5] then
+    spacing = '-1'
+  end
+  return {slot, string.sub(given, b + size + 1), spacing, redis.call('GET', KEYS[2]) or '0', '1'}
+end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', fmt(now), 'LIMIT', 0, tonumber(ARGV[3]))
 for _, slot in ipairs(due) do
   local q = K .. ':q:' .. slot
@@ -74,11 +95,13 @@ for _, slot in ipairs(due) do
           redis.call('SET', hold, ARGV[5], 'PX', ARGV[6])
           redis.call('ZADD', KEYS[1], fmt(now + tonumber(ARGV[6]) * 1000), slot)
         end
+        redis.call('SET', KEYS[3], mark .. fmt(spacing) .. ' ' .. #slot .. ' ' .. slot .. item[1],
+          'PX', math.ceil(lease / 1000))
         if redis.call('ZCARD', q) == 0 then
           redis.call('ZREM', KEYS[1], slot)
           redis.call('DEL', K .. ':meta:' .. slot)
         end
-        return {slot, item[1], fmt(spacing), redis.call('GET', KEYS[2]) or '0'}
+        return {slot, item[1], fmt(spacing), redis.call('GET', KEYS[2]) or '0', '0'}
       end
     end
   end

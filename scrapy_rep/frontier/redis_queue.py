@@ -31,9 +31,18 @@ cluster:
 Redis keys, under scrapy-redis's queue key ``K`` (``SCHEDULER_QUEUE_KEY``):
 ``K:slots`` (sorted set: slot -> when it may be ready, microseconds of Redis's
 clock), ``K:q:<slot>`` (the slot's requests), ``K:meta:<slot>`` (its spacing
-and concurrency), ``K:out:<slot>`` (leases), ``K:hold:<slot>``, ``K:count``. The turn and the
-pause are scrapy-rep's own keys (``REP_REDIS_PREFIX``), shared with requests
-that reach the robots middleware by other ways.
+and concurrency), ``K:out:<slot>`` (leases), ``K:hold:<slot>``, ``K:count``,
+``K:given:<worker>`` (the worker's last request handed out, with its token).
+The turn and the pause are scrapy-rep's own keys (``REP_REDIS_PREFIX``),
+shared with requests that reach the robots middleware by other ways.
+
+A pop whose reply never came (the connection broke after Redis ran the
+script: Redis killed as it answered, a network cut) is sent again with the
+same token, by redis-py's own retries or by this worker's next pop once
+Redis answers: the script hands the request it recorded under that token
+out again (``rep/redis/frontier/replayed``), so no request leaves Redis
+unseen. The record lasts as long as the request's lease (a worker that dies
+still loses the requests it held).
 
 When no slot is ready, ``pop`` returns None and the engine is woken when the
 first slot will be (:mod:`scrapy_rep._slots.wakeup`), or after ``IDLE_POLL``
@@ -139,7 +148,12 @@ class RedisPoliteQueue:
         self._release_script = server.register_script(RELEASE)
         self._known_script = server.register_script(KNOWN)
         self._sent_script = server.register_script(SENT)
-        self._tokens = (f"{uuid.uuid4().hex[:12]}:{n}" for n in itertools.count())
+        worker = uuid.uuid4().hex[:12]
+        self._tokens = (f"{worker}:{n}" for n in itertools.count())
+        self._given_key = f"{self.key}:given:{worker}"
+        # the token of a pop whose reply did not come (the connection broke):
+        # the next pop sends it again, and gets the request if Redis ran it
+        self._unanswered: str | None = None
         self._out: dict[Request, tuple[str, str, float]] = {}  # request -> slot, token, when
         # requests holding their Crawl-delay slot until they reach the site:
         # request -> slot, token, spacing (us)
@@ -159,7 +173,8 @@ class RedisPoliteQueue:
     # -- scrapy-redis's queue interface ------------------------------------------------
 
     def __len__(self) -> int:
-        local = len(self._forbidden) + len(self._local)
+        # (a pop without its reply may hold a request: not closed before it is known)
+        local = len(self._forbidden) + len(self._local) + (self._unanswered is not None)
         if self._down():
             return local + self._known_count  # wait for Redis rather than close
         try:
@@ -192,20 +207,15 @@ class RedisPoliteQueue:
                 self._release(slot, token)
             if self._unsent:  # requests that reached their site meanwhile
                 self._tell_sent()
+            token = self._unanswered = self._unanswered or next(self._tokens)
             reply = self._pop_script(
-                keys=[f"{self.key}:slots", f"{self.key}:count"],
-                args=[
-                    self.key,
-                    self._prefix,
-                    SCAN,
-                    self._lease,
-                    token := next(self._tokens),
-                    self._hold_ms,
-                ],
+                keys=[f"{self.key}:slots", f"{self.key}:count", self._given_key],
+                args=[self.key, self._prefix, SCAN, self._lease, token, self._hold_ms],
             )
         except self._errors() as exc:
             self._failed(exc)
             return self._pop_local_or_wake()
+        self._unanswered = None
         self._answered()
         # as fresh as this pop: what len() says while Redis is down
         self._known_count = max(int(reply[3]), 0)
@@ -218,6 +228,8 @@ class RedisPoliteQueue:
             self._stats.inc_value("rep/redis/frontier/not_ready")
             return None
         request: Request = self._codec._decode_request(reply[1])
+        if _text(reply[4]) == "1":  # handed out by a pop whose reply was lost
+            self._stats.inc_value("rep/redis/frontier/replayed")
         if self._readiness(request)[0] == "refused":  # dropped at once (its slot stopped...)
             self._release(slot, token)  # so it holds no place of the slot meanwhile
             self._stats.inc_value("rep/redis/frontier/refused_released")
@@ -237,7 +249,7 @@ class RedisPoliteQueue:
         Redis (one ``DEL`` of 190k keys took 571 ms) while other workers call."""
         try:
             self._unlink([self.key, f"{self.key}:slots", f"{self.key}:count"])
-            for pattern in (":q:*", ":meta:*", ":out:*", ":hold:*"):
+            for pattern in (":q:*", ":meta:*", ":out:*", ":hold:*", ":given:*"):
                 batch: list[Any] = []
                 for name in self.server.scan_iter(match=f"{self.key}{pattern}", count=CLEAR_BATCH):
                     batch.append(name)
