@@ -287,6 +287,7 @@ async def test_hanging_robots_txt_do_not_stall_a_known_origin(
     result, holds = await _known_origin_beside_hanging_ones(site, make_site, rep_clock, {})
     assert not [hold for hold in holds if hold[0] < KNOWN_PAGES], holds
     assert result.stats.get(f"downloader/exception_type_count/{TIMEOUT_NAME}", 0) == 0
+    _all_known_pages_sent_and_hanging_origins_unreachable(site, result)
 
 
 @pytest.mark.slow
@@ -314,6 +315,7 @@ async def test_waiting_inside_concurrent_requests_costs_at_most_the_fetch_timeou
     assert len(holds) <= -(-HANGING_ORIGINS // PLACES), holds
     timeouts = result.stats[f"downloader/exception_type_count/{TIMEOUT_NAME}"]
     assert timeouts == PLACES * len(held_back), holds
+    _all_known_pages_sent_and_hanging_origins_unreachable(site, result)
 
 
 class TimeUpWhenStuck:
@@ -397,9 +399,14 @@ async def _known_origin_beside_hanging_ones(
             )
     finally:
         never.set()
+    return result, stuck.holds
+
+
+def _all_known_pages_sent_and_hanging_origins_unreachable(
+    site: ScriptedServer, result: CrawlResult
+) -> None:
     assert len(site.page_hits("/p/")) == KNOWN_PAGES
     assert result.stats["rep/robotstxt/outcome/unreachable"] == HANGING_ORIGINS
-    return result, stuck.holds
 
 
 # -- retries on the server's terms -----------------------------------------------------------------
