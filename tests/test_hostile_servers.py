@@ -321,10 +321,12 @@ async def test_waiting_inside_concurrent_requests_costs_at_most_the_fetch_timeou
 class TimeUpWhenStuck:
     """Moves scrapy-rep's clock past REP_FETCH_TIMEOUT whenever only that can
     move the crawl: every place of CONCURRENT_REQUESTS (the downloader's active
-    set) held by a hanging origin's request, or those all that is left; once
+    set) held by a hanging origin's request while known pages are left, once
     the robots.txt of each of those origins reached its server (a fetch still
-    queued would not end). Notes, each time, how many known pages had been
-    sent and how many hanging origins' pages held a place."""
+    queued would not end). (Once the known pages are all asked for, the
+    hanging servers answer: the crawl moves without the clock.)
+    Notes, each time, how many known pages had been sent and how many hanging
+    origins' pages held a place."""
 
     def __init__(self, clock: ModuleType, known: ScriptedServer) -> None:
         self._clock = clock
@@ -350,7 +352,7 @@ class TimeUpWhenStuck:
             return  # nothing held, or those held at the last move are still on their way
         hanging = {r for r in active if urlparse(r.url).hostname in self.servers}
         known_sent = len(self._known.page_hits("/p/"))
-        if len(hanging) < PLACES and not (known_sent == KNOWN_PAGES and hanging == active):
+        if len(hanging) < PLACES or known_sent == KNOWN_PAGES:
             return
         hosts = {urlparse(r.url).hostname for r in hanging}
         if not all(self.servers[host].hits("/robots.txt") for host in hosts if host):
