@@ -19,17 +19,23 @@ import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any, BinaryIO
+from urllib.parse import urlparse
 
 import pytest
 import pytest_twisted
-from crawls import loopback_names, run_crawl, run_reporting
-from servers import PAGE, Reply, ScriptedServer, gaps
+from crawls import CrawlResult, loopback_names, run_crawl, run_reporting
+from scrapy import Request, signals
+from scrapy.crawler import Crawler
+from servers import PAGE, Reply, ScriptedServer
 
 from scrapy_rep import ForbiddenByRobots, RobotsTxtUnavailable
+from scrapy_rep._download import TIMEOUT
 from scrapy_rep._inflate import accept_encoding
 
 RULES = b"User-agent: *\nDisallow: /private\n"
+TIMEOUT_NAME = f"{TIMEOUT.__module__}.{TIMEOUT.__qualname__}"
 GIB = 1 << 30
 MEASURED_CRAWL = Path(__file__).with_name("_measured_crawl.py")
 PEAK_MB = 250  # what a crawl meeting these servers may take at most
@@ -252,69 +258,157 @@ def test_a_header_flood_is_cut_short(site: ScriptedServer, site2: ScriptedServer
 # -- slow robots.txt files and known origins ----------------------------------------------------
 
 
+KNOWN_PAGES = 300
+HANGING_ORIGINS = 40
+PLACES = 16  # CONCURRENT_REQUESTS
+FETCH_TIMEOUT = 120.0
+"""REP_FETCH_TIMEOUT of the hanging-origin tests: it passes only when the test
+moves scrapy-rep's clock past it (``TimeUpWhenStuck``), never on its own in
+real time; a place held for it would stop the known origin that long."""
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("frontier", [True, False], ids=["frontier", "scrapy_queue"])
 @pytest_twisted.ensureDeferred
 async def test_hanging_robots_txt_do_not_stall_a_known_origin(
-    site: ScriptedServer, make_site: Callable[[], ScriptedServer]
+    site: ScriptedServer,
+    make_site: Callable[[], ScriptedServer],
+    rep_clock: ModuleType,
+    frontier: bool,
 ) -> None:
-    """40 robots.txt that answer only once the known origin's 300 pages are in,
-    their pages interleaved with those: robots.txt downloads hold no places of
-    CONCURRENT_REQUESTS (nor do the requests waiting for them), so the known
-    origin goes on. With robots.txt downloads holding places, it would stop
-    for the whole fetch timeout (30 s here: the hanging fetches end with the
-    known origin's last page, so the test does not wait it out), a gap no
-    stall of a loaded machine comes near (7 s seen, two suites at once)."""
-    gap = await _largest_gap_of_the_known_origin(site, make_site, {"REP_FETCH_TIMEOUT": 30})
-    assert gap < 30 / 2, gap
+    """40 robots.txt that answer only once the known origin's 300 pages are
+    asked for, their pages interleaved with those: robots.txt downloads hold
+    no places of CONCURRENT_REQUESTS (nor do the requests waiting for them),
+    so the known origin's pages are all sent without one fetch timeout (the
+    clock is moved past REP_FETCH_TIMEOUT only when hanging origins' requests
+    hold every place; with places held, it is, before the 300th page).
+    With the frontier, pages wait there; with Scrapy's queue, outside
+    CONCURRENT_REQUESTS (REP_MAX_WAITING)."""
+    result, holds = await _known_origin_beside_hanging_ones(site, make_site, rep_clock, {})
+    assert not [hold for hold in holds if hold[0] < KNOWN_PAGES], holds
+    assert result.stats.get(f"downloader/exception_type_count/{TIMEOUT_NAME}", 0) == 0
+    _all_known_pages_sent_and_hanging_origins_unreachable(site, result)
 
 
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_waiting_inside_concurrent_requests_costs_at_most_the_fetch_timeout(
-    site: ScriptedServer, make_site: Callable[[], ScriptedServer]
+    site: ScriptedServer, make_site: Callable[[], ScriptedServer], rep_clock: ModuleType
 ) -> None:
-    """REP_MAX_WAITING = 0: requests waiting for robots.txt hold their places,
-    as in Scrapy (that is what 0 asks for), so 40 hanging origins on 16 places
-    hold the known origin back for their fetch timeout (REP_FETCH_TIMEOUT = 4 s
-    here), once per 16 of them; the robots.txt downloads themselves add nothing
-    (before, they held places too: the known origin waited 99.8 s)."""
-    gap = await _largest_gap_of_the_known_origin(site, make_site, {"REP_MAX_WAITING": 0})
-    assert gap < 2 * 4 + 1.5, gap
+    """REP_MAX_WAITING = 0 with Scrapy's queue (the frontier keeps waiting
+    pages in the scheduler, where they hold no place at all): requests waiting
+    for robots.txt hold their places, as in Scrapy (that is what 0 asks for),
+    so 40 hanging origins on 16 places hold the known origin back for their
+    fetch timeout, once per 16 of them:
+    every time the clock had to be moved past REP_FETCH_TIMEOUT while known
+    pages were left, the 16 places were all held by pages waiting, and the
+    robots.txt downloads themselves held none (before, they held places too:
+    the known origin waited 99.8 s). Each of those fetches ended as Scrapy's
+    download timeout ends one (the others are answered once the known pages
+    are all asked for)."""
+    result, holds = await _known_origin_beside_hanging_ones(
+        site, make_site, rep_clock, {"REP_MAX_WAITING": 0, "REP_FRONTIER": False}
+    )
+    held_back = [hold for hold in holds if hold[0] < KNOWN_PAGES]
+    assert held_back, holds
+    assert all(waiting == PLACES for _, waiting in held_back), holds
+    assert len(holds) <= -(-HANGING_ORIGINS // PLACES), holds
+    timeouts = result.stats[f"downloader/exception_type_count/{TIMEOUT_NAME}"]
+    assert timeouts == PLACES * len(held_back), holds
+    _all_known_pages_sent_and_hanging_origins_unreachable(site, result)
 
 
-async def _largest_gap_of_the_known_origin(
-    site: ScriptedServer, make_site: Callable[[], ScriptedServer], settings: dict[str, Any]
-) -> float:
-    never = threading.Event()  # set once the known origin's pages are all in
-    hanging = [make_site() for _ in range(40)]
+class TimeUpWhenStuck:
+    """Moves scrapy-rep's clock past REP_FETCH_TIMEOUT whenever only that can
+    move the crawl: every place of CONCURRENT_REQUESTS (the downloader's active
+    set) held by a hanging origin's request while known pages are left, once
+    the robots.txt of each of those origins reached its server (a fetch still
+    queued would not end). (Once the known pages are all asked for, the
+    hanging servers answer: the crawl moves without the clock.)
+    Notes, each time, how many known pages had been sent and how many hanging
+    origins' pages held a place."""
+
+    def __init__(self, clock: ModuleType, known: ScriptedServer) -> None:
+        self._clock = clock
+        self._known = known
+        self._crawler: Crawler | None = None
+        self.servers: dict[str, ScriptedServer] = {}  # host name -> hanging server
+        self._moved_for: set[Request] = set()  # held a place at the last move
+        self.holds: list[tuple[int, int]] = []  # (known pages sent, hanging pages held)
+
+    def connect(self, crawler: Crawler) -> None:
+        from twisted.internet import task
+
+        self._crawler = crawler
+        loop = task.LoopingCall(self._look)
+        loop.start(0.05, now=False)
+        crawler.signals.connect(loop.stop, signal=signals.engine_stopped)
+
+    def _look(self) -> None:
+        engine = self._crawler.engine if self._crawler is not None else None
+        assert engine is not None
+        active = set(engine.downloader.active)
+        if not active or self._moved_for & active:
+            return  # nothing held, or those held at the last move are still on their way
+        hanging = {r for r in active if urlparse(r.url).hostname in self.servers}
+        known_sent = len(self._known.page_hits("/p/"))
+        if len(hanging) < PLACES or known_sent == KNOWN_PAGES:
+            return
+        hosts = {urlparse(r.url).hostname for r in hanging}
+        if not all(self.servers[host].hits("/robots.txt") for host in hosts if host):
+            return
+        self.holds.append((known_sent, sum(r.url.endswith("/page") for r in hanging)))
+        self._moved_for = hanging
+        self._clock.advance(FETCH_TIMEOUT)
+
+
+async def _known_origin_beside_hanging_ones(
+    site: ScriptedServer,
+    make_site: Callable[[], ScriptedServer],
+    clock: ModuleType,
+    settings: dict[str, Any],
+) -> tuple[CrawlResult, list[tuple[int, int]]]:
+    """300 pages of an origin whose robots.txt answers at once, interleaved with
+    one page each of 40 origins (``h<n>.test``, each its own download slot, as
+    on the web) whose robots.txt answers only once the known pages are all
+    asked for: the crawl, and when the clock was moved (``TimeUpWhenStuck``)."""
+    never = threading.Event()  # set once the known origin's pages are all asked for
+    stuck = TimeUpWhenStuck(clock, site)
+    hanging = [make_site() for _ in range(HANGING_ORIGINS)]
     for server in hanging:
         server.script("/robots.txt", Reply(status=503, wait_for=never, wait_timeout=60))
     site.robots(RULES)
     known_in = itertools.count(1)
 
     def known_page(number: int) -> Reply:
-        if next(known_in) == 300:
+        if next(known_in) == KNOWN_PAGES:
             never.set()
         return Reply(body=PAGE)
 
-    for i in range(300):
+    for i in range(KNOWN_PAGES):
         site.script(f"/p/{i}", known_page)
-    # Each origin its own host name, so its own download slot, as on the web
-    # (Scrapy keys slots by host name: 127.0.0.1 would be one slot for all).
-    urls: list[str] = []
-    for i in range(300):
+    urls: list[str | Request] = []
+    for i in range(KNOWN_PAGES):
         urls.append(f"http://known.test:{site.port}/p/{i}")
         if i % 7 == 3 and hanging:
-            urls.append(f"http://h{len(hanging)}.test:{hanging.pop().port}/page")
+            host = f"h{len(hanging)}.test"
+            stuck.servers[host] = server = hanging.pop()
+            urls.append(f"http://{host}:{server.port}/page")
     try:
         with loopback_names():
-            result = await run_crawl(urls, {"REP_FETCH_TIMEOUT": 4, **settings})
+            result = await run_crawl(
+                urls, {"REP_FETCH_TIMEOUT": FETCH_TIMEOUT, **settings}, before=stuck.connect
+            )
     finally:
         never.set()
-    known = site.page_hits("/p/")
-    assert len(known) == 300
-    assert result.stats["rep/robotstxt/outcome/unreachable"] == 40
-    return max(gaps(known))
+    return result, stuck.holds
+
+
+def _all_known_pages_sent_and_hanging_origins_unreachable(
+    site: ScriptedServer, result: CrawlResult
+) -> None:
+    assert len(site.page_hits("/p/")) == KNOWN_PAGES
+    assert result.stats["rep/robotstxt/outcome/unreachable"] == HANGING_ORIGINS
 
 
 # -- retries on the server's terms -----------------------------------------------------------------

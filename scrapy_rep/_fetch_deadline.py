@@ -1,0 +1,82 @@
+"""The deadline of one of scrapy-rep's own downloads, on scrapy-rep's clock.
+
+A robots.txt or tdmrep.json request carries the time its fetch has left as
+Scrapy's ``download_timeout`` (:mod:`scrapy_rep._download`); Scrapy's HTTP/1.1
+handler keeps it with a reactor timer, in real time. :func:`start` keeps the
+same deadline on scrapy-rep's clock (:mod:`scrapy_rep._timers`), so that a
+test that advances the clock sees the fetch end at once. When the clock's
+deadline comes first, it fires the handler's own timer early: the download
+ends through Scrapy's own code (its exception, its message, the downloader
+middlewares' ``process_exception``, its stats), as a timeout in real time
+would. In real time the two agree (ours starts as the request is handed to
+the engine, Scrapy's when the handler takes it, for the same seconds).
+
+Only these downloads pay for a timer, never pages. With another download
+handler (HTTP/2, httpx, a project's), or a request still queued in its slot
+when the deadline comes, nothing is fired: Scrapy's ``download_timeout``
+ends it in real time, as before.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet.defer import Deferred
+
+from scrapy_rep import _timers
+
+if TYPE_CHECKING:
+    from scrapy import Request
+
+_HANDLER_CHECK = "_cb_timeout"
+"""The callback by which Scrapy's HTTP/1.1 handler (ScrapyAgent, 2.14 to 2.19)
+turns its cancelled download into its timeout error."""
+
+
+def start(request: Request) -> _timers.Timer | None:
+    """A timer that ends ``request``'s download when its ``download_timeout``
+    has passed on scrapy-rep's clock (cancel it once the download ended)."""
+    seconds = request.meta.get("download_timeout")
+    if not seconds:
+        return None
+    return _timers.call_later(seconds, _expire, request)
+
+
+def _expire(request: Request) -> None:
+    found = _handler_timer(request)
+    if found is None:
+        return  # not in the handler yet, or another handler: real time ends it
+    call, download = found
+    # Scrapy's timer, when it runs, calls download.cancel(); the handler then
+    # sees its timer inactive and raises its timeout error. Run that now.
+    call.cancel()
+    download.cancel()
+
+
+def _handler_timer(request: Request) -> tuple[Any, Deferred[Any]] | None:
+    """Scrapy's pending timeout call for ``request`` and the download it cancels."""
+    from twisted.internet import reactor
+
+    calls: list[Any] = list(getattr(reactor, "getDelayedCalls", list)())
+    for call in calls:
+        function = call.func
+        download = getattr(function, "__self__", None)
+        if not isinstance(download, Deferred) or getattr(function, "__name__", "") != "cancel":
+            continue
+        for (callback, args, _), _errback in _chain(download):
+            if (
+                args
+                and args[0] is request
+                and getattr(callback, "__name__", "") == _HANDLER_CHECK
+                and call.active()
+            ):
+                return call, download
+    return None
+
+
+def _chain(deferred: Deferred[Any]) -> list[Any]:
+    """The callbacks still to run on ``deferred``: ``_callbacks`` since Twisted
+    25.5 deprecated the ``callbacks`` attribute, which older releases keep."""
+    own = vars(deferred)
+    chain = own.get("_callbacks", own.get("callbacks"))
+    return chain if isinstance(chain, list) else []
