@@ -19,7 +19,7 @@ per hop: :meth:`OwnDownloads.file`):
   reaches the downloader);
 - **time**: ``REP_FETCH_TIMEOUT`` for the whole fetch: every hop and attempt
   gets the time left (:class:`Budget`), kept on scrapy-rep's clock as well
-  (:mod:`scrapy_rep._fetch_deadline`);
+  (:mod:`scrapy_rep._slots.deadline`);
 - **places**: a download in flight is taken out of the downloader's active set
   (at most ``REP_MAX_FETCHES`` at once per file), so slow servers never hold
   the places of pages of origins whose rules are known;
@@ -45,7 +45,7 @@ from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.misc import load_object
 from w3lib.url import safe_url_string
 
-from scrapy_rep import _clock, _compat, _fetch_deadline, _slots
+from scrapy_rep import _clock, _compat, _slots
 from scrapy_rep._inflate import accept_encoding
 from scrapy_rep._meta_keys import ROBOTS_META, WELL_KNOWN_META
 from scrapy_rep._slots import headers
@@ -194,7 +194,7 @@ class OwnDownloads:
             self._connect(True)
         evidence = self._evidence
         started = _clock.now()
-        deadline = _fetch_deadline.start(request)  # download_timeout, on scrapy-rep's clock too
+        deadline = _slots.clock_deadline(request)  # download_timeout, on scrapy-rep's clock too
         try:
             response = await engine.download_async(request)
         except Exception as exc:

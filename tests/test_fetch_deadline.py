@@ -1,4 +1,4 @@
-"""REP_FETCH_TIMEOUT on scrapy-rep's clock (scrapy_rep/_fetch_deadline.py): a
+"""REP_FETCH_TIMEOUT on scrapy-rep's clock (scrapy_rep/_slots/deadline.py): a
 robots.txt that never answers ends when the fetch's time has passed on the
 clock, the way Scrapy's own download timeout ends it, in one real crawl."""
 

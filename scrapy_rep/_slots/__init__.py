@@ -7,7 +7,8 @@ for what differs between Scrapy releases): ``Downloader.slots``,
 ``Downloader.per_slot_settings`` (the live copy of ``DOWNLOAD_SLOTS``),
 ``Slot.delay``, ``Slot.jitter``, ``Slot.latercall``,
 ``Downloader._process_queue``, ``Downloader._latercall``, ``Downloader.active``,
-``Slot.concurrency``, ``Slot.queue``, ``Slot.active``,
+``Slot.concurrency``, ``Slot.queue``, ``Slot.active``, the HTTP/1.1 handler's
+timeout callback (``_cb_timeout``),
 ``Downloader.domain_concurrency``, ``Downloader.ip_concurrency`` and the
 engine's ``_slot`` (``nextcall``, ``closing``).
 :func:`internals_problems`, :func:`pause_problems`, :func:`limit_problems` and
@@ -30,7 +31,10 @@ and tests/test_slot_limit.py fail when any of it changes.
 - :mod:`~scrapy_rep._slots.departures`: each request leaving
   ``Downloader.active`` reported (replaces that set with one that reports;
   for the frontier); :mod:`~scrapy_rep._slots.readiness` and
-  :mod:`~scrapy_rep._slots.wakeup` are the frontier's other two.
+  :mod:`~scrapy_rep._slots.wakeup` are the frontier's other two;
+- :mod:`~scrapy_rep._slots.deadline`: a robots.txt or tdmrep.json download's
+  ``download_timeout`` kept on scrapy-rep's clock too, ended early through
+  the HTTP/1.1 handler's own timeout (its ``_cb_timeout``).
 
 Everything is imported from here (``from scrapy_rep._slots import SlotDelays``).
 """
@@ -48,6 +52,7 @@ from scrapy_rep._slots.active import (
     slot_key,
     waiting_problems,
 )
+from scrapy_rep._slots.deadline import clock_deadline
 from scrapy_rep._slots.delays import SlotDelays, internals_problems
 from scrapy_rep._slots.limits import SlotLimits, limit_problems
 from scrapy_rep._slots.pauses import SlotPauses, pause_problems
@@ -63,6 +68,7 @@ __all__ = [
     "SlotLimits",
     "SlotPauses",
     "Waiting",
+    "clock_deadline",
     "engine_closing",
     "internals_problems",
     "leave_active",

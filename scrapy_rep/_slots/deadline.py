@@ -2,7 +2,7 @@
 
 A robots.txt or tdmrep.json request carries the time its fetch has left as
 Scrapy's ``download_timeout`` (:mod:`scrapy_rep._download`); Scrapy's HTTP/1.1
-handler keeps it with a reactor timer, in real time. :func:`start` keeps the
+handler keeps it with a reactor timer, in real time. :func:`clock_deadline` keeps the
 same deadline on scrapy-rep's clock (:mod:`scrapy_rep._timers`), so that a
 test that advances the clock sees the fetch end at once. When the clock's
 deadline comes first, it fires the handler's own timer early: the download
@@ -33,7 +33,7 @@ _HANDLER_CHECK = "_cb_timeout"
 turns its cancelled download into its timeout error."""
 
 
-def start(request: Request) -> _timers.Timer | None:
+def clock_deadline(request: Request) -> _timers.Timer | None:
     """A timer that ends ``request``'s download when its ``download_timeout``
     has passed on scrapy-rep's clock (cancel it once the download ended)."""
     seconds = request.meta.get("download_timeout")
