@@ -65,7 +65,7 @@ class _ReportingSet(set["Request"]):
             super().remove(request)
         else:  # taken out by part(): not put back before Scrapy removes it
             super().discard(request)
-            self._call(parted, request)
+            self._safely(parted, request)
         self._tell(request, final=True)
 
     def discard(self, request: object) -> None:
@@ -74,12 +74,12 @@ class _ReportingSet(set["Request"]):
             self._tell(cast("Request", request), final=False)
 
     def _tell(self, request: Request, *, final: bool) -> None:
-        self._call(self._report, request, final)
+        self._safely(self._report, request, final)
         if final:
             for told in self._finals:
-                self._call(told, request)
+                self._safely(told, request)
 
-    def _call(self, told: Callable[..., None], *args: object) -> None:
+    def _safely(self, told: Callable[..., None], *args: object) -> None:
         # Runs inside Scrapy's fetch: whatever goes wrong here must not reach it.
         try:
             told(*args)
