@@ -163,13 +163,14 @@ def _wrapper(call: Any, family: int, tier: int, function: Any) -> Any:
 
     signature = inspect.signature(function)
     params, forward = [], []
-    namespace: dict[str, Any] = {"_call": call, "_f": function}
+    # names no wrapped method has (a method called _call would shadow the caller)
+    namespace: dict[str, Any] = {"_cg_call_": call, "_cg_f_": function}
     kw_only_started = False
     for name, param in signature.parameters.items():
         default = ""
         if param.default is not inspect.Parameter.empty:
-            namespace[f"_d_{name}"] = param.default
-            default = f"=_d_{name}"
+            namespace[f"_cg_d_{name}"] = param.default
+            default = f"=_cg_d_{name}"
         if param.kind is param.VAR_POSITIONAL:
             params.append(f"*{name}")
             forward.append(f"*{name}")
@@ -191,7 +192,7 @@ def _wrapper(call: Any, family: int, tier: int, function: Any) -> Any:
         params.insert(len(only), "/")
     source = (
         f"def {function.__name__}({', '.join(params)}):\n"
-        f"    return _call({family}, {tier}, _f, {', '.join(forward)})\n"
+        f"    return _cg_call_({family}, {tier}, _cg_f_, {', '.join(forward)})\n"
     )
     exec(source, namespace)
     wrapped = namespace[function.__name__]

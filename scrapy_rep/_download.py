@@ -48,7 +48,7 @@ from w3lib.url import safe_url_string
 from scrapy_rep import _clock, _compat, _slots
 from scrapy_rep._inflate import accept_encoding
 from scrapy_rep._meta_keys import ROBOTS_META, WELL_KNOWN_META
-from scrapy_rep._slots import headers
+from scrapy_rep._slots import departures, headers
 from scrapy_rep.evidence import Evidence
 from scrapy_rep.origin import ROBOTS_PATH
 
@@ -99,6 +99,7 @@ class OwnDownloads:
         self._out: set[Request] = set()  # taken out of the downloader's active set
         self.most_out = config.max_fetches  # of them at once
         self._can_leave: bool | None = None  # engine internals there (checked once)
+        self._parting = False  # the frontier watches the active set: _left not connected
         crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
         self._evidence = Evidence.of(crawler, config)  # None unless REP_EVIDENCE
         headers.install(config.headers_max)  # once per process; a problem was logged at start
@@ -227,7 +228,13 @@ class OwnDownloads:
         change = self.crawler.signals.connect if on else self.crawler.signals.disconnect
         change(self._bytes_received, signal=signals.bytes_received)
         change(self._reached, signal=signals.request_reached_downloader)
-        change(self._left, signal=signals.request_left_downloader)
+        if on:
+            # With the frontier's active set, a request taken out stays out
+            # until Scrapy removes it (departures.part): every page downloaded
+            # meanwhile is spared the receiver below.
+            self._parting = departures.watched(getattr(self.crawler.engine, "downloader", None))
+        if not self._parting:
+            change(self._left, signal=signals.request_left_downloader)
         if not on:
             self._sizes.clear()
             for key in self._bounded.values():
@@ -254,6 +261,8 @@ class OwnDownloads:
             self._can_leave = not _slots.waiting_problems(engine)
         if self._can_leave and _slots.leave_active(engine, request):
             self._out.add(request)
+            if self._parting:
+                departures.part(engine.downloader, request, self._out.discard)
 
     def _left(self, request: Request, spider: Spider | None = None) -> None:
         # Sent before the downloader removes the request from its active set.

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest_twisted
 from crawls import PATIENT, loopback_names, run_crawl
+from scrapy import Request
+from scrapy.exceptions import IgnoreRequest
 from servers import PAGE, Hit, Reply, ScriptedServer, gaps
 
 from scrapy_rep import ForbiddenByRobots
@@ -190,6 +192,44 @@ async def test_cached_responses_free_their_place_at_once(
     assert len(site.page_hits("/p/")) == 30  # all from the cache
     elapsed = again.stats["elapsed_time_seconds"]
     assert elapsed < 30 * 0.5 / 2  # far below what REACH_TIMEOUT per page would take
+
+
+class DropMarked:
+    """A downloader middleware after the robots middleware that drops the
+    requests marked ``drop``, as a project's own filter would."""
+
+    def process_request(self, request: Request, spider: Any = None) -> None:
+        if request.meta.get("drop"):
+            raise IgnoreRequest("dropped by a later middleware")
+
+
+@pytest_twisted.ensureDeferred
+async def test_with_scrapy_reps_queue_a_dropped_request_frees_its_place_at_once(
+    site: ScriptedServer,
+) -> None:
+    """With scrapy-rep's queue, the downloader's active set tells when a
+    request leaves it: a request a later middleware drops frees its place
+    then, not at the sweep half a second to a second later (counted
+    rep/slot_limit/not_reached), which would pace a one-place slot at one
+    request per sweep."""
+    site.robots(ROBOTS)
+    kept = [site.url(f"/p/{i}") for i in range(10)]
+    dropped = [Request(site.url(f"/d/{i}"), meta={"drop": True}) for i in range(10)]
+    urls: list[str | Request] = [u for pair in zip(kept, dropped, strict=True) for u in pair]
+    result = await run_crawl(
+        urls,
+        {
+            "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
+            "REP_FRONTIER": True,
+            "DOWNLOADER_MIDDLEWARES": {DropMarked: 950},
+        },
+    )
+    assert sorted(result.responses) == sorted(kept)
+    assert all(result.failed_with(r.url) is IgnoreRequest for r in dropped)
+    assert not site.page_hits("/d/")
+    stats = result.rep_stats()
+    assert "rep/slot_limit/not_reached" not in stats
+    assert result.stats["elapsed_time_seconds"] < 10 * 0.5 / 2  # far below a sweep per drop
 
 
 def test_a_scrapy_without_what_the_limit_needs_is_named() -> None:

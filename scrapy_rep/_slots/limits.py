@@ -17,7 +17,12 @@ requests leaving the robots middleware:
   (``response_received``: an HttpCacheMiddleware hit), or, if it is in the
   slot's ``active`` set neither within :data:`REACH_TIMEOUT` nor later (a
   later middleware dropped or rescheduled it), by a sweep every
-  ``REACH_TIMEOUT`` seconds while anything is out;
+  ``REACH_TIMEOUT`` seconds while anything is out. With the frontier
+  watching ``Downloader.active`` (:mod:`scrapy_rep._slots.departures`), the
+  place is freed instead when the request leaves that set, which every
+  request does last (answered, failed, a cache hit, dropped by a later
+  middleware), told by a direct call: the two signal receivers cost every
+  request about 63,500 instructions (13.5 µs; callgrind, 80 sites x 20 pages);
 - the limit is the slot's own concurrency, as Scrapy makes it:
   ``DOWNLOAD_SLOTS[key]["concurrency"]``, else ``CONCURRENT_REQUESTS_PER_IP``
   or ``CONCURRENT_REQUESTS_PER_DOMAIN``.
@@ -46,6 +51,7 @@ from scrapy_rep._slots.active import (
     engine_closing,
     missing_slot_attributes,
 )
+from scrapy_rep._slots.departures import follow_departures
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -149,6 +155,10 @@ class SlotLimits(OnDownloader):
             and not downloader.ip_concurrency
             and getattr(type(downloader), "get_slot_key", None) is Downloader.get_slot_key
         )
+        if downloader is not None and follow_departures(downloader, self._left):
+            signals_ = self._crawler.signals
+            signals_.disconnect(self._left, signal=signals.request_left_downloader)
+            signals_.disconnect(self._received, signal=signals.response_received)
         return downloader
 
     def _limit(self, downloader: Downloader, key: str) -> int:
@@ -182,6 +192,8 @@ class SlotLimits(OnDownloader):
     # -- places freed ----------------------------------------------------------------
 
     def _left(self, request: Request) -> None:
+        # Left the slot (request_left_downloader) or, with the frontier,
+        # Downloader.active for good: in its slot or not, its place is free.
         key = self._inside.pop(request, None)
         if key is None:
             key = self._unseen(request)
