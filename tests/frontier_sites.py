@@ -4,8 +4,7 @@
 (``http://oN.test:PORT``, resolved to 127.0.0.1 by ``crawls.loopback_names``):
 a robots.txt per host (``robots(host)``; None: 404) answered after
 ``robots_wait(host)`` seconds (``HANG``: not before the server closes), pages
-that take ``page_delay`` seconds (and, when given, are answered only once
-``page_gate(host, path)`` returns), and a record of every request (host, path,
+that take ``page_delay`` seconds, and a record of every request (host, path,
 arrival) with the most page requests a host had in flight at once and the most
 robots.txt requests in flight at once (all hosts together).
 
@@ -67,8 +66,6 @@ class _Handler(BaseHTTPRequestHandler):
                 payload = (body or "").encode()
                 kind = "text/plain"
             else:
-                if sites.page_gate is not None:
-                    sites.page_gate(host, path)
                 if sites.page_delay:
                     time.sleep(sites.page_delay)
                 status, payload, kind = 200, PAGE, "text/html"
@@ -105,11 +102,9 @@ class Sites:
         robots: Callable[[str], str | None] = lambda host: None,
         page_delay: float = 0.0,
         robots_wait: Callable[[str], float] = lambda host: 0.0,
-        page_gate: Callable[[str, str], object] | None = None,
     ) -> None:
         self.robots = robots
         self.page_delay = page_delay
-        self.page_gate = page_gate
         self.robots_wait = robots_wait
         self._lock = threading.Lock()
         self._closing = threading.Event()

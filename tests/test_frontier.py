@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -263,22 +262,26 @@ async def test_robots_txt_fetched_while_its_request_waits_in_the_queue() -> None
     long before its turn (fetched at its turn, it would come after 270 pages
     or more)."""
     scheduled = itertools.count(1)
-    all_queued = threading.Event()  # the seed and the 301 requests it yields
+    crawlers: list[Crawler] = []
+
+    def hold(crawler: Crawler) -> None:
+        crawlers.append(crawler)
+        crawler.signals.connect(count, signal=signals.request_scheduled, weak=False)
 
     def count(request: Request) -> None:
+        # The engine takes nothing from the queue while the seed's 301 requests are
+        # queued, so the queue, not how fast a loaded machine runs the spider,
+        # decides the order (the robots.txt prefetch does not go through the queue).
         if next(scheduled) == 302:
-            all_queued.set()
+            crawlers[0].engine.unpause()
 
-    def gate(host: str, path: str) -> None:
-        # busy.test's pages are answered once every request is in the queue, so the
-        # queue, not how fast a loaded machine runs the spider, decides the order
-        if host == "busy.test" and path != "/seed":
-            all_queued.wait(60)
+    def follow(response: Response) -> list[Request]:
+        if response.url != seed:
+            return []
+        crawlers[0].engine.pause()
+        return [waiting, *busy]
 
-    with (
-        Sites(robots=lambda host: "User-agent: *\nAllow: /\n", page_gate=gate) as sites,
-        loopback_names(),
-    ):
+    with Sites(robots=lambda host: "User-agent: *\nAllow: /\n") as sites, loopback_names():
         late = sites.url("new.test", "/late")
         waiting = Request(late, priority=-1, dont_filter=True, meta={"download_slot": "busy.test"})
         busy = [
@@ -289,10 +292,8 @@ async def test_robots_txt_fetched_while_its_request_waits_in_the_queue() -> None
             [seed],
             {**PATIENT, "CONCURRENT_REQUESTS_PER_DOMAIN": 16},  # 300 pages: not about timeouts
             close_after={late},
-            follow=lambda response: [waiting, *busy] if response.url == seed else [],
-            before=lambda crawler: crawler.signals.connect(
-                count, signal=signals.request_scheduled, weak=False
-            ),
+            follow=follow,
+            before=hold,
         )
         robots_at = sites.first("new.test", "/robots.txt")
         busy_pages = sites.page_times("busy.test")
