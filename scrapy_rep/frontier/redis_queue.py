@@ -49,7 +49,9 @@ first slot will be (:mod:`scrapy_rep._slots.wakeup`), or after ``IDLE_POLL``
 seconds if that is sooner (another worker may have made a slot ready). When Redis fails, this
 worker keeps what it pushes meanwhile in memory and hands it out (paced
 locally by the robots middleware), waits for the rest, and pushes its own
-back once Redis answers. An error answer is a failure too: a full Redis
+back once Redis answers, with the word that the slots of origins whose
+robots.txt came meanwhile are ready (else they would wait ``AWAIT_ROBOTS``).
+An error answer is a failure too: a full Redis
 (``maxmemory``, ``noeviction``) refuses pushes with an OOM error. One
 WARNING per outage (:class:`~scrapy_rep.cluster.link.Outage`).
 """
