@@ -8,7 +8,8 @@ which command. Once ``arm()``-ed, the next reply of the script ``sha`` that
 connection are closed instead, as when Redis dies (or the network fails)
 after it ran the script and before its reply reached the client. For
 ``down`` seconds after that, new connections are closed at once (Redis
-restarting).
+restarting). ``fail(down)`` does the same to every connection at once,
+whatever passes.
 """
 
 from __future__ import annotations
@@ -99,6 +100,15 @@ class CuttingProxy:
         connections for ``down`` seconds."""
         self.down = down
         self._armed.set()
+
+    def fail(self, down: float) -> None:
+        """Close every connection now and refuse new ones for ``down`` seconds:
+        Redis killed and restarted with its data (an append-only file)."""
+        self._down_until = time.monotonic() + down
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            _close(sock)
 
     def close(self) -> None:
         self._closed = True

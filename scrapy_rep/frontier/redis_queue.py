@@ -49,7 +49,9 @@ first slot will be (:mod:`scrapy_rep._slots.wakeup`), or after ``IDLE_POLL``
 seconds if that is sooner (another worker may have made a slot ready). When Redis fails, this
 worker keeps what it pushes meanwhile in memory and hands it out (paced
 locally by the robots middleware), waits for the rest, and pushes its own
-back once Redis answers. An error answer is a failure too: a full Redis
+back once Redis answers, with the word that the slots of origins whose
+robots.txt came meanwhile are ready (else they would wait ``AWAIT_ROBOTS``).
+An error answer is a failure too: a full Redis
 (``maxmemory``, ``noeviction``) refuses pushes with an OOM error. One
 WARNING per outage (:class:`~scrapy_rep.cluster.link.Outage`).
 """
@@ -160,6 +162,9 @@ class RedisPoliteQueue:
         self._holding: dict[Request, tuple[str, str, int]] = {}
         # origin -> one of its requests, and the slots parked for its robots.txt
         self._awaiting: dict[Origin, tuple[Request, set[str]]] = {}
+        # the same, for origins whose rules came while Redis was down (or its
+        # KNOWN failed): their slots are made ready once Redis answers
+        self._known_later: dict[Origin, tuple[Request, set[str]]] = {}
         self._forbidden: deque[Request] = deque()  # dropped by the middleware at once
         self._local: deque[Request] = deque()  # pushed while Redis was down
         self._unreleased: deque[tuple[str, str]] = deque()  # places to give back
@@ -202,6 +207,8 @@ class RedisPoliteQueue:
             return self._pop_local_or_wake()
         try:
             self._flush_local()
+            if self._known_later:  # rules learnt while Redis was down
+                self._tell_known()
             if self._unreleased:  # places left while Redis was down
                 slot, token = self._unreleased.pop()
                 self._release(slot, token)
@@ -316,20 +323,37 @@ class RedisPoliteQueue:
 
     def _robots_known(self, origin: Origin) -> None:
         """``origin``'s robots.txt fetch ended here: its slots are ready."""
-        request, slots = self._awaiting.pop(origin, (None, set()))
-        if request is None or self._down():
+        awaiting = self._awaiting.pop(origin, None)
+        if awaiting is None:
             return
-        delay = self._readiness(request)[1]
+        # Kept until Redis has been told: a fetch that ends during an outage
+        # (Redis killed as the answer came) would otherwise leave its slots
+        # parked in Redis until AWAIT_ROBOTS, with nobody fetching.
+        _, slots = self._known_later.setdefault(origin, (awaiting[0], set()))
+        slots |= awaiting[1]
+        if self._down():
+            return  # told once Redis answers
         try:
-            for slot in slots:
-                self._known_script(
-                    keys=[f"{self.key}:slots", f"{self.key}:meta:{slot}"],
-                    args=[slot, self._spacing(slot, delay), self._slots.concurrency(slot)],
-                )
+            self._tell_known()
         except self._errors() as exc:
             self._failed(exc)
             return
         self._wakeup.now()
+
+    def _tell_known(self) -> None:
+        """Make ready the slots of the origins whose rules this worker learnt,
+        in order; one whose call fails stays for the next try."""
+        while self._known_later:
+            origin, (request, slots) = next(iter(self._known_later.items()))
+            delay = self._readiness(request)[1]
+            while slots:
+                slot = next(iter(slots))
+                self._known_script(
+                    keys=[f"{self.key}:slots", f"{self.key}:meta:{slot}"],
+                    args=[slot, self._spacing(slot, delay), self._slots.concurrency(slot)],
+                )
+                slots.discard(slot)
+            del self._known_later[origin]
 
     def _answer_began(self, request: Request) -> None:
         if self._holding:
