@@ -6,6 +6,7 @@ Real crawls against one local server standing for many sites
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import ModuleType
@@ -235,13 +236,15 @@ class RobotsInFlight:
 async def _quiet(sites: Sites, robots: RobotsInFlight) -> None:
     """Real time: until every robots.txt request in Scrapy's downloader has
     reached the server and nothing reached it for a ``settle()``: the crawl
-    waits on the clock."""
-    while True:
+    waits on the clock. Fails if not seen within 30 s of real time."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
         seen = (len(sites.hits), robots.reached)
         await settle()
         at_server = sum(hit.path == "/robots.txt" for hit in sites.hits)
         if (len(sites.hits), robots.reached) == seen and at_server >= robots.reached:
             return
+    raise AssertionError("the crawl never waited on the clock within 30 s of real time")
 
 
 async def test_hanging_robots_txt_cost_ordinary_origins_one_timeout_at_most(
