@@ -6,6 +6,7 @@ Real crawls against one local server standing for many sites
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import ModuleType
@@ -22,6 +23,7 @@ from scrapy.squeues import LifoMemoryQueue
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.test import get_crawler
 from test_frontier import SETTINGS, crawl, stats
+from twisted.internet.defer import ensureDeferred
 
 from scrapy_rep import _clock
 from scrapy_rep.frontier.queue import AWAIT_ROBOTS
@@ -191,7 +193,15 @@ async def test_prefetch_runs_at_most_rep_max_fetches_robots_txt_at_once() -> Non
 HANGING = 40
 ORDINARY = 10
 WINDOW = 8  # REP_MAX_FETCHES
-FETCH_TIMEOUT = 4.0
+FETCH_TIMEOUT = 24.0
+"""REP_FETCH_TIMEOUT, on scrapy-rep's clock, which the test moves (never
+passing on its own in the test's real seconds). Under AWAIT_ROBOTS (30 s): the
+queue hands a slot out once its origin waited that long while the window did
+not move, so with a longer timeout a first-in-first-out window would cost
+AWAIT_ROBOTS, not its queue of timeouts, and the test would prove nothing."""
+EIGHTH = FETCH_TIMEOUT / SLOW_SHARES  # when a fetch gives its place in the window up
+LEAD = 0.1
+"""Seconds of the clock past EIGHTH to which the test moves it."""
 SETTLE = 1.0
 """Seconds an ordinary origin's page may take past REP_FETCH_TIMEOUT from when
 its request was scheduled: its own robots.txt fetch and its page's turn."""
@@ -199,11 +209,14 @@ its request was scheduled: its own robots.txt fetch and its page's turn."""
 
 class RobotsInFlight:
     """The most robots.txt downloads in Scrapy's downloader at once (from
-    reaching it to leaving it: a hanging server's request leaves at its timeout)."""
+    reaching it to leaving it: a hanging server's request leaves at its
+    timeout), how many reached it, and when the newest did (``_clock.monotonic()``)."""
 
     def __init__(self) -> None:
         self.inside: set[Request] = set()
         self.most = 0
+        self.reached = 0
+        self.newest = 0.0
 
     def connect(self, crawler: Crawler) -> None:
         crawler.signals.connect(self._reached, signal=signals.request_reached_downloader)
@@ -213,20 +226,41 @@ class RobotsInFlight:
         if urlsplit(request.url).path == "/robots.txt":
             self.inside.add(request)
             self.most = max(self.most, len(self.inside))
+            self.reached += 1
+            self.newest = _clock.monotonic()
 
     def _left(self, request: Request) -> None:
         self.inside.discard(request)
 
 
-async def test_hanging_robots_txt_cost_ordinary_origins_one_timeout_at_most() -> None:
+async def _quiet(sites: Sites, robots: RobotsInFlight) -> None:
+    """Real time: until every robots.txt request in Scrapy's downloader has
+    reached the server and nothing reached it for a ``settle()``: the crawl
+    waits on the clock. Fails if not seen within 30 s of real time."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        seen = (len(sites.hits), robots.reached)
+        await settle()
+        at_server = sum(hit.path == "/robots.txt" for hit in sites.hits)
+        if (len(sites.hits), robots.reached) == seen and at_server >= robots.reached:
+            return
+    raise AssertionError("the crawl never waited on the clock within 30 s of real time")
+
+
+async def test_hanging_robots_txt_cost_ordinary_origins_one_timeout_at_most(
+    rep_clock: ModuleType,
+) -> None:
     """40 origins whose robots.txt never answers are queued before 10 ordinary
     ones: each ordinary page is sent within REP_FETCH_TIMEOUT (+ SETTLE) of its
-    request entering the queue (a first-in-first-out window of 8 held them 5
-    timeouts), and robots.txt downloads in flight never exceed the stated
-    bound: REP_MAX_FETCHES fetches younger than an eighth of REP_FETCH_TIMEOUT,
-    SLOW_SHARES x REP_MAX_FETCHES in all. (Once the ordinary pages are in, the
-    hanging servers close their connections, so the crawl ends without waiting
-    for their timeouts.)"""
+    request entering the queue, in scrapy-rep's time (a first-in-first-out
+    window of 8 held them 5 timeouts), and robots.txt downloads in flight never
+    exceed the stated bound: REP_MAX_FETCHES fetches younger than an eighth of
+    REP_FETCH_TIMEOUT, SLOW_SHARES x REP_MAX_FETCHES in all. Whenever the crawl
+    waits, the test moves the clock to an eighth of REP_FETCH_TIMEOUT (LEAD
+    past it) after the newest robots.txt request reached the downloader, or by
+    an eighth when that has passed, up to twice REP_FETCH_TIMEOUT in all. (Once
+    the ordinary pages are in, the hanging servers close their connections, so
+    the crawl ends without waiting for their timeouts.)"""
     hanging = [f"h{number}.test" for number in range(HANGING)]
     ordinary = [f"n{number}.test" for number in range(ORDINARY)]
     with (
@@ -257,16 +291,31 @@ async def test_hanging_robots_txt_cost_ordinary_origins_one_timeout_at_most() ->
             sent.append(sites.sent(crawler))
             robots.connect(crawler)
 
-        _, answered, failed = await crawl(
-            urls,
-            {
-                "REP_MAX_FETCHES": WINDOW,
-                "REP_FETCH_TIMEOUT": FETCH_TIMEOUT,
-                "CONCURRENT_REQUESTS": 16,
-            },
-            close_after=watched,
-            before=record,
+        done = ensureDeferred(
+            crawl(
+                urls,
+                {
+                    "REP_MAX_FETCHES": WINDOW,
+                    "REP_FETCH_TIMEOUT": FETCH_TIMEOUT,
+                    "CONCURRENT_REQUESTS": 16,
+                },
+                close_after=watched,
+                before=record,
+            )
         )
+        try:
+            moved = 0.0
+            while waiting and moved < 2 * FETCH_TIMEOUT:
+                await _quiet(sites, robots)
+                if not waiting:
+                    break
+                step = robots.newest + EIGHTH + LEAD - rep_clock.monotonic()
+                step = step if step > 0 else EIGHTH
+                rep_clock.advance(step)
+                moved += step
+        finally:
+            sites.release_hanging()  # (late pages: the crawl ends now)
+            _, answered, failed = await done
     assert watched <= answered.keys(), failed
     late = {}
     for host in ordinary:

@@ -3,8 +3,8 @@
 A header flood on a robots.txt redirect hop or on a tdmrep.json (crawled in a
 process of its own, tests/_measured_crawl.py, whose peak memory is measured),
 a robots.txt whose ``Content-Encoding`` names no compression, and redirect
-chains of slow answers against ``REP_FETCH_TIMEOUT``, each against real local
-servers.
+hops that answer late or hang against ``REP_FETCH_TIMEOUT`` (on scrapy-rep's
+clock, which the test moves), each against real local servers.
 """
 
 from __future__ import annotations
@@ -12,20 +12,25 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
-from itertools import pairwise
 from pathlib import Path
+from types import ModuleType
 from typing import Any, BinaryIO
 
 import pytest
 import pytest_twisted
+from clock_steps import settle, until
 from crawls import run_crawl, run_reporting
 from scrapy import Request
+from scrapy.crawler import Crawler
 from scrapy.http import Response
 from servers import Reply, ScriptedServer
+from twisted.internet.defer import ensureDeferred
 
-from scrapy_rep import ForbiddenByRobots, RobotsTxtUnavailable
+from scrapy_rep import ForbiddenByRobots, RobotsTxtUnavailable, _clock
+from scrapy_rep._download import TIMEOUT
 
 RULES = b"User-agent: *\nDisallow: /private\n"
 MEASURED_CRAWL = Path(__file__).with_name("_measured_crawl.py")
@@ -190,27 +195,59 @@ async def test_a_coding_name_that_compresses_nothing_leaves_the_rules_readable(
 
 # -- REP_FETCH_TIMEOUT over redirect hops ----------------------------------------------------------
 
-HOP_DELAY = 2.5  # each answer, under REP_FETCH_TIMEOUT, but six of them are not
-FETCH_TIMEOUT = 3.0
-SLACK = 4.5  # a loaded machine; the old per-hop timeout took 6 x 2.5 s = 15 s
+FETCH_TIMEOUT = 60.0
+"""REP_FETCH_TIMEOUT of the hop tests: it passes only as the test moves
+scrapy-rep's clock (``rep_clock``), never on its own in real time."""
+FIRST_ANSWER = 40.0
+"""Seconds of the clock after which the first hop answers: a redirect to a hop
+that hangs. Under REP_FETCH_TIMEOUT, as the next hop's time would be, were
+each hop given its own."""
 
 
-def _slow_chain(site: ScriptedServer, first: str, final: Reply) -> list[str]:
-    """``first`` and 5 hops after it, each answering after HOP_DELAY: 5 redirects,
-    then ``final``."""
-    paths = [first] + [f"/hop{i}" for i in range(1, 6)]
-    for path, target in pairwise(paths):
-        site.script(path, Reply(status=301, headers={"Location": target}, delay=HOP_DELAY))
-    final.delay = HOP_DELAY
-    site.script(paths[-1], final)
-    return paths
+def _hanging_second_hop(
+    site: ScriptedServer, first: str, final: Reply
+) -> tuple[threading.Event, threading.Event]:
+    """``first`` redirects to /hop1 once the first event is set, /hop1 to /hop2
+    once the second is (never, in the test), /hop2 answers ``final``: the
+    events."""
+    answer, never = threading.Event(), threading.Event()
+    waits = {"wait_timeout": 2 * FETCH_TIMEOUT}
+    site.script(first, Reply(status=301, headers={"Location": "/hop1"}, wait_for=answer, **waits))
+    site.script("/hop1", Reply(status=301, headers={"Location": "/hop2"}, wait_for=never, **waits))
+    site.script("/hop2", final)
+    return answer, never
+
+
+async def _over_the_hops(
+    site: ScriptedServer,
+    first: str,
+    clock: ModuleType,
+    answer: threading.Event,
+    ended: Callable[[], bool],
+) -> None:
+    """Moves the clock over the fetch of ``first``: to FIRST_ANSWER of it (still
+    under way), where the first hop answers; once /hop1 is asked for, to 1 s
+    before REP_FETCH_TIMEOUT from the fetch's start (still under way), then
+    past it by 1 s. ``ended()``: whether the fetch has ended."""
+    await until(lambda: site.hits(first))
+    [sent] = [hit.time for hit in site.log() if hit.path == first]  # the clock's time
+    clock.advance(max(sent + FIRST_ANSWER - clock.now(), 0.0))
+    await settle()
+    assert not ended(), f"ended within {FIRST_ANSWER:g} s of the clock"
+    answer.set()
+    await until(lambda: site.hits("/hop1"))
+    clock.advance(max(sent + FETCH_TIMEOUT - 1 - clock.now(), 0.0))  # 1 s before
+    await settle()
+    assert not ended(), "ended before REP_FETCH_TIMEOUT"
+    clock.advance(2)  # 1 s after
 
 
 def _noting(arrived: list[float]) -> Callable[[Response], list[Request]]:
-    """A ``follow`` for run_crawl that notes when each response reached the spider."""
+    """A ``follow`` for run_crawl that notes when each response reached the
+    spider (scrapy-rep's clock)."""
 
     def note(response: Response) -> list[Request]:
-        arrived.append(time.monotonic())
+        arrived.append(_clock.now())
         return []
 
     return note
@@ -219,52 +256,82 @@ def _noting(arrived: list[float]) -> Callable[[Response], list[Request]]:
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_rep_fetch_timeout_bounds_a_robots_txt_fetch_hops_included(
-    site: ScriptedServer,
+    site: ScriptedServer, rep_clock: ModuleType
 ) -> None:
-    """5 redirect hops of 2.5 s each, every one under REP_FETCH_TIMEOUT (3 s):
-    the fetch ends at 3 s as a timeout (unreachable), the origin's page is
-    held that long and no longer (before: 15 s, each hop had its own 3 s)."""
-    paths = _slow_chain(site, "/robots.txt", Reply(body=b"User-agent: *\nAllow: /\n"))
-    arrived: list[float] = []
-    started = time.monotonic()
-    result = await run_crawl(
-        [site.url("/a")], {"REP_FETCH_TIMEOUT": FETCH_TIMEOUT}, follow=_noting(arrived)
+    """REP_FETCH_TIMEOUT (60 s) bounds the whole fetch, not each hop: the first
+    hop answers after 40 s of the clock, a redirect to a hop that hangs; the
+    fetch is still under way 1 s before 60 s from its start and has ended 1 s
+    after, as a timeout (unreachable), the origin's page dropped, the third hop
+    never asked for (with a budget per hop, the second would have had until
+    100 s)."""
+    answer, never = _hanging_second_hop(
+        site, "/robots.txt", Reply(body=b"User-agent: *\nAllow: /\n")
     )
-    waited = max([*arrived, *result.failed_at.values()]) - started  # dropped or downloaded
+    crawlers: list[Crawler] = []
 
-    assert waited < FETCH_TIMEOUT + SLACK, waited
+    def ended() -> bool:
+        stats = crawlers[0].stats
+        assert stats is not None
+        return stats.get_value("rep/robotstxt/outcome/unreachable") is not None
+
+    crawl = ensureDeferred(
+        run_crawl([site.url("/a")], {"REP_FETCH_TIMEOUT": FETCH_TIMEOUT}, before=crawlers.append)
+    )
+    try:
+        await _over_the_hops(site, "/robots.txt", rep_clock, answer, ended)
+        await until(lambda: crawl.called, within=FETCH_TIMEOUT / 4)
+    finally:
+        answer.set()
+        never.set()
+    result = await crawl
+
     assert result.failed_with(site.url("/a")) is RobotsTxtUnavailable
     assert result.stats["rep/robotstxt/outcome/unreachable"] == 1
+    name = f"{TIMEOUT.__module__}.{TIMEOUT.__qualname__}"
+    assert result.stats[f"rep/robotstxt/exception_count/{name}"] == 1
     assert site.hits("/a") == 0
-    assert sum(site.hits(path) for path in paths) <= 2  # the third hop is never asked for
+    assert site.hits("/robots.txt") == site.hits("/hop1") == 1
+    assert site.hits("/hop2") == 0  # the third hop is never asked for
 
 
 @pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_rep_fetch_timeout_bounds_a_tdmrep_json_fetch_hops_included(
-    site: ScriptedServer,
+    site: ScriptedServer, rep_clock: ModuleType
 ) -> None:
-    """The same chain behind /.well-known/tdmrep.json: the page that waits for
-    it reaches the spider about REP_FETCH_TIMEOUT after the crawl starts, with
-    no TDMRep rules (a fetch error), not after all six slow answers."""
+    """The same hops behind /.well-known/tdmrep.json: the page that waits for it
+    has not reached the spider 1 s of the clock before REP_FETCH_TIMEOUT from
+    the fetch's start, and reaches it after, with no TDMRep rules (a fetch
+    error), the third hop never asked for."""
     site.robots(b"User-agent: *\nAllow: /\n")
-    paths = _slow_chain(
+    answer, never = _hanging_second_hop(
         site,
         "/.well-known/tdmrep.json",
         Reply(body=b"[]", headers={"Content-Type": "application/json"}),
     )
     arrived: list[float] = []
-    started = time.monotonic()
-    result = await run_crawl(
-        [site.url("/a")],
-        {"REP_FETCH_TIMEOUT": FETCH_TIMEOUT, "REP_PURPOSES": ["train-ai"]},
-        follow=_noting(arrived),
+    crawl = ensureDeferred(
+        run_crawl(
+            [site.url("/a")],
+            {"REP_FETCH_TIMEOUT": FETCH_TIMEOUT, "REP_PURPOSES": ["train-ai"]},
+            follow=_noting(arrived),
+        )
     )
+    try:
+        await _over_the_hops(
+            site, "/.well-known/tdmrep.json", rep_clock, answer, lambda: bool(arrived)
+        )
+        await until(lambda: crawl.called, within=FETCH_TIMEOUT / 4)
+    finally:
+        answer.set()
+        never.set()
+    result = await crawl
 
     assert site.url("/a") in result.responses
-    assert arrived[0] - started < FETCH_TIMEOUT + SLACK, arrived[0] - started
+    assert len(arrived) == 1
     assert result.stats["rep/usage/tdmrep/outcome/error"] == 1
-    assert sum(site.hits(path) for path in paths) <= 2
+    assert site.hits("/hop1") == 1
+    assert site.hits("/hop2") == 0
 
 
 @pytest.mark.slow

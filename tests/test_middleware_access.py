@@ -7,15 +7,19 @@ server and the ``rep/`` stats.
 from __future__ import annotations
 
 import logging
+import threading
 from itertools import pairwise
+from types import ModuleType
 from typing import Any
 
 import pytest
 import pytest_twisted
+from clock_steps import until
 from crawls import run_crawl
 from scrapy import Request
 from scrapy.crawler import Crawler
 from servers import Reply, ScriptedServer, refused_port
+from twisted.internet.defer import ensureDeferred
 
 from scrapy_rep import ForbiddenByRobots, RobotsTxtUnavailable
 from scrapy_rep import signals as rep_signals
@@ -164,9 +168,25 @@ async def test_refused_connection_disallows_all() -> None:
 
 
 @pytest_twisted.ensureDeferred
-async def test_timeout_uses_rep_fetch_timeout_and_disallows_all(site: ScriptedServer) -> None:
-    site.script("/robots.txt", Reply(body=b"User-agent: *\nAllow: /\n", delay=1.5))
-    result = await run_crawl([site.url("/page")], {"REP_FETCH_TIMEOUT": 0.3})
+async def test_timeout_uses_rep_fetch_timeout_and_disallows_all(
+    site: ScriptedServer, rep_clock: ModuleType
+) -> None:
+    """A robots.txt that does not answer ends at REP_FETCH_TIMEOUT (60 s of
+    scrapy-rep's clock, which the test moves past it), not at DOWNLOAD_TIMEOUT
+    (180 s): the origin's page is dropped, the timeout counted."""
+    fetch_timeout = 60.0
+    never = threading.Event()
+    site.script("/robots.txt", Reply(wait_for=never, wait_timeout=2 * fetch_timeout))
+    settings = {"REP_FETCH_TIMEOUT": fetch_timeout, "DOWNLOAD_TIMEOUT": 3 * fetch_timeout}
+    crawl = ensureDeferred(run_crawl([site.url("/page")], settings))
+    try:
+        await until(lambda: site.hits("/robots.txt"))
+        [sent] = [hit.time for hit in site.log() if hit.path == "/robots.txt"]
+        rep_clock.advance(max(sent + fetch_timeout + 1 - rep_clock.now(), 0.0))
+        await until(lambda: crawl.called, within=fetch_timeout / 4)
+    finally:
+        never.set()
+    result = await crawl
     assert site.hits("/page") == 0
     assert result.failed_with(site.url("/page")) is RobotsTxtUnavailable
     assert any("TimeoutError" in k for k in result.stats), result.rep_stats()
