@@ -45,11 +45,10 @@ QUEUE_WARNING = "The Redis queue is unavailable ("
 LINK_WARNING = re.compile(r"WARNING: Redis at \S+ unavailable \(")
 PAUSE_WARNING = "Redis unavailable: the pause of download slot"
 DELAYED_PAGES = 8
-"""Pages of each Crawl-delay site, one a second: the fault holds most of them
-back, and 4 to 7 were still to go SETTLE s after it (4 runs, slow and full):
-3 gaps after the fault prove the spacing is back as well as 10 (2 pages are
-needed there, and one after the late 503's pause). With 12 (and a 4 s fault)
-the crawl went on 5 to 11 s past that point."""
+"""Pages of each Crawl-delay site, one a second, none answered before the
+fault holds: FAULT + SETTLE (4 s) after it began, 3 or more are still to go,
+and 3 gaps after the fault prove the spacing is back (2 pages are needed
+there, and one after the late 503's pause)."""
 
 
 Apply = Callable[[Any, float, Callable[[], None]], None]
@@ -104,8 +103,9 @@ class Fault:
 
 
 class FaultySites(ManySites):
-    """``pN.test``: their first page starts the fault; ``dqN.test``: their
-    first page asked for ``SETTLE`` s after the fault answers 503."""
+    """``pN.test``: their first page starts the fault; ``d*`` (Crawl-delay
+    sites): no page answered before it holds; ``dqN.test``: their first page
+    asked for ``SETTLE`` s after the fault answers 503."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -116,7 +116,12 @@ class FaultySites(ManySites):
         if path != "/robots.txt" and self.fault is not None:
             if host.startswith("p"):
                 self.fault.begin()
-            elif host.startswith("dq") and self.fault.over():
+            elif host.startswith("d") and not self.fault.holds.is_set():
+                # A Crawl-delay site's first page is answered once the fault holds:
+                # its pages, a turn apart, then go on past the fault's end however
+                # far a loaded machine's crawl got before it began
+                self.fault.holds.wait(60)
+            if host.startswith("dq") and self.fault.over():
                 with self._lock:
                     first = host not in self._late_503
                     self._late_503.add(host)
