@@ -82,6 +82,13 @@ ABLATION: tuple[tuple[str, str, dict[str, Any], str | None], ...] = (
     ("bare+slotlimit", "rep", {**BARE, "REP_SLOT_LIMIT": True}, "bare"),
     ("bare+slowdown", "rep", {**BARE, "REP_SLOWDOWN": True}, "bare"),
     ("bare+stop", "rep", {**BARE, "REP_STOP_SIGNALS": True}, "bare"),
+    # the two above share one response_downloaded receiver: both on, one step
+    (
+        "bare+slowdown+stop",
+        "rep",
+        {**BARE, "REP_SLOWDOWN": True, "REP_STOP_SIGNALS": True},
+        "bare",
+    ),
     ("rep", "rep", {}, None),
 )
 FAMILIES = 192  # C functions for families: the second half for calls made within tier 1
@@ -490,7 +497,9 @@ def main() -> None:
         help="one crawl of 2 x --origins sites per step of ABLATION (bare rep, each part on alone)",
     )
     parser.add_argument(
-        "--steps", help="with --ablation: only these steps (comma-separated names of ABLATION)"
+        "--steps",
+        help="with --ablation: only these steps, in this order (comma-separated names of "
+        "ABLATION; for the sum, parts that do not overlap: bare+slowdown+stop or the two apart)",
     )
     parser.add_argument(
         "--set",
@@ -552,8 +561,11 @@ def ablation(args: Any, out_dir: Path, extra: dict[str, Any]) -> None:
     """One crawl a step, each step against the one it differs from in one thing."""
     from concurrent.futures import ThreadPoolExecutor
 
-    wanted = set(args.steps.split(",")) if args.steps else None
-    steps = [step for step in ABLATION if wanted is None or step[0] in wanted]
+    by_name = {step[0]: step for step in ABLATION}
+    if args.steps:
+        steps = [by_name[name] for name in args.steps.split(",") if name]
+    else:
+        steps = [step for step in ABLATION if step[0] != "bare+slowdown+stop"]
     jobs = [
         {
             "mode": mode,
@@ -583,7 +595,7 @@ def ablation(args: Any, out_dir: Path, extra: dict[str, Any]) -> None:
     for name, _, _, against in steps:
         diff = f"{per[name] - per[against]:>+12,.0f}" if against in per else ""
         print(f"{name:<22}{per[name]:>14,.0f}{against or '':>12}{diff}")
-    parts = [s[0] for s in steps if s[3] == "bare"]
+    parts = [s[0] for s in steps if s[3] == "bare"]  # --steps picks them without overlap
     if {"builtin", "bare", "rep"} <= per.keys() and parts:
         explained = per["bare"] - per["builtin"] + sum(per[p] - per["bare"] for p in parts)
         gap = per["rep"] - per["builtin"]
