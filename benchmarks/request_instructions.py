@@ -80,6 +80,13 @@ ABLATION: tuple[tuple[str, str, dict[str, Any], str | None], ...] = (
     ("bare+meta", "rep", {**BARE, "REP_META_ROBOTS": True}, "bare"),
     ("bare+frontier", "rep", {**BARE, "REP_FRONTIER": True}, "bare"),
     ("bare+slotlimit", "rep", {**BARE, "REP_SLOT_LIMIT": True}, "bare"),
+    # the slot limit as rep runs it: told by the frontier's active set, no receivers
+    (
+        "bare+frontier+slotlimit",
+        "rep",
+        {**BARE, "REP_FRONTIER": True, "REP_SLOT_LIMIT": True},
+        "bare+frontier",
+    ),
     ("bare+slowdown", "rep", {**BARE, "REP_SLOWDOWN": True}, "bare"),
     ("bare+stop", "rep", {**BARE, "REP_STOP_SIGNALS": True}, "bare"),
     # the two above share one response_downloaded receiver: both on, one step
@@ -499,7 +506,8 @@ def main() -> None:
     parser.add_argument(
         "--steps",
         help="with --ablation: only these steps, in this order (comma-separated names of "
-        "ABLATION; for the sum, parts that do not overlap: bare+slowdown+stop or the two apart)",
+        "ABLATION; for the sum, parts that do not overlap: bare+slowdown+stop or the two "
+        "apart, bare+frontier+slotlimit or bare+slotlimit)",
     )
     parser.add_argument(
         "--set",
@@ -565,7 +573,11 @@ def ablation(args: Any, out_dir: Path, extra: dict[str, Any]) -> None:
     if args.steps:
         steps = [by_name[name] for name in args.steps.split(",") if name]
     else:
-        steps = [step for step in ABLATION if step[0] != "bare+slowdown+stop"]
+        steps = [
+            step
+            for step in ABLATION
+            if step[0] not in ("bare+slowdown+stop", "bare+frontier+slotlimit")
+        ]
     jobs = [
         {
             "mode": mode,
@@ -595,9 +607,10 @@ def ablation(args: Any, out_dir: Path, extra: dict[str, Any]) -> None:
     for name, _, _, against in steps:
         diff = f"{per[name] - per[against]:>+12,.0f}" if against in per else ""
         print(f"{name:<22}{per[name]:>14,.0f}{against or '':>12}{diff}")
-    parts = [s[0] for s in steps if s[3] == "bare"]  # --steps picks them without overlap
+    # the steps from builtin on (--steps picks them without overlap)
+    parts = [(s[0], s[3]) for s in steps if s[3] not in (None, "none") and s[3] in per]
     if {"builtin", "bare", "rep"} <= per.keys() and parts:
-        explained = per["bare"] - per["builtin"] + sum(per[p] - per["bare"] for p in parts)
+        explained = sum(per[name] - per[against] for name, against in parts)
         gap = per["rep"] - per["builtin"]
         print(f"rep - builtin {gap:+,.0f}, the steps {explained:+,.0f}")
         print(f"interaction (rep - builtin - the steps) {gap - explained:+,.0f}")
