@@ -506,8 +506,8 @@ def main() -> None:
     parser.add_argument(
         "--steps",
         help="with --ablation: only these steps, in this order (comma-separated names of "
-        "ABLATION; for the sum, parts that do not overlap: bare+slowdown+stop or the two "
-        "apart, bare+frontier+slotlimit or bare+slotlimit)",
+        "ABLATION; a step that another one run covers, e.g. bare+slotlimit beside "
+        "bare+frontier+slotlimit, is printed but left out of the sum)",
     )
     parser.add_argument(
         "--set",
@@ -557,6 +557,14 @@ def main() -> None:
     print(f"callgrind files: {out_dir}", file=sys.stderr)
 
 
+# steps left out of the sum when the step covering them ran too
+COVERED_BY = {
+    "bare+slotlimit": "bare+frontier+slotlimit",
+    "bare+slowdown": "bare+slowdown+stop",
+    "bare+stop": "bare+slowdown+stop",
+}
+
+
 def _setting(text: str) -> tuple[str, Any]:
     name, _, raw = text.partition("=")
     try:
@@ -603,12 +611,16 @@ def ablation(args: Any, out_dir: Path, extra: dict[str, Any]) -> None:
     per = {
         step[0]: r["instructions"] / r["downloads"] for step, r in zip(steps, results, strict=True)
     }
-    print(f"{'step':<22}{'a download':>14}{'against':>12}{'difference':>12}")
+    print(f"{'step':<26}{'a download':>14}{'against':>26}{'difference':>12}")
     for name, _, _, against in steps:
         diff = f"{per[name] - per[against]:>+12,.0f}" if against in per else ""
-        print(f"{name:<22}{per[name]:>14,.0f}{against or '':>12}{diff}")
-    # the steps from builtin on (--steps picks them without overlap)
-    parts = [(s[0], s[3]) for s in steps if s[3] not in (None, "none") and s[3] in per]
+        print(f"{name:<26}{per[name]:>14,.0f}{against or '':>26}{diff}")
+    # the steps from builtin on; a step another run step covers is left out of the sum
+    parts = [
+        (s[0], s[3])
+        for s in steps
+        if s[3] not in (None, "none") and s[3] in per and COVERED_BY.get(s[0]) not in per
+    ]
     if {"builtin", "bare", "rep"} <= per.keys() and parts:
         explained = sum(per[name] - per[against] for name, against in parts)
         gap = per["rep"] - per["builtin"]
