@@ -24,6 +24,17 @@ Coroutines and (async) generators are left alone: their bodies run when
 resumed, outside the family's call. Only the outermost call of a tier counts
 (a scrapy-rep method called from another is in its caller's family).
 
+``--ablation`` runs instead one crawl of ``2 * --origins`` sites x 20 pages
+per step of ``ABLATION``: ``none``, ``builtin``, ``rep`` with every part
+that is not Scrapy's middleware's job turned off by its setting (``bare``),
+that with each part turned back on alone, and ``rep``; it prints each step
+against the one it differs from in one thing, so that Scrapy's layers
+around a part are counted with it, and what the steps leave unexplained
+(the parts' interaction). Run it with ``PYTHONHASHSEED`` set (the crawl's
+order follows the hash seed: two unseeded crawls of the same code differ by
+up to 15 thousand instructions a download). ``--set NAME=VALUE`` adds a
+setting to every crawl (the value read as JSON, else as text).
+
 Needs ``valgrind`` and a C compiler with Python's headers. Python runs about
 50 times slower under callgrind: the default sizes take a few minutes a crawl.
 """
@@ -45,6 +56,48 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 MODES = ("none", "builtin", "rep", "rep-txt")
+# rep with only Scrapy's middleware's job left: the rules of robots.txt, each
+# origin's file fetched through Scrapy's stack (scrapy-rep's RobotsTxtMiddleware).
+BARE: dict[str, Any] = {
+    "REP_FRONTIER": False,
+    "REP_META_ROBOTS": False,
+    "REP_SLOT_LIMIT": False,
+    "REP_SLOWDOWN": False,
+    "REP_STOP_SIGNALS": False,
+    "DOWNLOADER_MIDDLEWARES": {"scrapy_rep.BoundedDecompressionMiddleware": None},
+}
+# (step, mode, settings, the step it is measured against)
+ABLATION: tuple[tuple[str, str, dict[str, Any], str | None], ...] = (
+    ("none", "none", {}, None),
+    ("builtin", "builtin", {}, "none"),
+    ("bare", "rep", BARE, "builtin"),
+    (
+        "bare+decompression",
+        "rep",
+        {k: v for k, v in BARE.items() if k != "DOWNLOADER_MIDDLEWARES"},
+        "bare",
+    ),
+    ("bare+meta", "rep", {**BARE, "REP_META_ROBOTS": True}, "bare"),
+    ("bare+frontier", "rep", {**BARE, "REP_FRONTIER": True}, "bare"),
+    ("bare+slotlimit", "rep", {**BARE, "REP_SLOT_LIMIT": True}, "bare"),
+    # the slot limit as rep runs it: told by the frontier's active set, no receivers
+    (
+        "bare+frontier+slotlimit",
+        "rep",
+        {**BARE, "REP_FRONTIER": True, "REP_SLOT_LIMIT": True},
+        "bare+frontier",
+    ),
+    ("bare+slowdown", "rep", {**BARE, "REP_SLOWDOWN": True}, "bare"),
+    ("bare+stop", "rep", {**BARE, "REP_STOP_SIGNALS": True}, "bare"),
+    # the two above share one response_downloaded receiver: both on, one step
+    (
+        "bare+slowdown+stop",
+        "rep",
+        {**BARE, "REP_SLOWDOWN": True, "REP_STOP_SIGNALS": True},
+        "bare",
+    ),
+    ("rep", "rep", {}, None),
+)
 FAMILIES = 192  # C functions for families: the second half for calls made within tier 1
 HALF = FAMILIES // 2
 
@@ -338,7 +391,8 @@ _counting.from_crawler = _counting  # type: ignore[attr-defined]
 
 def run(job: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     """One crawl under callgrind: its result, instructions and family costs."""
-    tag = f"{job['mode']}-{job['origins']}x{'20' if job.get('follow', True) else '1'}"
+    pages = "20" if job.get("follow", True) else "1"
+    tag = f"{job.get('label', job['mode'])}-{job['origins']}x{pages}"
     tag += "-skip" if job.get("skip") else ""
     tag += "-attr" if job.get("attribute") else ""
     job_path = out_dir / f"{tag}.json"
@@ -444,6 +498,24 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="crawls under callgrind at once")
     parser.add_argument("--keep", help="keep the callgrind files in this directory")
     parser.add_argument("--json", help="write the results to this file")
+    parser.add_argument(
+        "--ablation",
+        action="store_true",
+        help="one crawl of 2 x --origins sites per step of ABLATION (bare rep, each part on alone)",
+    )
+    parser.add_argument(
+        "--steps",
+        help="with --ablation: only these steps, in this order (comma-separated names of "
+        "ABLATION; a step that another one run covers, e.g. bare+slotlimit beside "
+        "bare+frontier+slotlimit, is printed but left out of the sum)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for every crawl (VALUE read as JSON, else as text); repeatable",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -454,8 +526,12 @@ def main() -> None:
 
     out_dir = Path(args.keep or tempfile.mkdtemp(prefix="rep-callgrind-"))
     out_dir.mkdir(parents=True, exist_ok=True)
+    extra = dict(_setting(text) for text in args.set)
+    if args.ablation:
+        ablation(args, out_dir, extra)
+        return
     modes = [m for m in args.modes.split(",") if m]
-    jobs = []
+    jobs: list[dict[str, Any]] = []
     for mode in modes:
         jobs.append({"mode": mode, "origins": args.origins})
         jobs.append({"mode": mode, "origins": 2 * args.origins})
@@ -465,6 +541,8 @@ def main() -> None:
         if mode == "none":  # the same pages as the robots modes download
             for origins in (args.origins, 2 * args.origins):
                 jobs.append({"mode": mode, "origins": origins, "skip": ["/private/account"]})
+    if extra:
+        jobs = [{**job, "settings": extra} for job in jobs]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(lambda job: run(job, out_dir), jobs))
     for result in results:
@@ -474,6 +552,80 @@ def main() -> None:
             file=sys.stderr,
         )
     report(results, modes)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    print(f"callgrind files: {out_dir}", file=sys.stderr)
+
+
+# steps left out of the sum when the step covering them ran too
+COVERED_BY = {
+    "bare+slotlimit": "bare+frontier+slotlimit",
+    "bare+slowdown": "bare+slowdown+stop",
+    "bare+stop": "bare+slowdown+stop",
+}
+
+
+def _setting(text: str) -> tuple[str, Any]:
+    name, _, raw = text.partition("=")
+    try:
+        return name, json.loads(raw)
+    except ValueError:
+        return name, raw
+
+
+def ablation(args: Any, out_dir: Path, extra: dict[str, Any]) -> None:
+    """One crawl a step, each step against the one it differs from in one thing."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    by_name = {step[0]: step for step in ABLATION}
+    if args.steps:
+        steps = [by_name[name] for name in args.steps.split(",") if name]
+    else:
+        steps = [
+            step
+            for step in ABLATION
+            if step[0] not in ("bare+slowdown+stop", "bare+frontier+slotlimit")
+        ]
+    jobs = [
+        {
+            "mode": mode,
+            "origins": 2 * args.origins,
+            "label": name.replace("+", "-"),
+            "settings": {**settings, **extra},
+        }
+        for name, mode, settings, _ in steps
+    ]
+
+    def one(job: dict[str, Any]) -> dict[str, Any]:
+        result = run(job, out_dir)
+        print(
+            f"{result['tag']:<28} {result['instructions']:>15,} instructions, "
+            f"{result['downloads']} downloads, {result['pages']} pages",
+            file=sys.stderr,
+            flush=True,
+        )
+        return result
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        results = list(pool.map(one, jobs))
+    per = {
+        step[0]: r["instructions"] / r["downloads"] for step, r in zip(steps, results, strict=True)
+    }
+    print(f"{'step':<26}{'a download':>14}{'against':>26}{'difference':>12}")
+    for name, _, _, against in steps:
+        diff = f"{per[name] - per[against]:>+12,.0f}" if against in per else ""
+        print(f"{name:<26}{per[name]:>14,.0f}{against or '':>26}{diff}")
+    # the steps from builtin on; a step another run step covers is left out of the sum
+    parts = [
+        (s[0], s[3])
+        for s in steps
+        if s[3] not in (None, "none") and s[3] in per and COVERED_BY.get(s[0]) not in per
+    ]
+    if {"builtin", "bare", "rep"} <= per.keys() and parts:
+        explained = sum(per[name] - per[against] for name, against in parts)
+        gap = per["rep"] - per["builtin"]
+        print(f"rep - builtin {gap:+,.0f}, the steps {explained:+,.0f}")
+        print(f"interaction (rep - builtin - the steps) {gap - explained:+,.0f}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     print(f"callgrind files: {out_dir}", file=sys.stderr)
