@@ -50,6 +50,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _real_time() -> None:
+    """Every test starts on real time: a crawl's last clock step (a spider's idle
+    handler, a looping call) may come after its test's ``rep_clock`` was reset."""
+    _clock.reset()
+
+
 @pytest.fixture
 def rep_clock() -> Iterator[ModuleType]:
     """scrapy-rep's clock (``scrapy_rep._clock``), for the test to move forward by
