@@ -211,6 +211,16 @@ def crawl(
     return start_workers(configs)
 
 
+def assert_every_page_once(sites: ManySites, urls: list[str], report: dict[str, Any]) -> None:
+    """One worker's crawl: every page fetched once and answered, no failure."""
+    fetched = sorted(
+        sites.url(h.host, h.path) for h in sites.hits if h.status == 200 and h.path != "/robots.txt"
+    )
+    assert fetched == sorted(urls), sorted(set(urls) - set(fetched))[:10]
+    assert sorted(report["responses"]) == sorted(urls)
+    assert report["failures"] == {}, report["failures"]
+
+
 def assert_polite_and_complete(
     sites: ManySites, hosts: list[str], urls: list[str], reports: list[dict[str, Any]]
 ) -> None:

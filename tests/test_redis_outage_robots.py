@@ -21,7 +21,12 @@ import pytest
 from redis_proxy import CuttingProxy
 from redis_server import RedisServer
 from test_redis_cluster import finish, start_workers
-from test_redis_frontier import ManySites, frontier_settings, interleaved
+from test_redis_frontier import (
+    ManySites,
+    assert_every_page_once,
+    frontier_settings,
+    interleaved,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # worker subprocesses
 
@@ -114,12 +119,7 @@ def test_rules_learnt_while_redis_is_down_free_their_slot_once_it_answers(
 
     assert "back" in moments, "Redis was not cut while the robots.txt was fetched"
     # nothing lost, nothing twice, the worker ended "finished"
-    fetched = sorted(
-        sites.url(h.host, h.path) for h in sites.hits if h.status == 200 and h.path != "/robots.txt"
-    )
-    assert fetched == sorted(urls)
-    assert sorted(report["responses"]) == sorted(urls)
-    assert report["failures"] == {}, report["failures"]
+    assert_every_page_once(sites, urls, report)
     assert report["stats"].get("rep/redis/frontier/outages") == 1, report["stats"]
     held_hits = sites.of(HELD)
     assert [h.path for h in held_hits].count("/robots.txt") == 1, held_hits
