@@ -24,6 +24,7 @@ from twisted.internet.defer import Deferred
 
 from scrapy_rep.cluster import RedisLink, RedisUnavailable
 from scrapy_rep.cluster.link import STALLED_ATTEMPTS
+from scrapy_rep.cluster.stops import ClusterStops
 from scrapy_rep.config import Config
 
 pytestmark = pytest.mark.asyncio_only
@@ -127,3 +128,35 @@ async def test_a_redis_slower_than_the_timeout_is_still_an_outage(
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1, warnings
     assert "Timeout" in warnings[0], warnings
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_worker_whose_loop_stalls_as_it_subscribes_still_learns_the_stops(
+    redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """A worker joining after a site was stopped reads the stop when its spider
+    opens, before its first request. Its loop blocked past the wait (twice
+    ``REP_REDIS_TIMEOUT``) while it subscribes is its own slowness: the wait is
+    not used up by it, and the stop is known when ``start`` returns."""
+    earlier, _ = make_link(redis_server, redis_prefix)
+    link, stats = make_link(redis_server, redis_prefix)
+    config = Config.from_settings(
+        get_crawler(settings_dict=shared(redis_server, redis_prefix)).settings
+    )
+    learnt: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        stopper = ClusterStops(earlier, config, stats)
+        joiner = ClusterStops(link, config, stats)
+        try:
+            await stopper._publish("127.0.0.9", {"origin": "http://127.0.0.9", "probes": 3})
+            asyncio.get_running_loop().call_soon(time.sleep, 2 * TIMEOUT + 0.5)  # the stall
+            await joiner.start(learnt.__setitem__)
+        finally:
+            stopper.close()
+            joiner.close()
+            await earlier.close()
+            await link.close()
+
+    await on_asyncio(scenario())
+    assert learnt == {"127.0.0.9": {"origin": "http://127.0.0.9", "probes": 3}}

@@ -3,8 +3,12 @@
 Each worker subscribes to a channel when the spider opens, reads the state
 already written (``_catch_up``) each time it subscribes, and hands each
 message to ``_received``. A subscriber that fails subscribes again after
-``REP_REDIS_RETRY`` seconds (at least :data:`RESUBSCRIBE_MIN`); the crawl waits
-for the first subscription at most twice ``REP_REDIS_TIMEOUT``.
+``REP_REDIS_RETRY`` seconds (at least :data:`RESUBSCRIBE_MIN`). The crawl waits
+for the first subscription at most twice ``REP_REDIS_TIMEOUT`` of the worker's
+own time: while its event loop is stalled (a busy machine, a crawl's start) the
+wait is not used up, and a first subscription that timed out in such a stall is
+made again at once (:mod:`~scrapy_rep.cluster.stalls`), so that a worker joining
+late acts on the cluster's state from its first request, as the calls do.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from scrapy_rep.cluster.link import _redis_errors
+from scrapy_rep import _clock
+from scrapy_rep.cluster.link import STALLED_ATTEMPTS, _redis_errors
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
@@ -63,8 +68,19 @@ class Channel(Generic[ApplyT]):
         self._apply = apply
         if self._listener is None:
             self._listener = asyncio.ensure_future(self._listen())
+            await self._first_subscription()
+
+    async def _first_subscription(self) -> None:
+        """Wait for the first subscription and catch-up: twice REP_REDIS_TIMEOUT
+        of this worker's own time, and at most STALLED_ATTEMPTS times that."""
+        since = _clock.monotonic()
+        budget = self._timeout * 2
+        while not self._ready.is_set():
+            left = budget - self.link.own_time(since)
+            if left <= 0 or _clock.monotonic() - since >= budget * STALLED_ATTEMPTS:
+                return
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._ready.wait(), self._timeout * 2)
+                await asyncio.wait_for(self._ready.wait(), left)
 
     def close(self) -> None:
         """Stop listening (at engine_stopped, before the link closes)."""
@@ -77,8 +93,10 @@ class Channel(Generic[ApplyT]):
     async def _listen(self) -> None:
         redis_errors = _redis_errors()
         errors: tuple[type[BaseException], ...] = (*redis_errors, ValueError, TypeError)
+        tries = 0
         while True:
             pubsub = self.link.client.pubsub(ignore_subscribe_messages=True)
+            started = _clock.monotonic()
             try:
                 await pubsub.subscribe(self.channel)
                 await self._catch_up()
@@ -88,6 +106,13 @@ class Channel(Generic[ApplyT]):
                     if message is not None:
                         self._received(message["data"])
             except errors as exc:
+                tries += 1
+                if (
+                    not self._ready.is_set()
+                    and tries < STALLED_ATTEMPTS
+                    and self.link.stalled_out(exc, started)
+                ):
+                    continue  # this worker was busy, not Redis: subscribe again now
                 self._ready.set()  # the crawl does not wait for Redis any longer
                 logger.debug("%s subscriber stopped (%r); again later", self.what, exc)
             finally:

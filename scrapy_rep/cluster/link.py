@@ -201,7 +201,7 @@ class RedisLink:
                     reply = await script(keys=keys, args=args)
                     break
                 except self._errors as exc:
-                    if attempt < STALLED_ATTEMPTS and self._stalled_out(exc, started):
+                    if attempt < STALLED_ATTEMPTS and self.stalled_out(exc, started):
                         continue
                     self._failed(exc)
                     raise RedisUnavailable from exc
@@ -217,12 +217,18 @@ class RedisLink:
             else:
                 logger.debug("Redis at %s answers again", self.url)
 
-    def _stalled_out(self, exc: BaseException, started: float) -> bool:
+    def own_time(self, since: float) -> float:
+        """Seconds of ``_clock.monotonic()`` from ``since`` to now in which this
+        worker's event loop was not stalled (the watch starts here if not yet)."""
+        self._stalls.start()
+        return _clock.monotonic() - since - self._stalls.stalled(since)
+
+    def stalled_out(self, exc: BaseException, started: float) -> bool:
         """Whether ``exc`` is a timeout that this worker's own stalled event
         loop explains: without the stall, the call had time left."""
         if not isinstance(exc, self._timeouts):
             return False
-        busy = _clock.monotonic() - started - self._stalls.stalled(started)
+        busy = self.own_time(started)
         if busy >= self._timeout:
             return False
         self._stats.inc_value("rep/redis/stalled")
