@@ -40,15 +40,16 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 from urllib.parse import urljoin, urlparse
 
 from scrapy import Request, signals
-from scrapy.exceptions import DontCloseSpider, StopDownload
+from scrapy.exceptions import StopDownload
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.misc import load_object
 from w3lib.url import safe_url_string
 
 from scrapy_rep import _clock, _compat, _slots
+from scrapy_rep._context import crawl_context
 from scrapy_rep._inflate import accept_encoding
 from scrapy_rep._meta_keys import ROBOTS_META, WELL_KNOWN_META
-from scrapy_rep._slots import departures, headers
+from scrapy_rep._slots import headers
 from scrapy_rep.evidence import Evidence
 from scrapy_rep.origin import ROBOTS_PATH
 
@@ -97,10 +98,10 @@ class OwnDownloads:
         self._sizes: dict[Request, int] = {}
         self._bounded: dict[Request, bytes | None] = {}  # header bound keys (_slots.headers)
         self._out: set[Request] = set()  # taken out of the downloader's active set
+        self._ledger = crawl_context(crawler).waiting.ledger
         self.most_out = config.max_fetches  # of them at once
         self._can_leave: bool | None = None  # engine internals there (checked once)
-        self._parting = False  # the frontier watches the active set: _left not connected
-        crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
+        self._parting = False  # the frontier watches the active set: _left not followed
         self._evidence = Evidence.of(crawler, config)  # None unless REP_EVIDENCE
         headers.install(config.headers_max)  # once per process; a problem was logged at start
 
@@ -227,14 +228,15 @@ class OwnDownloads:
         chunk would pay for them otherwise."""
         change = self.crawler.signals.connect if on else self.crawler.signals.disconnect
         change(self._bytes_received, signal=signals.bytes_received)
-        change(self._reached, signal=signals.request_reached_downloader)
+        follow = self._ledger.follow if on else self._ledger.unfollow
+        follow("reached", self._reached)
         if on:
             # With the frontier's active set, a request taken out stays out
-            # until Scrapy removes it (departures.part): every page downloaded
+            # until Scrapy removes it (Ledger.part): every page downloaded
             # meanwhile is spared the receiver below.
-            self._parting = departures.watched(getattr(self.crawler.engine, "downloader", None))
+            self._parting = self._ledger.watched()
         if not self._parting:
-            change(self._left, signal=signals.request_left_downloader)
+            follow("left", self._left)
         if not on:
             self._sizes.clear()
             for key in self._bounded.values():
@@ -259,21 +261,16 @@ class OwnDownloads:
         engine = self.crawler.engine
         if self._can_leave is None:  # what is missing was logged at start (_slots)
             self._can_leave = not _slots.waiting_problems(engine)
-        if self._can_leave and _slots.leave_active(engine, request):
+        if self._can_leave and self._ledger.detach(request):
             self._out.add(request)
             if self._parting:
-                departures.part(engine.downloader, request, self._out.discard)
+                self._ledger.part(request, self._out.discard)
 
     def _left(self, request: Request, spider: Spider | None = None) -> None:
         # Sent before the downloader removes the request from its active set.
         if request in self._out:
             self._out.discard(request)
-            _slots.rejoin_active(self.crawler.engine, request)
-
-    def _spider_idle(self) -> None:
-        # Requests out of the active set are invisible to the engine's idle check.
-        if self._out:
-            raise DontCloseSpider
+            self._ledger.rejoin(request)
 
 
 def handlers_count_bytes(settings: BaseSettings) -> bool:

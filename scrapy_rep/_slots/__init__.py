@@ -24,6 +24,8 @@ and tests/test_slot_limit.py fail when any of it changes.
   (:class:`SlotPauses`);
 - :mod:`~scrapy_rep._slots.headers`: the bound on the headers of scrapy-rep's
   own downloads, a process-wide patch of Twisted's HTTP/1.1 client parser.
+- :mod:`~scrapy_rep._slots.ledger`: the crawl's one record of requests out,
+  the one receiver of Scrapy's downloader signals (:class:`Ledger`);
 - :mod:`~scrapy_rep._slots.limits`: at most a slot's concurrency of requests
   in flight, which Scrapy does not hold on the asyncio reactor (:class:`SlotLimits`);
 - :mod:`~scrapy_rep._slots.waiting`: requests waiting in a middleware outside
@@ -44,16 +46,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from scrapy_rep._slots.active import (
-    REACH_TIMEOUT,
-    engine_closing,
-    leave_active,
-    rejoin_active,
-    slot_key,
-    waiting_problems,
-)
+from scrapy_rep._slots.active import engine_closing, slot_key, waiting_problems
 from scrapy_rep._slots.deadline import clock_deadline
 from scrapy_rep._slots.delays import SlotDelays, internals_problems
+from scrapy_rep._slots.ledger import REACH_TIMEOUT, Ledger
 from scrapy_rep._slots.limits import SlotLimits, limit_problems
 from scrapy_rep._slots.pauses import SlotPauses, pause_problems
 from scrapy_rep._slots.waiting import Waiting
@@ -64,6 +60,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "REACH_TIMEOUT",
+    "Ledger",
     "SlotDelays",
     "SlotLimits",
     "SlotPauses",
@@ -71,11 +68,9 @@ __all__ = [
     "clock_deadline",
     "engine_closing",
     "internals_problems",
-    "leave_active",
     "limit_problems",
     "log_problems",
     "pause_problems",
-    "rejoin_active",
     "slot_key",
     "waiting_problems",
 ]

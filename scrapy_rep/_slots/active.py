@@ -25,11 +25,6 @@ if TYPE_CHECKING:
     from scrapy.core.downloader import Downloader
     from scrapy.crawler import Crawler
 
-REACH_TIMEOUT = 0.5
-"""Seconds a request let go by scrapy-rep has to reach its download slot: one not
-there by then (a later middleware dropped it, or the HTTP cache answered it)
-no longer counts as out (the slot limit's sweep, the slow-down gates)."""
-
 
 def waiting_problems(engine: Any) -> list[str]:
     """What :mod:`scrapy_rep._slots.waiting` needs from Scrapy's engine and does not find."""

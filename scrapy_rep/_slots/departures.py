@@ -12,7 +12,7 @@ request leaving it:
 
 - ``remove`` (Scrapy's ``fetch``): the request is done with the downloader
   (``final``);
-- ``discard`` (:func:`scrapy_rep._slots.active.leave_active`): it steps out to
+- ``discard`` (:meth:`scrapy_rep._slots.ledger.Ledger.detach`): it steps out to
   wait in a middleware (for its robots.txt, a paused slot's gate) and counts
   no more against its slot's places.
 

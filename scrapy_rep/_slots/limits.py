@@ -12,17 +12,12 @@ requests leaving the robots middleware:
   its robots.txt, its Crawl-delay turn and a paused slot's gate); with no
   place free, it waits in arrival order, out of ``CONCURRENT_REQUESTS`` as
   robots.txt waiters do (``REP_MAX_WAITING``);
-- its place is freed when it leaves the downloader (``request_left_downloader``:
-  answered or failed), when it is answered without reaching the slot
-  (``response_received``: an HttpCacheMiddleware hit), or, if it is in the
-  slot's ``active`` set neither within :data:`REACH_TIMEOUT` nor later (a
-  later middleware dropped or rescheduled it), by a sweep every
-  ``REACH_TIMEOUT`` seconds while anything is out. With the frontier
-  watching ``Downloader.active`` (:mod:`scrapy_rep._slots.departures`), the
-  place is freed instead when the request leaves that set, which every
-  request does last (answered, failed, a cache hit, dropped by a later
-  middleware), told by a direct call: the two signal receivers cost every
-  request about 63,500 instructions (13.5 µs; callgrind, 80 sites x 20 pages);
+- its place is freed when the crawl's :class:`~scrapy_rep._slots.ledger.Ledger`
+  is done with it: it left the downloader (answered or failed), was answered
+  without reaching the slot (an HttpCacheMiddleware hit), or was in the
+  slot's ``active`` set neither within
+  :data:`~scrapy_rep._slots.ledger.REACH_TIMEOUT` nor later (a later
+  middleware dropped or rescheduled it);
 - the limit is the slot's own concurrency, as Scrapy makes it:
   ``DOWNLOAD_SLOTS[key]["concurrency"]``, else ``CONCURRENT_REQUESTS_PER_IP``
   or ``CONCURRENT_REQUESTS_PER_DOMAIN``.
@@ -44,14 +39,7 @@ from scrapy.core.downloader import Downloader
 from scrapy.exceptions import IgnoreRequest
 from twisted.internet.defer import Deferred
 
-from scrapy_rep import _timers
-from scrapy_rep._slots.active import (
-    REACH_TIMEOUT,
-    OnDownloader,
-    engine_closing,
-    missing_slot_attributes,
-)
-from scrapy_rep._slots.departures import follow_departures
+from scrapy_rep._slots.active import OnDownloader, engine_closing, missing_slot_attributes
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -93,15 +81,10 @@ class SlotLimits(OnDownloader):
         self._waiting = waiting
         self._out: dict[str, int] = {}  # slot key -> places taken (no entry: none)
         self._held: dict[str, deque[tuple[Request, Deferred[bool]]]] = {}
-        # Let go, not seen in their slot yet: this sweep period's, and the last one's.
-        self._new: dict[Request, str] = {}
-        self._older: dict[Request, str] = {}
-        self._inside: dict[Request, str] = {}  # seen in their slot by a sweep
-        self._sweep: _timers.Timer | None = None
         self._by_host = False  # slot key = host name (no download_slot meta), set by _bind
         self._hosts: dict[str, str] = {}  # URL netloc -> host name, while _by_host
-        crawler.signals.connect(self._left, signal=signals.request_left_downloader)
-        crawler.signals.connect(self._received, signal=signals.response_received)
+        self._ledger = waiting.ledger
+        self._ledger.track(self._done)
         crawler.signals.connect(self._stopped, signal=signals.engine_stopped)
 
     def admit(
@@ -126,9 +109,7 @@ class SlotLimits(OnDownloader):
         limit = slot.concurrency if slot is not None else self._new_limit(downloader, key)
         if out < limit and key not in self._held:
             self._out[key] = out + 1
-            self._new[request] = key
-            if self._sweep is None:
-                self._sweep = _timers.call_later(REACH_TIMEOUT, self._sweep_out)
+            self._ledger.let_go(request, key)
             return None
         wake: Deferred[bool] = Deferred()
         held = self._held.get(key)
@@ -155,10 +136,8 @@ class SlotLimits(OnDownloader):
             and not downloader.ip_concurrency
             and getattr(type(downloader), "get_slot_key", None) is Downloader.get_slot_key
         )
-        if downloader is not None and follow_departures(downloader, self._left):
-            signals_ = self._crawler.signals
-            signals_.disconnect(self._left, signal=signals.request_left_downloader)
-            signals_.disconnect(self._received, signal=signals.response_received)
+        if downloader is not None:
+            self._ledger.bind(downloader)
         return downloader
 
     def _limit(self, downloader: Downloader, key: str) -> int:
@@ -175,11 +154,6 @@ class SlotLimits(OnDownloader):
             own = downloader.ip_concurrency or downloader.domain_concurrency
         return max(int(own), 1)
 
-    def _let_go(self, request: Request, key: str) -> None:
-        self._new[request] = key
-        if self._sweep is None:
-            self._sweep = _timers.call_later(REACH_TIMEOUT, self._sweep_out)
-
     async def _wait(self, request: Request, key: str, wake: Deferred[bool]) -> None:
         self._stats.inc_value("rep/slot_limit/held")
         if not await self._waiting.woken(request, wake):
@@ -191,24 +165,10 @@ class SlotLimits(OnDownloader):
 
     # -- places freed ----------------------------------------------------------------
 
-    def _left(self, request: Request) -> None:
-        # Left the slot (request_left_downloader) or, with the frontier,
-        # Downloader.active for good: in its slot or not, its place is free.
-        key = self._inside.pop(request, None)
-        if key is None:
-            key = self._unseen(request)
-        if key is not None:
-            self._free(key)
-
-    def _received(self, request: Request) -> None:
-        # Answered without leaving the downloader: a cache hit never reached the slot.
-        key = self._unseen(request)
-        if key is not None:
-            self._free(key)
-
-    def _unseen(self, request: Request) -> str | None:
-        key = self._new.pop(request, None)  # "" is a key (a URL without a host)
-        return key if key is not None else self._older.pop(request, None)
+    def _done(self, request: Request, key: str, reached: bool) -> None:
+        if not reached:
+            self._stats.inc_value("rep/slot_limit/not_reached")
+        self._free(key)
 
     def _free(self, key: str) -> None:
         """A place of slot ``key`` is free: the first waiting request takes it."""
@@ -229,7 +189,7 @@ class SlotLimits(OnDownloader):
                 del self._held[key]
             if not wake.called:
                 self._count(key, 1)
-                self._let_go(request, key)
+                self._ledger.let_go(request, key)
                 wake.callback(True)
 
     def _count(self, key: str, change: int) -> None:
@@ -238,33 +198,6 @@ class SlotLimits(OnDownloader):
             self._out[key] = out
         else:
             self._out.pop(key, None)
-
-    def _sweep_out(self) -> None:
-        """Free the places of requests not in their slot a period after they
-        were let go (never reached it), or gone from it unsignalled."""
-        self._sweep = None
-        downloader = self._downloader
-        if downloader is None:
-            return
-        slots = downloader.slots
-        gone = []
-        for request, key in self._inside.items():
-            slot = slots.get(key)
-            if slot is None or request not in slot.active:
-                gone.append((request, key))
-        older, self._older, self._new = self._older, self._new, {}
-        for request, key in older.items():
-            slot = slots.get(key)
-            if slot is not None and request in slot.active:
-                self._inside[request] = key
-            else:
-                gone.append((request, key))
-        for request, key in gone:
-            self._inside.pop(request, None)
-            self._stats.inc_value("rep/slot_limit/not_reached")
-            self._free(key)
-        if self._sweep is None and (self._older or self._inside):
-            self._sweep = _timers.call_later(REACH_TIMEOUT, self._sweep_out)
 
     # -- the spider closes --------------------------------------------------------------
 
@@ -276,6 +209,3 @@ class SlotLimits(OnDownloader):
     def _stopped(self) -> None:
         for key in list(self._held):
             self._drop(key)
-        if self._sweep is not None:
-            self._sweep.cancel()
-            self._sweep = None

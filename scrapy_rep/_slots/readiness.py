@@ -8,7 +8,7 @@ concurrency (``Slot.concurrency``, else its ``DOWNLOAD_SLOTS`` entry, else
 ``DOWNLOAD_SLOTS`` entry, else ``DOWNLOAD_DELAY``) and when it last started a
 request (``Slot.lastseen``, whose clock is :data:`scrapy_rep._compat.SLOT_CLOCK`).
 Requests handed out but still in the downloader middlewares are in no slot
-yet: :meth:`SlotReadiness.in_downloader` tells whether one is still under way
+yet: :meth:`SlotReadiness.under_way` holds those still under way
 (``Downloader.active``). :func:`readiness_problems` lists what is missing; it
 is logged at start.
 """
@@ -66,16 +66,10 @@ class SlotReadiness(OnDownloader):
         return slot.active if slot is not None else _NONE
 
     def under_way(self) -> AbstractSet[Request]:
-        """Every request under way in the downloader (see :meth:`in_downloader`):
-        one lookup for a test of many requests."""
+        """Every request under way in the downloader (its middlewares, its
+        slot, its transfer): one lookup for a test of many requests."""
         downloader = self._downloader or self._bind()
         return downloader.active if downloader is not None else _NONE
-
-    def in_downloader(self, request: Request) -> bool:
-        """True while ``request`` is under way in the downloader (its
-        middlewares, its slot, its transfer)."""
-        downloader = self._downloader or self._bind()
-        return downloader is not None and request in downloader.active
 
     def concurrency(self, key: str) -> int:
         """How many requests slot ``key`` may have out at once."""

@@ -19,12 +19,14 @@ What else keeps this sound:
 - the engine keeps a waiting request in its own in-progress set, so it waits
   for it before closing; its idle check only looks at the downloader's active
   set, so ``spider_idle`` is answered with ``DontCloseSpider`` while any
-  request is detached;
+  request is detached (by the ledger);
 - after taking a request out, the engine is woken so it pulls more from the
   scheduler at once instead of at its next 5 s heartbeat;
 - every sleep ends early, with False, once the engine starts closing.
 
-The engine internals this needs are in :mod:`scrapy_rep._slots.active`.
+The engine internals this needs are in :mod:`scrapy_rep._slots.active`; the
+crawl's :class:`~scrapy_rep._slots.ledger.Ledger`, kept here, knows which
+requests are detached.
 """
 
 from __future__ import annotations
@@ -33,18 +35,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.asyncio import create_looping_call
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
 from scrapy_rep import _timers
-from scrapy_rep._slots.active import (
-    engine_closing,
-    leave_active,
-    rejoin_active,
-    waiting_problems,
-)
+from scrapy_rep._slots.active import engine_closing, waiting_problems
+from scrapy_rep._slots.ledger import Ledger
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -61,12 +58,13 @@ class Waiting:
 
     def __init__(self, crawler: Crawler, cap: int) -> None:
         self._crawler = crawler
+        self.ledger = Ledger(crawler)
+        """The crawl's requests out (:mod:`scrapy_rep._slots.ledger`)."""
         self.cap = cap
         self.count = 0
         self._supported: bool | None = None  # checked on first use: no engine before
         self._sleepers: dict[Deferred[bool], _timers.Timer] = {}
         self._closing_watch: Any = None
-        crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(self.wake_all, signal=signals.engine_stopped)
 
     # -- out of the active set -------------------------------------------------
@@ -78,14 +76,14 @@ class Waiting:
         if self.count >= self.cap or not self._can_detach():
             yield
             return
-        if not leave_active(self._crawler.engine, request):
+        if not self.ledger.detach(request):
             yield
             return
         self.count += 1
         try:
             yield
         finally:
-            rejoin_active(self._crawler.engine, request)
+            self.ledger.rejoin(request)
             self.count -= 1
 
     async def woken(self, request: Request, wake: Deferred[bool]) -> bool:
@@ -98,11 +96,6 @@ class Waiting:
         if self._supported is None:  # what is missing was logged at start (_slots)
             self._supported = not waiting_problems(self._crawler.engine)
         return self._supported
-
-    def _spider_idle(self) -> None:
-        # Detached requests are invisible to the engine's idle check.
-        if self.count:
-            raise DontCloseSpider
 
     # -- sleeping ----------------------------------------------------------------
 

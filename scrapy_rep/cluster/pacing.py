@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Final, Literal, NamedTuple
 from scrapy import signals
 
 from scrapy_rep import _clock, _timers
+from scrapy_rep._context import crawl_context
 from scrapy_rep.cluster.link import RedisUnavailable
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
+    from scrapy_rep._slots import Ledger
     from scrapy_rep.cluster.link import RedisLink, Sleep
     from scrapy_rep.config import Config
 
@@ -152,7 +154,7 @@ class ClusterDelay:
         self._tokens = (f"{uuid.uuid4().hex[:12]}:{n}" for n in itertools.count())
         self._holding: dict[Request, _Hold] = {}
         self._hold_ms = int((HOLD_MAX + HOLD_MARGIN) * 1000)
-        self._crawler: Crawler | None = None
+        self._ledger: Ledger | None = None
         self._sweep_timer: _timers.Timer | None = None
 
     @property
@@ -161,15 +163,13 @@ class ClusterDelay:
 
     def watch(self, crawler: Crawler) -> None:
         """End each hold when its request reaches the site (see the module docstring)."""
-        self._crawler = crawler
         timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT")
         self._hold_ms = int((min(timeout, HOLD_MAX) + HOLD_MARGIN) * 1000)
-        for signal in (
-            signals.headers_received,  # it arrived: its answer begins
-            signals.request_left_downloader,  # ended without an answer (or with one)
-            signals.response_received,  # answered before the downloader (a cache)
-        ):
-            crawler.signals.connect(self._reached, signal=signal)
+        # it arrived: its answer begins
+        crawler.signals.connect(self._reached, signal=signals.headers_received)
+        self._ledger = ledger = crawl_context(crawler).waiting.ledger
+        ledger.follow("left", self._reached)  # ended without an answer (or with one)
+        ledger.follow("received", self._reached)  # answered before the downloader (a cache)
         crawler.signals.connect(self._stop_sweeping, signal=signals.engine_stopped)
 
     async def reserve(self, slot: str, spacing: float) -> float:
@@ -234,7 +234,7 @@ class ClusterDelay:
 
     def _hold(self, request: Request, hold: _Hold) -> None:
         self._holding[request] = hold
-        if self._sweep_timer is None and self._crawler is not None:
+        if self._sweep_timer is None and self._ledger is not None:
             self._sweep_timer = _timers.call_later(SWEEP_EVERY, self._sweep)
 
     def let_go(self, request: Request) -> None:
@@ -260,15 +260,14 @@ class ClusterDelay:
             self.release(request)
 
     def _sweep(self) -> None:
-        """End the holds of requests let go that are no longer in the
-        downloader (a later middleware dropped them, or answered them)."""
+        """End the holds of requests let go that are no longer under way (a
+        later middleware dropped them, or answered them): neither in the
+        downloader nor detached (the ledger)."""
         self._sweep_timer = None
-        engine = self._crawler.engine if self._crawler is not None else None
-        under_way = getattr(getattr(engine, "downloader", None), "active", None)
-        if under_way is None:
+        if self._ledger is None:
             return
         for request, hold in list(self._holding.items()):
-            if hold.let_go and request not in under_way:
+            if hold.let_go and not self._ledger.alive(request):
                 self.release(request)
         if self._holding:
             self._sweep_timer = _timers.call_later(SWEEP_EVERY, self._sweep)

@@ -20,7 +20,8 @@ cluster:
   the site sees the spacing;
 - the slot has fewer requests out, in all workers, than its concurrency: each
   request handed out holds a place (a sorted set of leases) until it leaves
-  the downloader (``request_left_downloader``), or until its lease ends
+  the downloader (``request_left_downloader``, told by the crawl's
+  :class:`~scrapy_rep._slots.Ledger`), or until its lease ends
   (a dead worker's places come back);
 - the robots.txt of the slot's origin is known: a request of an origin this
   worker does not know starts the fetch (through the cluster's fetch lock,
@@ -103,8 +104,9 @@ with a shorter DOWNLOAD_TIMEOUT): the hold ends when the request reaches the
 site; a worker that dies meanwhile holds the slot no longer than this."""
 HOLD_MARGIN = 1.0
 SWEEP_AFTER = 2.0
-"""Seconds after which a request handed out and no longer in the downloader
-(dropped before its slot: robots.txt forbids it) gives its place back."""
+"""Seconds after which a request handed out and no longer under way (dropped
+before its slot: robots.txt forbids it) gives its place back; one detached
+while it waits at a gate or for a place is under way (the crawl's ledger)."""
 
 
 class RedisPoliteQueue:
@@ -172,7 +174,8 @@ class RedisPoliteQueue:
         self._known_count = 0
         self._outage = Outage()
         self._next_try = 0.0
-        crawler.signals.connect(self._left_downloader, signal=signals.request_left_downloader)
+        self._ledger = crawl_context(crawler).waiting.ledger
+        self._ledger.follow("left", self._left_downloader)
         crawler.signals.connect(self._answer_began, signal=signals.headers_received)
 
     # -- scrapy-redis's queue interface ------------------------------------------------
@@ -410,7 +413,7 @@ class RedisPoliteQueue:
         gone = [
             request
             for request, (_, _, when) in self._out.items()
-            if now - when > SWEEP_AFTER and not self._slots.in_downloader(request)
+            if now - when > SWEEP_AFTER and not self._ledger.alive(request)
         ]
         for request in gone:
             self._reached_site(request)

@@ -132,13 +132,13 @@ class CrawlFrontier:
             self._told_of_sends = True
             sent = self._crawler.signals
             sent.connect(self._answer_began, signal=signals.headers_received)
-            sent.connect(self._left_downloader, signal=signals.request_left_downloader)
+            crawl_context(self._crawler).waiting.ledger.follow("left", self._left_downloader)
 
     def _answer_began(self, request: Request, **_: object) -> None:
         if self.turns.holding:
             self._sent(request)
 
-    def _left_downloader(self, request: Request, **_: object) -> None:
+    def _left_downloader(self, request: Request) -> None:
         if self.turns.holding:
             self._sent(request)
 

@@ -15,7 +15,8 @@ is paused or resuming, what the gate holds:
   slot's concurrency;
 - a released request is followed into the downloader: it no longer counts as
   out once answered, left without an answer, answered from HttpCacheMiddleware's
-  cache, or not reached within :data:`~scrapy_rep._slots.REACH_TIMEOUT`;
+  cache, or not reached within :data:`~scrapy_rep._slots.REACH_TIMEOUT` (told by
+  the crawl's :class:`~scrapy_rep._slots.Ledger`, followed while a gate holds);
 - the gate stops holding once its backlog is gone and a request it let go
   after the pause has left (``holding``): a pause that ends with nothing held
   at the gate keeps it holding, so the next request is the probe; the record
@@ -116,8 +117,8 @@ class Gates:
         """Every slot's record."""
         self.holding = 0
         """Gates holding requests now: their slots are paused, or resuming slowly."""
-        self._listening = False  # request_reached/left_downloader connected
-        self._quieting: _timers.Timer | None = None
+        self._ledger = waiting.ledger
+        self._listening = False  # following released requests (the ledger)
         self.claim: Callable[[str, float], Awaitable[float]] | None = None
         """With shared pauses (Redis): asks for the probe of slot ``key``'s
         ended pause; 0 if this worker sends it, else seconds to wait before
@@ -460,26 +461,20 @@ class Gates:
             self.holding -= 1
         if not gate.answers and self.by_slot.get(key) is gate:
             del self.by_slot[key]
-        if not self.holding and self._quieting is None:
-            # not now: this may run inside the dispatch of a signal it disconnects
-            self._quieting = _timers.call_later(0, self._quiet)
+        if not self.holding and self._listening:
+            self._listening = False
+            self._follow(self._ledger.unfollow)
 
     def _listen(self) -> None:
-        """Follow released requests into the downloader while any gate exists."""
+        """Follow released requests into the downloader while any gate holds."""
         if not self._listening:
             self._listening = True
-            self._connect(self._crawler.signals.connect)
+            self._follow(self._ledger.follow)
 
-    def _quiet(self) -> None:
-        self._quieting = None
-        if self._listening and not self.holding:
-            self._listening = False
-            self._connect(self._crawler.signals.disconnect)
-
-    def _connect(self, change: Callable[..., Any]) -> None:
-        change(self._reached, signal=signals.request_reached_downloader)
-        change(self._left, signal=signals.request_left_downloader)
-        change(self._received, signal=signals.response_received)
+    def _follow(self, change: Callable[..., None]) -> None:
+        change("reached", self._reached)
+        change("left", self._left)
+        change("received", self._received)
 
     def _stopped(self) -> None:
         for key, gate in self.by_slot.items():
@@ -488,6 +483,3 @@ class Gates:
                 if timer is not None:
                     timer.cancel()
             gate.out.clear()
-        if self._quieting is not None:
-            self._quieting.cancel()
-            self._quieting = None
