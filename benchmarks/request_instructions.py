@@ -523,6 +523,8 @@ PATCHES = {
 
 
 def child(job: dict[str, Any]) -> dict[str, Any]:
+    import gc
+
     import request_path
     from scrapy import signals
 
@@ -548,13 +550,21 @@ def child(job: dict[str, Any]) -> dict[str, Any]:
 
         def opened(self) -> None:
             self.on = True
+            seen["gc"] = gc.get_stats()
+            if job.get("gc_off"):  # the probes' costs without collections landing in them
+                gc.disable()
             cg.start()
 
         def idle(self) -> None:
             if self.on:
                 cg.stop()
+                gc.enable()
                 self.on = False
                 seen["calls"] = cg.counts()
+                seen["gc"] = [  # the collections of each generation while counted
+                    {key: after[key] - before[key] for key in after}
+                    for before, after in zip(seen["gc"], gc.get_stats(), strict=True)
+                ]
                 seen["stats"] = {
                     key: value
                     for key, value in self.crawler.stats.get_stats().items()
@@ -575,6 +585,7 @@ def child(job: dict[str, Any]) -> dict[str, Any]:
         label: seen.get("calls", [0] * FAMILIES)[family] for family, label in probes.items()
     }
     result["stats"] = seen.get("stats", {})
+    result["gc"] = seen.get("gc", [])
     return result
 
 
@@ -599,6 +610,7 @@ def run(job: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     tag += "-attr" if job.get("attribute") else ""
     tag += "-probe" if job.get("probe") else ""
     tag += "-native" if job.get("native") else ""
+    tag += "-nogc" if job.get("gc_off") else ""
     job_path = out_dir / f"{tag}.json"
     job_path.write_text(json.dumps(job))
     cg_out = out_dir / f"{tag}.callgrind"
@@ -627,6 +639,7 @@ def run(job: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     dumps = sorted(out_dir.glob(f"{tag}.callgrind*"))
     crawl_dump = [d for d in dumps if _dump_part(d) == "crawl"]
     result["instructions"] = _total(crawl_dump[0])
+    result["gc_instructions"] = _gc_instructions(crawl_dump[0])
     if job.get("attribute"):
         result["family_costs"] = _family_costs(crawl_dump[0], result["families"])
     if job.get("probe"):
@@ -647,6 +660,22 @@ def _dump_part(path: Path) -> str:
             if line.startswith("fl=") or line.startswith("fn="):
                 break
     return ""
+
+
+def _gc_instructions(path: Path) -> int:
+    """Inclusive instructions of CPython's collector (gc_collect_main): how much
+    of a crawl the garbage collector took (its full collections come in steps)."""
+    text = subprocess.run(
+        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for line in text.splitlines():
+        found = re.match(r"\s*([\d,]+) .*gcmodule\.c:gc_collect_main \[", line)
+        if found:
+            return int(found.group(1).replace(",", ""))
+    return 0
 
 
 def _total(path: Path) -> int:
@@ -742,6 +771,12 @@ def main() -> None:
         action="store_true",
         help="with --ablation: run the crawls without callgrind (calls and stats only)",
     )
+    parser.add_argument(
+        "--no-gc",
+        action="store_true",
+        help="with --ablation: the garbage collector off while counting (with --probe: no "
+        "collection lands in a probe's count)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -824,6 +859,7 @@ def ablation(args: Any, out_dir: Path, extra: dict[str, Any]) -> None:
             "patches": list(patches),
             "probe": args.probe,
             "native": args.native,
+            "gc_off": args.no_gc,
         }
         for name, mode, settings, patches, _ in steps
     ]
@@ -843,10 +879,22 @@ def ablation(args: Any, out_dir: Path, extra: dict[str, Any]) -> None:
     per = {
         step[0]: r["instructions"] / r["downloads"] for step, r in zip(steps, results, strict=True)
     }
-    print(f"{'step':<26}{'a download':>14}{'against':>26}{'difference':>12}")
-    for name, _, _, _, against in steps:
-        diff = f"{per[name] - per[against]:>+12,.0f}" if against in per else ""
-        print(f"{name:<26}{per[name]:>14,.0f}{against or '':>26}{diff}")
+    # the garbage collector's share apart: its full collections come in steps
+    gc_per = {
+        step[0]: r.get("gc_instructions", 0) / r["downloads"]
+        for step, r in zip(steps, results, strict=True)
+    }
+    print(
+        f"{'step':<26}{'a download':>14}{'against':>26}{'difference':>12}"
+        f"{'of it the GC':>14}{'collections (gen 0/1/2)':>26}"
+    )
+    for (name, _, _, _, against), r in zip(steps, results, strict=True):
+        diff = gc_diff = ""
+        if against in per:
+            diff = f"{per[name] - per[against]:>+12,.0f}"
+            gc_diff = f"{gc_per[name] - gc_per[against]:>+14,.0f}"
+        runs = "/".join(str(g.get("collections", 0)) for g in r.get("gc", []))
+        print(f"{name:<26}{per[name]:>14,.0f}{against or '':>26}{diff:>12}{gc_diff:>14}{runs:>26}")
     # the steps from builtin on; a step another run step covers is left out of the sum
     split = {step[0] for step in SPLIT}
     parts = [
