@@ -98,6 +98,24 @@ ABLATION: tuple[tuple[str, str, dict[str, Any], str | None], ...] = (
     ),
     ("rep", "rep", {}, None),
 )
+# bare without one piece that no setting of bare turns off (a benchmark-only
+# switch, PATCHES) or that a setting bare keeps turns off: (step, mode,
+# settings, switches, the step it is measured against). Printed against
+# bare, left out of the sum.
+SPLIT: tuple[tuple[str, str, dict[str, Any], tuple[str, ...], str], ...] = (
+    ("bare-crawldelay", "rep", {**BARE, "REP_OBEY_CRAWL_DELAY": False}, (), "bare"),
+    ("bare-provenance", "rep", BARE, ("no-provenance",), "bare"),
+    ("bare-response", "rep", BARE, ("no-process-response",), "bare"),
+    ("bare-receivers", "rep", BARE, ("no-fetch-receivers",), "bare"),
+    ("bare-deadline", "rep", BARE, ("no-deadline",), "bare"),
+    (
+        "bare+frontier-receivers",
+        "rep",
+        {**BARE, "REP_FRONTIER": True},
+        ("no-fetch-receivers",),
+        "bare+frontier",
+    ),
+)
 FAMILIES = 192  # C functions for families: the second half for calls made within tier 1
 HALF = FAMILIES // 2
 
@@ -107,6 +125,8 @@ C_SOURCE = r"""
 #include <valgrind/callgrind.h>
 
 static int depth[2];
+static int fdepth[%(count)d];
+static long fcalls[%(count)d];
 
 static PyObject *start(PyObject *self, PyObject *unused) {
     CALLGRIND_ZERO_STATS;
@@ -155,8 +175,38 @@ static PyObject *call(PyObject *self, PyObject *const *args, Py_ssize_t nargsf,
     return result;
 }
 
+/* probe(family, fn, *args, **kwargs): each family counted on its own (only
+   its outermost call: a family called within itself is not counted twice) */
+static PyObject *probe(PyObject *self, PyObject *const *args, Py_ssize_t nargsf,
+                       PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    long family = PyLong_AsLong(args[0]);
+    PyObject *result;
+    if (family < 0 || family >= %(count)d || fdepth[family] > 0) {
+        return nested(args + 1, nargs - 1, kwnames);
+    }
+    fdepth[family]++;
+    fcalls[family]++;
+    switch (family) {
+%(probe_cases)s
+    default: result = nested(args + 1, nargs - 1, kwnames);
+    }
+    fdepth[family]--;
+    return result;
+}
+
+static PyObject *counts(PyObject *self, PyObject *unused) {
+    PyObject *list = PyList_New(%(count)d);
+    for (int n = 0; n < %(count)d; n++) {
+        PyList_SET_ITEM(list, n, PyLong_FromLong(fcalls[n]));
+    }
+    return list;
+}
+
 static PyMethodDef methods[] = {
     {"start", start, METH_NOARGS, NULL},
+    {"counts", counts, METH_NOARGS, NULL},
+    {"probe", (PyCFunction)(void (*)(void))probe, METH_FASTCALL | METH_KEYWORDS, NULL},
     {"stop", stop, METH_NOARGS, NULL},
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL | METH_KEYWORDS, NULL},
     {NULL, NULL, 0, NULL},
@@ -172,6 +222,11 @@ def _helper() -> Any:
     """Build (once) and import the C helper."""
     source = C_SOURCE % {
         "half": HALF,
+        "count": FAMILIES,
+        "probe_cases": "\n".join(
+            f"    case {n}: result = rep_family_{n}(args + 1, nargs - 1, kwnames); break;"
+            for n in range(FAMILIES)
+        ),
         "families": "\n".join(f"FAMILY({n})" for n in range(FAMILIES)),
         "cases": "\n".join(
             f"    case {n}: result = rep_family_{n}(args + 2, nargs - 2, kwnames); break;"
@@ -209,7 +264,7 @@ def _helper() -> Any:
 # ----------------------------------------------------------------- families
 
 
-def _wrapper(call: Any, family: int, tier: int, function: Any) -> Any:
+def _wrapper(call: Any, family: int, tier: int | None, function: Any) -> Any:
     """``function`` called through family's C function, with the same
     parameters (pydispatch passes a receiver only the arguments it names)."""
     import inspect
@@ -245,7 +300,8 @@ def _wrapper(call: Any, family: int, tier: int, function: Any) -> Any:
         params.insert(len(only), "/")
     source = (
         f"def {function.__name__}({', '.join(params)}):\n"
-        f"    return _cg_call_({family}, {tier}, _cg_f_, {', '.join(forward)})\n"
+        f"    return _cg_call_({family}, {'' if tier is None else f'{tier}, '}_cg_f_, "
+        f"{', '.join(forward)})\n"
     )
     exec(source, namespace)
     wrapped = namespace[function.__name__]
@@ -333,21 +389,158 @@ def _family_name(module: str) -> str:
     return module
 
 
+# ------------------------------------------------------------------- probes
+
+# --probe: these functions, each family counted on its own (inclusive: a probe
+# called within another is also in the outer one's count). Plain functions
+# only: a coroutine's body runs when it is resumed, outside the call.
+PROBES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "scrapy: SignalManager.send_catch_log",
+        ("scrapy.signalmanager:SignalManager.send_catch_log",),
+    ),
+    ("scrapy: Scheduler.enqueue_request", ("scrapy.core.scheduler:Scheduler.enqueue_request",)),
+    ("scrapy: Scheduler.next_request", ("scrapy.core.scheduler:Scheduler.next_request",)),
+    (
+        "scrapy: ExecutionEngine._start_scheduled_requests",
+        ("scrapy.core.engine:ExecutionEngine._start_scheduled_requests",),
+    ),
+    ("scrapy: Downloader._process_queue", ("scrapy.core.downloader:Downloader._process_queue",)),
+    (
+        "scrapy: stats calls",
+        tuple(
+            f"scrapy.statscollectors:StatsCollector.{name}"
+            for name in ("inc_value", "set_value", "max_value", "min_value")
+        ),
+    ),
+    (
+        "scrapy: RobotsTxtMiddleware.process_request_2 (the verdict)",
+        ("scrapy.downloadermiddlewares.robotstxt:RobotsTxtMiddleware.process_request_2",),
+    ),
+    ("scrapy: ProtegoRobotParser.allowed", ("scrapy.robotstxt:ProtegoRobotParser.allowed",)),
+    (
+        "rep: RobotsTxtMiddleware.process_request",
+        ("scrapy_rep.middleware:RobotsTxtMiddleware.process_request",),
+    ),
+    (
+        "rep: RobotsTxtMiddleware.process_response",
+        ("scrapy_rep.middleware:RobotsTxtMiddleware.process_response",),
+    ),
+    ("rep: RobotsTxt.decide", ("scrapy_rep.robotstxt:RobotsTxt.decide",)),
+    ("rep: Provenance.decided", ("scrapy_rep.evidence.provenance:Provenance.decided",)),
+    (
+        "rep: robots.txt downloads' receivers",
+        tuple(
+            f"scrapy_rep._download:OwnDownloads.{name}"
+            for name in ("_bytes_received", "_reached", "_left")
+        ),
+    ),
+    ("rep: frontier push", ("scrapy_rep.frontier.queue:PolitePriorityQueue.push",)),
+    ("rep: frontier pop", ("scrapy_rep.frontier.queue:PolitePriorityQueue.pop",)),
+    ("rep: frontier _look", ("scrapy_rep.frontier.queue:PolitePriorityQueue._look",)),
+    ("rep: frontier _park_full", ("scrapy_rep.frontier.queue:PolitePriorityQueue._park_full",)),
+    ("rep: SlotLimits.admit", ("scrapy_rep._slots.limits:SlotLimits.admit",)),
+)
+
+
+def install_probes(probe: Any) -> dict[int, str]:
+    """Wrap PROBES' functions (those that exist): family number -> label."""
+    import importlib
+
+    names: dict[int, str] = {}
+    for family, (label, paths) in enumerate(PROBES):
+        names[family] = label
+        for path in paths:
+            module_name, _, qualname = path.partition(":")
+            class_name, _, attr = qualname.rpartition(".")
+            try:
+                cls = getattr(importlib.import_module(module_name), class_name)
+            except (ImportError, AttributeError):
+                continue
+            function = vars(cls).get(attr)
+            if function is None or not _plain(function):
+                continue
+            setattr(cls, attr, _wrapper(probe, family, None, function))
+    return names
+
+
+# --------------------------------------------------------- benchmark-only switches
+
+# Work of ``bare`` that no setting turns off, removed in the benchmark's child
+# only, to count what it costs (the crawl makes the same decisions without it).
+_FIXED_PROVENANCE: dict[str, Any] = {"checked": True}
+
+
+def _no_provenance() -> None:
+    """No provenance built per request: one shared dict set in its place."""
+    from scrapy_rep.evidence.provenance import Provenance
+
+    def decided(self: Any, origin: Any, entry: Any, found: Any, agent: str) -> dict[str, Any]:
+        return _FIXED_PROVENANCE
+
+    Provenance.decided = decided  # type: ignore[method-assign]
+
+
+def _no_process_response() -> None:
+    """scrapy-rep's robots middleware without process_response (which only
+    turns a stop signal's answer into a failure: nothing marks one while
+    REP_STOP_SIGNALS is off), so Scrapy's manager does not call it."""
+    from scrapy_rep.middleware import RobotsTxtMiddleware
+
+    del RobotsTxtMiddleware.process_response
+
+
+def _no_fetch_receivers() -> None:
+    """No receivers connected while robots.txt downloads run (no size or header
+    bound, the robots.txt requests stay in the downloader's active set)."""
+    from scrapy_rep._download import OwnDownloads
+
+    def _connect(self: Any, on: bool) -> None:
+        return None
+
+    OwnDownloads._connect = _connect  # type: ignore[method-assign]
+
+
+def _no_deadline() -> None:
+    """No fetch deadline on scrapy-rep's clock (Scrapy's download_timeout stays)."""
+    from scrapy_rep import _slots
+
+    def clock_deadline(request: Any) -> None:
+        return None
+
+    _slots.clock_deadline = clock_deadline  # type: ignore[assignment]
+
+
+PATCHES = {
+    "no-provenance": _no_provenance,
+    "no-process-response": _no_process_response,
+    "no-fetch-receivers": _no_fetch_receivers,
+    "no-deadline": _no_deadline,
+}
+
+
 # ------------------------------------------------------------------- the child
 
 
 def child(job: dict[str, Any]) -> dict[str, Any]:
+    import gc
+
     import request_path
     from scrapy import signals
 
     cg = _helper()
+    for name in job.get("patches", ()):
+        PATCHES[name]()
     families = install_families(cg.call) if job.get("attribute") else {}
+    probes = install_probes(cg.probe) if job.get("probe") else {}
+    seen: dict[str, Any] = {}
 
     class Counting:
         """Instrumentation on at spider_opened, off at the first spider_idle."""
 
         def __init__(self, crawler: Any) -> None:
             self.on = False
+            self.crawler = crawler
             crawler.signals.connect(self.opened, signal=signals.spider_opened)
             crawler.signals.connect(self.idle, signal=signals.spider_idle)
 
@@ -357,12 +550,26 @@ def child(job: dict[str, Any]) -> dict[str, Any]:
 
         def opened(self) -> None:
             self.on = True
+            seen["gc"] = gc.get_stats()
+            if job.get("gc_off"):  # the probes' costs without collections landing in them
+                gc.disable()
             cg.start()
 
         def idle(self) -> None:
             if self.on:
                 cg.stop()
+                gc.enable()
                 self.on = False
+                seen["calls"] = cg.counts()
+                seen["gc"] = [  # the collections of each generation while counted
+                    {key: after[key] - before[key] for key in after}
+                    for before, after in zip(seen["gc"], gc.get_stats(), strict=True)
+                ]
+                seen["stats"] = {
+                    key: value
+                    for key, value in self.crawler.stats.get_stats().items()
+                    if isinstance(value, int)
+                }
 
     global _COUNTING
     _COUNTING = Counting
@@ -373,6 +580,12 @@ def child(job: dict[str, Any]) -> dict[str, Any]:
     }
     result = request_path.child(job)
     result["families"] = families
+    result["probes"] = probes
+    result["probe_calls"] = {
+        label: seen.get("calls", [0] * FAMILIES)[family] for family, label in probes.items()
+    }
+    result["stats"] = seen.get("stats", {})
+    result["gc"] = seen.get("gc", [])
     return result
 
 
@@ -395,14 +608,20 @@ def run(job: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     tag = f"{job.get('label', job['mode'])}-{job['origins']}x{pages}"
     tag += "-skip" if job.get("skip") else ""
     tag += "-attr" if job.get("attribute") else ""
+    tag += "-probe" if job.get("probe") else ""
+    tag += "-native" if job.get("native") else ""
+    tag += "-nogc" if job.get("gc_off") else ""
     job_path = out_dir / f"{tag}.json"
     job_path.write_text(json.dumps(job))
     cg_out = out_dir / f"{tag}.callgrind"
-    cmd = [
+    under = [
         "valgrind",
         "--tool=callgrind",
         "--instr-atstart=no",
         f"--callgrind-out-file={cg_out}",
+    ]
+    cmd = [
+        *([] if job.get("native") else under),
         sys.executable,
         __file__,
         "--child",
@@ -413,11 +632,21 @@ def run(job: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     if proc.returncode != 0 or not out.exists():
         raise RuntimeError(f"{tag}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(out.read_text())
+    result["tag"] = tag
+    if job.get("native"):  # call counts and stats only
+        result["instructions"] = 0
+        return result
     dumps = sorted(out_dir.glob(f"{tag}.callgrind*"))
     crawl_dump = [d for d in dumps if _dump_part(d) == "crawl"]
     result["instructions"] = _total(crawl_dump[0])
+    result["gc_instructions"] = _gc_instructions(crawl_dump[0])
     if job.get("attribute"):
         result["family_costs"] = _family_costs(crawl_dump[0], result["families"])
+    if job.get("probe"):
+        costs = _family_costs(crawl_dump[0], result["probes"])
+        result["probe_costs"] = {
+            label: costs.get(label, {}).get("instructions", 0) for label in result["probe_calls"]
+        }
     result["tag"] = tag
     result["dump"] = str(crawl_dump[0])
     return result
@@ -431,6 +660,22 @@ def _dump_part(path: Path) -> str:
             if line.startswith("fl=") or line.startswith("fn="):
                 break
     return ""
+
+
+def _gc_instructions(path: Path) -> int:
+    """Inclusive instructions of CPython's collector (gc_collect_main): how much
+    of a crawl the garbage collector took (its full collections come in steps)."""
+    text = subprocess.run(
+        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for line in text.splitlines():
+        found = re.match(r"\s*([\d,]+) .*gcmodule\.c:gc_collect_main \[", line)
+        if found:
+            return int(found.group(1).replace(",", ""))
+    return 0
 
 
 def _total(path: Path) -> int:
@@ -516,6 +761,22 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="a setting for every crawl (VALUE read as JSON, else as text); repeatable",
     )
+    parser.add_argument(
+        "--probe",
+        action="store_true",
+        help="with --ablation: also each of PROBES' functions' inclusive instructions and calls",
+    )
+    parser.add_argument(
+        "--native",
+        action="store_true",
+        help="with --ablation: run the crawls without callgrind (calls and stats only)",
+    )
+    parser.add_argument(
+        "--no-gc",
+        action="store_true",
+        help="with --ablation: the garbage collector off while counting (with --probe: no "
+        "collection lands in a probe's count)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -577,12 +838,15 @@ def ablation(args: Any, out_dir: Path, extra: dict[str, Any]) -> None:
     """One crawl a step, each step against the one it differs from in one thing."""
     from concurrent.futures import ThreadPoolExecutor
 
-    by_name = {step[0]: step for step in ABLATION}
+    by_name: dict[str, tuple[str, str, dict[str, Any], tuple[str, ...], str | None]] = {
+        step[0]: (step[0], step[1], step[2], (), step[3]) for step in ABLATION
+    }
+    by_name.update({step[0]: step for step in SPLIT})
     if args.steps:
         steps = [by_name[name] for name in args.steps.split(",") if name]
     else:
         steps = [
-            step
+            by_name[step[0]]
             for step in ABLATION
             if step[0] not in ("bare+slowdown+stop", "bare+frontier+slotlimit")
         ]
@@ -592,8 +856,12 @@ def ablation(args: Any, out_dir: Path, extra: dict[str, Any]) -> None:
             "origins": 2 * args.origins,
             "label": name.replace("+", "-"),
             "settings": {**settings, **extra},
+            "patches": list(patches),
+            "probe": args.probe,
+            "native": args.native,
+            "gc_off": args.no_gc,
         }
-        for name, mode, settings, _ in steps
+        for name, mode, settings, patches, _ in steps
     ]
 
     def one(job: dict[str, Any]) -> dict[str, Any]:
@@ -611,21 +879,43 @@ def ablation(args: Any, out_dir: Path, extra: dict[str, Any]) -> None:
     per = {
         step[0]: r["instructions"] / r["downloads"] for step, r in zip(steps, results, strict=True)
     }
-    print(f"{'step':<26}{'a download':>14}{'against':>26}{'difference':>12}")
-    for name, _, _, against in steps:
-        diff = f"{per[name] - per[against]:>+12,.0f}" if against in per else ""
-        print(f"{name:<26}{per[name]:>14,.0f}{against or '':>26}{diff}")
+    # the garbage collector's share apart: its full collections come in steps
+    gc_per = {
+        step[0]: r.get("gc_instructions", 0) / r["downloads"]
+        for step, r in zip(steps, results, strict=True)
+    }
+    print(
+        f"{'step':<26}{'a download':>14}{'against':>26}{'difference':>12}"
+        f"{'of it the GC':>14}{'collections (gen 0/1/2)':>26}"
+    )
+    for (name, _, _, _, against), r in zip(steps, results, strict=True):
+        diff = gc_diff = ""
+        if against in per:
+            diff = f"{per[name] - per[against]:>+12,.0f}"
+            gc_diff = f"{gc_per[name] - gc_per[against]:>+14,.0f}"
+        runs = "/".join(str(g.get("collections", 0)) for g in r.get("gc", []))
+        print(f"{name:<26}{per[name]:>14,.0f}{against or '':>26}{diff:>12}{gc_diff:>14}{runs:>26}")
     # the steps from builtin on; a step another run step covers is left out of the sum
+    split = {step[0] for step in SPLIT}
     parts = [
-        (s[0], s[3])
+        (s[0], s[4])
         for s in steps
-        if s[3] not in (None, "none") and s[3] in per and COVERED_BY.get(s[0]) not in per
+        if s[4] not in (None, "none")
+        and s[4] in per
+        and COVERED_BY.get(s[0]) not in per
+        and s[0] not in split
     ]
     if {"builtin", "bare", "rep"} <= per.keys() and parts:
         explained = sum(per[name] - per[against] for name, against in parts)
         gap = per["rep"] - per["builtin"]
         print(f"rep - builtin {gap:+,.0f}, the steps {explained:+,.0f}")
         print(f"interaction (rep - builtin - the steps) {gap - explained:+,.0f}")
+    for step, r in zip(steps, results, strict=True):
+        if r.get("probe_calls"):
+            print(f"\n{step[0]}: probes, inclusive instructions and calls a download")
+            for label, calls in r["probe_calls"].items():
+                cost = r.get("probe_costs", {}).get(label, 0)
+                print(f"  {label:<62}{cost / r['downloads']:>12,.0f}{calls / r['downloads']:>9.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     print(f"callgrind files: {out_dir}", file=sys.stderr)

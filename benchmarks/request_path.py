@@ -404,7 +404,7 @@ def time_steps(crawler: Any, origins: list[str], job: dict[str, Any]) -> dict[st
         (name, getattr(mw, name))
         for mw in robots
         for name in ("process_request", "process_response")
-        if name in type(mw).__dict__
+        if name in type(mw).__dict__ and hasattr(mw, name)  # absent when not needed
     ]
 
     def chain_time(without: bool) -> tuple[float, int]:
@@ -439,7 +439,7 @@ def time_steps(crawler: Any, origins: list[str], job: dict[str, Any]) -> dict[st
         label = "rep" if own else "scrapy"
         name = type(middleware).__name__
         for method_name in ("process_request", "process_response"):
-            if method_name not in type(middleware).__dict__:
+            if method_name not in type(middleware).__dict__ or not hasattr(middleware, method_name):
                 continue
 
             def method_run(method_name: str = method_name, middleware: Any = middleware) -> Any:
