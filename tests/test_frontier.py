@@ -12,10 +12,10 @@ import gc
 import itertools
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-import weakref
 from urllib.parse import urlsplit
 
 import pytest
