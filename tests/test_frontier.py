@@ -8,9 +8,11 @@ the slack of a loaded machine.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -379,3 +381,32 @@ async def test_concurrent_requests_per_ip_is_refused() -> None:
             await deferred_from_coro(
                 crawler.crawl_async(urls=[sites.url("a.test")], answered={}, failed={})
             )
+
+
+# -- memory: what the queue keeps of the requests it handed out -------------------------
+
+
+async def test_requests_done_with_are_not_kept_alive() -> None:
+    """A request the downloader is done with is freed: the queue forgot the
+    last requests of each site it emptied only when it looked at the site
+    again, which it never does (2,000 new origins: megabytes of finished
+    requests, their headers and provenance, kept to the end of the crawl)."""
+    reached: list[weakref.ref[Request]] = []
+
+    def watch(crawler: Crawler) -> None:
+        def seen(request: Request, **_: Any) -> None:
+            reached.append(weakref.ref(request))
+
+        crawler.signals.connect(seen, signal=signals.request_reached_downloader, weak=False)
+
+    with Sites(robots=lambda host: "User-agent: *\nAllow: /\n") as sites, loopback_names():
+        urls: list[str | Request] = [
+            sites.url(f"site{n}.test", f"/p{page}") for n in range(6) for page in range(3)
+        ]
+        crawler, answered, failed = await crawl(urls, before=watch)
+    assert not failed, failed
+    assert len(answered) == 18
+    assert stats(crawler).get("rep/frontier/ready") == 18
+    gc.collect()
+    alive = [ref() for ref in reached if ref() is not None]
+    assert [request.url for request in alive if request is not None] == []

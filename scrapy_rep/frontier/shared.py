@@ -119,6 +119,8 @@ class CrawlFrontier:
         key = request.meta.get("download_slot")
         if key is None:  # it never reached its slot
             key = self.slots.key(request)
+        if final:
+            self.turns.left(key, request)
         for queue in self._listeners:
             queue.slot_freed(key)
         if final and self.turns.holding:

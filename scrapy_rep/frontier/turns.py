@@ -125,6 +125,21 @@ class SlotTurns:
         if len(self._last) + len(self._out) > self._limit:
             self._forget(now)
 
+    def left(self, key: str, request: Request) -> None:
+        """``request`` of slot ``key`` is done with the downloader: no longer
+        out. Forgotten now rather than at the slot's next look, which an
+        emptied slot never has: its last requests (their meta, headers and
+        provenance) would stay alive to the end of the crawl."""
+        handed = self._out.get(key)
+        if handed is None:
+            return
+        for index, out in enumerate(handed):
+            if out is request:
+                del handed[index]
+                if not handed:
+                    del self._out[key]
+                return
+
     def sent(self, request: Request, now: float) -> str | None:
         key = self._held_by.pop(request, None)
         if key is None:
