@@ -10,7 +10,8 @@ reason. With ``"scrapy_redis": true`` it schedules through scrapy-redis's
 scheduler and dupefilter (settings must hold their keys);
 with ``"loopback": true`` every ``*.test`` host name resolves to 127.0.0.1
 (one local server stands for many origins); with ``"stall": seconds`` the
-spider blocks the event loop that long halfway through its start requests.
+spider blocks the event loop that long halfway through its start requests;
+with ``"dont_filter": true`` its requests skip the dupefilter.
 The report also says when the worker learned each host's pause from another
 worker (the INFO line ``... paused by another worker``, when it was logged).
 """
@@ -76,10 +77,13 @@ class LoopbackResolver(CachingThreadedResolver):
 class WorkerSpider(Spider):
     name = "rep-worker"
 
-    def __init__(self, urls: list[str], stall: float = 0.0, **kwargs: Any) -> None:
+    def __init__(
+        self, urls: list[str], stall: float = 0.0, dont_filter: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.urls = urls
         self.stall = stall
+        self.dont_filter = dont_filter
         self.responses: list[str] = []
         self.failures: dict[str, str] = {}
 
@@ -91,7 +95,9 @@ class WorkerSpider(Spider):
                 # work at crawl start blocks it.
                 await asyncio.sleep(0.02)
                 time.sleep(self.stall)  # noqa: ASYNC251
-            yield Request(url, callback=self.parse, errback=self.failed)
+            yield Request(
+                url, callback=self.parse, errback=self.failed, dont_filter=self.dont_filter
+            )
 
     def parse(self, response: Response) -> None:
         self.responses.append(response.url)
@@ -141,7 +147,12 @@ def main() -> None:
     crawler.signals.connect(spider_opened, signal=signals.spider_opened)
     learned = PausesLearned()
     logging.getLogger("scrapy_rep.slowdown").addHandler(learned)
-    process.crawl(crawler, urls=config["urls"], stall=config.get("stall", 0.0))
+    process.crawl(
+        crawler,
+        urls=config["urls"],
+        stall=config.get("stall", 0.0),
+        dont_filter=config.get("dont_filter", False),
+    )
     process.start()
     spider = crawler.spider
     stats = crawler.stats.get_stats()

@@ -158,3 +158,43 @@ def test_the_pop_script_hands_a_lost_replys_request_again_and_only_to_its_token(
     # an older token is no longer recorded: its pop is a new one (nothing ready)
     assert pop_with("w:0")[0] == b""
     assert client.get(count) == b"1"
+
+
+def test_a_push_whose_reply_is_cut_is_fetched_once(
+    sites: ManySites, own_redis: RedisServer, redis_prefix: str
+) -> None:
+    """The other side: Redis ran a push and its reply was lost, Redis then
+    unreachable past redis-py's retries. The worker cannot know whether the
+    request is in Redis: it keeps it, does not hand it out during the outage,
+    and pushes it again (the same bytes, kept once) when Redis answers. It was
+    fetched twice: once from the worker's memory, once from Redis.
+    The requests skip the dupefilter (``dont_filter``), whose own Redis calls
+    would fail meanwhile: the push is the call under test."""
+    hosts = [f"a{n}.test" for n in range(20)]
+    urls = interleaved(hosts, dict.fromkeys(hosts, 2), sites)
+    pushes = iter(range(len(urls)))
+    proxy = CuttingProxy(
+        own_redis.port, hashlib.sha1(PUSH.encode()).hexdigest(), lambda _: next(pushes) == 9
+    )
+    proxy.arm(RETRIES_LAST + 0.7)
+    settings = frontier_settings(
+        own_redis, redis_prefix, REDIS_URL=proxy.url, REDIS_PARAMS={"socket_timeout": 2}
+    )
+    config = {
+        "name": "w0",
+        "urls": urls,
+        "settings": settings,
+        "scrapy_redis": True,
+        "loopback": True,
+        "dont_filter": True,
+    }
+    try:
+        [report] = finish(start_workers([config]), timeout=120)
+    finally:
+        proxy.close()
+
+    assert proxy.cuts, "no push reply was cut"
+    assert_every_page_once(sites, urls, report)
+    stats = report["stats"]
+    assert stats.get("rep/redis/frontier/outages") == 1, stats
+    assert stats.get("rep/redis/frontier/local", 0) >= 1, stats

@@ -169,6 +169,9 @@ class RedisPoliteQueue:
         self._known_later: dict[Origin, tuple[Request, set[str]]] = {}
         self._forbidden: deque[Request] = deque()  # dropped by the middleware at once
         self._local: deque[Request] = deque()  # pushed while Redis was down
+        # pushes that failed: Redis may have run them (the reply lost), so they
+        # are not handed out here but pushed again, the same bytes, when it answers
+        self._uncertain: deque[tuple[Request, bytes]] = deque()
         self._unreleased: deque[tuple[str, str]] = deque()  # places to give back
         self._unsent: deque[tuple[str, str, int]] = deque()  # holds to end (as _holding)
         self._known_count = 0
@@ -182,7 +185,8 @@ class RedisPoliteQueue:
 
     def __len__(self) -> int:
         # (a pop without its reply may hold a request: not closed before it is known)
-        local = len(self._forbidden) + len(self._local) + (self._unanswered is not None)
+        local = len(self._forbidden) + len(self._local) + len(self._uncertain)
+        local += self._unanswered is not None
         if self._down():
             return local + self._known_count  # wait for Redis rather than close
         try:
@@ -196,8 +200,15 @@ class RedisPoliteQueue:
         if verdict == REFUSED:  # the robots middleware drops it at once
             self._forbidden.append(request)
             return
-        if self._down() or not self._push_redis(request, verdict, delay, origin):
+        if self._down():
             self._local.append(request)
+            self._stats.inc_value("rep/redis/frontier/local")
+            return
+        data = self._codec._encode_request(request)
+        if not self._push_redis(request, data, verdict, delay, origin):
+            # A queue member is kept once: pushed again with the same bytes, it
+            # stays one request, whether or not Redis ran the failed push.
+            self._uncertain.append((request, data))
             self._stats.inc_value("rep/redis/frontier/local")
 
     def pop(self, timeout: int = 0) -> Request | None:
@@ -288,12 +299,16 @@ class RedisPoliteQueue:
         return int(max(delay, self._slots.delay(slot)) * 1e6)
 
     def _push_redis(
-        self, request: Request, verdict: Readiness, delay: float, origin: Origin | None
+        self,
+        request: Request,
+        data: bytes,
+        verdict: Readiness,
+        delay: float,
+        origin: Origin | None,
     ) -> bool:
         slot = self._slots.key(request)
         known = verdict != UNKNOWN
         try:
-            data = self._codec._encode_request(request)
             self._push_script(
                 keys=[
                     f"{self.key}:q:{slot}",
@@ -452,12 +467,20 @@ class RedisPoliteQueue:
 
     def _flush_local(self) -> None:
         """Requests pushed while Redis was down go to Redis once it answers."""
+        while self._uncertain:  # pushed again, refused or not: Redis may hold them already
+            request, data = self._uncertain[0]
+            verdict, delay, origin = self._readiness(request)
+            if not self._push_redis(request, data, verdict, delay, origin):
+                raise _Down
+            self._uncertain.popleft()
         while self._local:
             request = self._local[0]
             verdict, delay, origin = self._readiness(request)
             if verdict == REFUSED:  # learnt meanwhile: the middleware drops it
                 self._forbidden.append(request)
-            elif not self._push_redis(request, verdict, delay, origin):
+            elif not self._push_redis(
+                request, self._codec._encode_request(request), verdict, delay, origin
+            ):
                 raise _Down
             self._local.popleft()
 
