@@ -46,7 +46,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy_rep import _clock
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._meta_keys import ROBOTS_META, STOP_META
-from scrapy_rep.cluster.pauses import PAUSED, RUNNING, STOP
+from scrapy_rep.cluster.pauses import PAUSED, STOP, STOPPED
 from scrapy_rep.exceptions import PaymentRequired, SiteChallenged
 from scrapy_rep.origin import origin_of
 from scrapy_rep.stop_signals import KINDS, RULES, Detector, StopSignal
@@ -282,10 +282,14 @@ class Challenges:
         """The cluster's count of the run (cluster/pauses.py): one probe per pause
         across the workers, and ``REP_CHALLENGE_GIVE_UP`` challenged probes in
         all stop the slot."""
-        if run.what != RUNNING and run.probes:  # this worker's probe, counted
+        if run.what in (PAUSED, STOP) and run.probes:  # this worker's probe, counted
             self._stats.inc_value("rep/challenge/probes")
         record.probes, record.pauses = run.probes, run.pauses
-        if run.what == STOP:
+        if run.what == STOPPED:  # by another worker: as if its message had come
+            record.from_cluster = True
+            self._stats.inc_value("rep/challenge/stopped/cluster")
+            self._stop(key, record, f"{why}, stopped by another worker", shared=False)
+        elif run.what == STOP:
             self._stop(key, record, f"{why}, {run.probes} probes in a row across the workers")
         else:  # RUNNING: sent before the cluster's pause began, held for what is left of it
             seconds = round(run.left, 1)

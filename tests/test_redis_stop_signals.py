@@ -220,9 +220,9 @@ def test_the_run_of_challenges_is_counted_in_redis(
     redis_server: RedisServer, redis_prefix: str
 ) -> None:
     """The script the workers share a run through: an answer inside the pause
-    counts for nothing, each probe doubles the pause, the give-up-th stops, a
-    good answer after the pause clears the count."""
-    from scrapy_rep.cluster.pauses import _CHALLENGE, _RESUME, PAUSED, RUNNING, STOP
+    counts for nothing, each probe doubles the pause, the give-up-th stops (an
+    answer after it is no probe), a good answer after the pause clears the count."""
+    from scrapy_rep.cluster.pauses import _CHALLENGE, _RESUME, PAUSED, RUNNING, STOP, STOPPED
 
     client = redis_server.client()
     challenge, resume = client.register_script(_CHALLENGE), client.register_script(_RESUME)
@@ -249,5 +249,7 @@ def test_the_run_of_challenges_is_counted_in_redis(
     assert run == [2, 3, PAUSED]
     after_the_pause(left)
     assert answer()[1:] == (3, 3, STOP)
+    # a request sent before its worker learnt the stop: no probe, stopped there too
+    assert answer()[1:] == (3, 3, STOPPED)
     resume(keys=keys[:1], args=[])  # a good answer after the pause
     assert answer()[1:] == (0, 1, PAUSED)  # a new run

@@ -92,7 +92,9 @@ return {math.floor(untl - now), level, changed}
 # -> {us left, challenged probes in a row, challenge pauses in the run, what}:
 # what 0: a pause runs (the answer was sent before it began: it counts for
 # nothing), 1: a new pause (the first of the run, or after a challenged
-# probe: twice the last), 2: the probe was the last one, stop the slot. The
+# probe: twice the last), 2: the probe was the last one, stop the slot, 3: the
+# slot was stopped already (an answer to a request sent before this worker
+# learnt it: no probe). The
 # fields 'challenges' and 'probes' go with the state: a good answer after the
 # pause (_RESUME) clears them.
 _CHALLENGE = (
@@ -105,6 +107,7 @@ local runs = tonumber(state[3] or '0')
 local probes = tonumber(state[4] or '0')
 if untl > now then return {math.floor(untl - now), probes, runs, 0} end
 if runs > 0 then
+  if probes >= tonumber(ARGV[4]) then return {0, probes, runs, 3} end
   probes = probes + 1
   if probes >= tonumber(ARGV[4]) then
     redis.call('HSET', KEYS[1], 'probes', probes)
@@ -173,6 +176,9 @@ PAUSED: Final = 1
 """A challenged answer that began a new pause of the run."""
 STOP: Final = 2
 """The challenged probe that ends the run: stop the slot."""
+STOPPED: Final = 3
+"""A challenged answer after the run ended (another worker's stop, its message
+still on the way): no probe; stop the slot as that worker did."""
 
 
 class ChallengeRun(NamedTuple):
