@@ -34,6 +34,7 @@ from test_redis_frontier import (
     assert_every_page_once,
     frontier_settings,
     interleaved,
+    queue_worker,
 )
 
 from scrapy_rep.frontier._redis_scripts import POP, PUSH
@@ -73,13 +74,7 @@ def test_a_pop_whose_reply_is_cut_loses_no_request(
     settings = frontier_settings(
         own_redis, redis_prefix, REDIS_URL=proxy.url, REDIS_PARAMS={"socket_timeout": 2}
     )
-    config = {
-        "name": "w0",
-        "urls": urls,
-        "settings": settings,
-        "scrapy_redis": True,
-        "loopback": True,
-    }
+    config = queue_worker("w0", urls, settings)
     client = own_redis.client()
     seen_key = redis_prefix + "rep-worker:dupefilter"
     # A quarter of the pages answered, the others wait at the site until the
@@ -180,16 +175,10 @@ def test_a_push_whose_reply_is_cut_is_fetched_once(
     settings = frontier_settings(
         own_redis, redis_prefix, REDIS_URL=proxy.url, REDIS_PARAMS={"socket_timeout": 2}
     )
-    config = {
-        "name": "w0",
-        "urls": urls,
-        "settings": settings,
-        "scrapy_redis": True,
-        "loopback": True,
-        "dont_filter": True,
-    }
     try:
-        [report] = finish(start_workers([config]), timeout=120)
+        [report] = finish(
+            start_workers([queue_worker("w0", urls, settings, dont_filter=True)]), 120
+        )
     finally:
         proxy.close()
 

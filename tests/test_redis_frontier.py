@@ -152,6 +152,21 @@ def sites() -> Any:
     served.close()
 
 
+def queue_worker(
+    name: str, urls: list[str], settings: dict[str, Any], **extra: Any
+) -> dict[str, Any]:
+    """A worker of tests/_redis_worker.py on scrapy-redis's scheduler, ``*.test``
+    names on 127.0.0.1 (``extra``: its other options)."""
+    return {
+        "name": name,
+        "urls": urls,
+        "settings": settings,
+        "scrapy_redis": True,
+        "loopback": True,
+        **extra,
+    }
+
+
 def frontier_settings(redis: RedisServer, prefix: str, **extra: Any) -> dict[str, Any]:
     return {
         "REP_REDIS_URL": redis.url,
@@ -198,17 +213,9 @@ def crawl(
     **extra: Any,
 ) -> list[Process]:
     settings = frontier_settings(redis, prefix, **{"REDIS_PARAMS": {"socket_timeout": 2}, **extra})
-    configs = [
-        {
-            "name": f"w{n}",
-            "urls": urls[n::workers],
-            "settings": settings,
-            "scrapy_redis": True,
-            "loopback": True,
-        }
-        for n in range(workers)
-    ]
-    return start_workers(configs)
+    return start_workers(
+        [queue_worker(f"w{n}", urls[n::workers], settings) for n in range(workers)]
+    )
 
 
 def assert_every_page_once(sites: ManySites, urls: list[str], report: dict[str, Any]) -> None:

@@ -26,6 +26,7 @@ from test_redis_frontier import (
     assert_every_page_once,
     frontier_settings,
     interleaved,
+    queue_worker,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # worker subprocesses
@@ -80,13 +81,7 @@ def test_rules_learnt_while_redis_is_down_free_their_slot_once_it_answers(
         REDIS_URL=proxy.url,
         REDIS_PARAMS={"socket_timeout": 2},
     )
-    config = {
-        "name": "w0",
-        "urls": urls,
-        "settings": settings,
-        "scrapy_redis": True,
-        "loopback": True,
-    }
+    config = queue_worker("w0", urls, settings)
     client = own_redis.client()
     seen_key = redis_prefix + "rep-worker:dupefilter"
     moments: dict[str, float] = {}

@@ -23,7 +23,14 @@ import redis
 from crawls import PATIENT
 from redis_server import RedisServer
 from test_redis_cluster import finish, start_workers
-from test_redis_frontier import PAUSE, SLACK, ManySites, frontier_settings, interleaved
+from test_redis_frontier import (
+    PAUSE,
+    SLACK,
+    ManySites,
+    frontier_settings,
+    interleaved,
+    queue_worker,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # worker subprocesses
 
@@ -59,17 +66,7 @@ def test_workers_whose_loop_stalls_at_start_declare_no_outage_and_fetch_robots_o
     # on its own for the rest of the crawl. Patient downloads: this is no test
     # of timeouts (a loaded machine may answer robots.txt later than 5 s).
     settings = frontier_settings(redis_server, redis_prefix, REP_REDIS_RETRY=30.0, **PATIENT)
-    configs = [
-        {
-            "name": f"w{n}",
-            "urls": urls,
-            "settings": settings,
-            "scrapy_redis": True,
-            "loopback": True,
-            "stall": STALL,
-        }
-        for n in range(WORKERS)
-    ]
+    configs = [queue_worker(f"w{n}", urls, settings, stall=STALL) for n in range(WORKERS)]
     reports = finish(start_workers(configs), timeout=300)
 
     stalled = [r["stats"].get("rep/redis/stalled", 0) for r in reports]
@@ -136,16 +133,7 @@ def test_a_pause_at_crawl_start_reaches_the_other_workers_at_once(
     hosts = [f"a{n}.test" for n in range(ORIGINS)] + [f"p{n}.test" for n in range(PAUSED)]
     urls = interleaved(hosts, dict.fromkeys(hosts, 2), sites)
     settings = frontier_settings(redis_server, redis_prefix)
-    configs = [
-        {
-            "name": f"w{n}",
-            "urls": urls,
-            "settings": settings,
-            "scrapy_redis": True,
-            "loopback": True,
-        }
-        for n in range(WORKERS)
-    ]
+    configs = [queue_worker(f"w{n}", urls, settings) for n in range(WORKERS)]
     written = PausesWritten(redis_server, redis_prefix)
     try:
         reports = finish(start_workers(configs), timeout=300)
