@@ -93,11 +93,6 @@ class BackoffTable:
         """Origins the table may hold."""
         return self._capacity
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes its arrays hold now (a full table: ``bound * BYTES_PER_ORIGIN``)."""
-        return len(self._fingerprints) * BYTES_PER_ORIGIN
-
     def __len__(self) -> int:
         return self._count
 
