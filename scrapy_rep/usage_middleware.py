@@ -269,14 +269,13 @@ class UsageMiddleware:
                 if self._dry_run
                 else f"rep/usage/dropped/{stage}"
             )
-        self._log_once(request, origin, text, stage, reasons)
+        self._log_once(request, text, stage, reasons)
         if dropping:
             raise UsageDenied(usage, reasons, text, response)
 
     def _log_once(
         self,
         request: Request,
-        origin: Origin | None,
         text: str,
         stage: str,
         reasons: dict[str, tuple[str, ...]],
