@@ -4,18 +4,13 @@ Every download of scrapy-rep's own files goes through one core
 (:meth:`scrapy_rep._download.OwnDownloads.send`), which hands each answer here
 (:meth:`Evidence.exchange`: a ``request`` and a ``response`` record, or a
 ``revisit`` one when the same payload was written before) and each failure
-(:meth:`Evidence.failed`: nothing reached us, so no record, the error goes in
-the fetch's reading). When a fetch ends, its reader (the robots.txt fetcher,
-the tdmrep.json files) hands over what it read (:meth:`Evidence.finished`):
-a ``metadata`` record and one line of ``evidence.jsonl``.
-
-The body recorded is the one the rules were read from: after content decoding
-(``REP_MAX_SIZE`` bounded). The HTTP head then says so: the decoded coding is
-named in ``Scrapy-Rep-Decoded`` (a WARC field) and the headers that described
-the bytes on the wire (``Content-Length`` when it differs, ``Transfer-Encoding``)
-are kept under ``X-Rep-Original-<name>``, so WARC tools read the payload as
-it is recorded. A disk error costs one ERROR and a count
-(``rep/evidence/write_errors``), or the crawl under ``REP_EVIDENCE_REQUIRED``.
+(:meth:`Evidence.failed`). When a fetch ends, its reader (the robots.txt
+fetcher, the tdmrep.json files) hands over what it read
+(:meth:`Evidence.finished`): a ``metadata`` record and one line of
+``evidence.jsonl``. The body recorded is the one the rules were read from,
+after content decoding, its HTTP head rewritten to say so (docs/evidence.md).
+A disk error costs one ERROR and a count (``rep/evidence/write_errors``), or
+the crawl under ``REP_EVIDENCE_REQUIRED``.
 """
 
 from __future__ import annotations
