@@ -3,17 +3,11 @@
 An unreachable origin pushed out of the rules cache (REP_CACHE_MAX_ORIGINS)
 must keep its retry time, or it is asked again at its next request instead
 of after its backoff, and keep its failure count, or each return opens a new
-"outage" (a new WARNING, a backoff starting over from REP_RETRY_MIN). A broad
-crawl meets far more unreachable origins than it keeps rules for, so this
-table holds 14 bytes per origin, in flat arrays:
-
-- a 64-bit fingerprint of the origin (its hash: two origins sharing one are
-  about 1 in 10**9 at a million origins, and then share a backoff);
-- the retry time, in tenths of a second since the table was made, rounded
-  up (never before the backoff);
-- the failure count (255 at most: the backoff reached REP_RETRY_MAX long before);
-- the kind of failure (``HTTP 503``, ``TimeoutError``: the reason up to its
-  first ``": "``), numbered in a list of at most 255 kinds.
+"outage" (a new WARNING, a backoff starting over). This table holds 14 bytes
+per origin in flat arrays (docs/robotstxt.md lists them): a 64-bit
+fingerprint of the origin (two origins sharing one, about 1 in 10**9 at a
+million origins, share a backoff), the retry time in tenths of a second
+rounded up, the failure count and the kind of failure.
 
 Slots are grouped in buckets of :data:`WAYS`; an origin lives in the emptier
 of two buckets its fingerprint names. The arrays start small and double when
@@ -92,11 +86,6 @@ class BackoffTable:
     def bound(self) -> int:
         """Origins the table may hold."""
         return self._capacity
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes its arrays hold now (a full table: ``bound * BYTES_PER_ORIGIN``)."""
-        return len(self._fingerprints) * BYTES_PER_ORIGIN
 
     def __len__(self) -> int:
         return self._count

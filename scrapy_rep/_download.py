@@ -3,29 +3,16 @@
 ``crawler.engine.download_async`` runs the user's downloader middlewares
 (proxies, auth, headers, cookies, caches), so scrapy-rep asks for its files
 the way pages are asked for. On top, what any server on the web can make one
-of them cost is bounded here, by one core with two users: robots.txt
-(:class:`scrapy_rep.fetcher.RobotsDownload`, which retries on the server's
-terms and reads the answer as RFC 9309 says) and the other files of an origin
-(``/.well-known/tdmrep.json``, :mod:`scrapy_rep._tdmrep_files`, one attempt
-per hop: :meth:`OwnDownloads.file`):
-
-- **bytes**: the body is cut at ``REP_MAX_SIZE`` with ``StopDownload(fail=False)``
-  from a ``bytes_received`` handler (connected only while such downloads run);
-  compressed answers are decoded with the same bound
-  (:mod:`scrapy_rep.decompression`), so Scrapy's ``DOWNLOAD_MAXSIZE`` is lifted
-  for them (a 10 GiB ``Content-Length`` is read up to the cap, as RFC 9309 §2.5
-  allows) only when that middleware is in place; status line and headers are
-  bounded too (:mod:`scrapy_rep._slots.headers`: each request, each hop, as it
-  reaches the downloader);
-- **time**: ``REP_FETCH_TIMEOUT`` for the whole fetch: every hop and attempt
-  gets the time left (:class:`Budget`), kept on scrapy-rep's clock as well
-  (:mod:`scrapy_rep._slots.deadline`);
-- **places**: a download in flight is taken out of the downloader's active set
-  (at most ``REP_MAX_FETCHES`` at once per file), so slow servers never hold
-  the places of pages of origins whose rules are known;
-- **redirects**: followed here, hop by hop, up to ``REP_MAX_REDIRECTS``
-  (:meth:`OwnDownloads.follow`); Scrapy's RedirectMiddleware and
-  RetryMiddleware are off for these requests.
+of them cost is bounded here (docs/robotstxt.md, "What a server can make a
+robots.txt fetch cost"): bytes (``REP_MAX_SIZE``, cut from a
+``bytes_received`` handler connected only while such downloads run), time
+(``REP_FETCH_TIMEOUT`` for the whole fetch, :class:`Budget`), places (a
+download in flight is out of the downloader's active set, at most
+``REP_MAX_FETCHES`` at once per file) and redirects (followed here, hop by
+hop: :meth:`OwnDownloads.follow`). One core, two users: robots.txt
+(:class:`scrapy_rep.fetcher.RobotsDownload`) and the other files of an origin
+(``/.well-known/tdmrep.json``, :mod:`scrapy_rep._tdmrep_files`:
+:meth:`OwnDownloads.file`).
 
 Every request carries ``rep_robotstxt`` (so it is decoded with a bound); one
 for another file carries ``rep_well_known`` too (its path). Each

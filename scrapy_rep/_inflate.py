@@ -4,24 +4,17 @@ A robots.txt answer of a few kilobytes can inflate to a gigabyte (a
 compression bomb). RFC 9309 §2.5 lets a crawler read only the first 500 KiB,
 so every layer here is decoded with an output bound: at most ``limit`` bytes
 of text (the caller asks for one byte more than it keeps, to know the text
-went on), and at most ``limit + CHUNK`` bytes of any inner layer. A stream cut short (the download
-stopped at the size cap) gives what it decoded so far.
+went on), and at most ``limit + CHUNK`` bytes of any inner layer. A stream cut
+short (the download stopped at the size cap) gives what it decoded so far.
 
 Coding names follow RFC 9110 §8.4.1; ``deflate`` is zlib-wrapped or, as some
-servers send it, raw. ``br`` needs brotli / brotlicffi 1.2 (the first with an
-output limit), ``zstd`` one of ``compression.zstd`` (Python 3.14),
-``backports.zstd`` (a Scrapy 2.18 dependency) or ``zstandard``; without them
-those codings are not advertised (:func:`accept_encoding`) nor decoded.
-
-What a coding name means here: a compression decoded above is decoded; a
-compression or transformation not decoded here (:data:`NOT_DECODED`, and
-``br`` or ``zstd`` without their module) makes the answer :class:`Undecodable`;
-any other name (``utf-8``, ``none``, ``binary``, ``text/plain``: labels that
-servers send and that transform nothing) is ignored wherever it stands among
-the codings, and the body read as it came (Scrapy's ``HttpCompressionMiddleware``
-leaves such a body alone too, but stops decoding at the first name it does not
-know). A text whose rules can be read is then obeyed; a body that really is
-compressed some unknown way reads as bytes with no rule in them.
+servers send it, raw. ``br`` and ``zstd`` are advertised (:func:`accept_encoding`)
+and decoded only with a module that bounds its output (docs/robotstxt.md names
+them). A compression not decoded here (:data:`NOT_DECODED`) makes the answer
+:class:`Undecodable`; any other name (``utf-8``, ``none``: labels that
+transform nothing) is ignored wherever it stands among the codings, and the
+body read as it came (Scrapy's ``HttpCompressionMiddleware`` leaves such a
+body alone too, but stops decoding at the first name it does not know).
 """
 
 from __future__ import annotations

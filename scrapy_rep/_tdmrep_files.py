@@ -1,16 +1,12 @@
 """Origins' ``/.well-known/tdmrep.json`` (W3C TDMRep), fetched once each and kept.
 
 The file is fetched when a declared purpose is one TDMRep governs, while the
-origin's first pages download, with the same bounds as robots.txt (bytes,
-time, places: :mod:`scrapy_rep._download`) and not tried again within a
-fetch. It is kept ``REP_CACHE_TTL`` (after a 429, a 5xx or a network error:
-``REP_RETRY_MIN``, or the answer's ``Retry-After`` within ``REP_RETRY_MAX``),
-for at most ``REP_CACHE_MAX_ORIGINS`` origins.
-
-A response whose origin's file is being fetched for the first time waits for
-it (:meth:`TdmRepFiles.fetched`), until ``REP_FETCH_TIMEOUT`` after the fetch
-began at most: a file that has not come by then is, for that response, as
-one that could not be fetched (the fetch goes on for later ones).
+origin's first pages download, with the same bounds as robots.txt
+(:mod:`scrapy_rep._download`). It is kept ``REP_CACHE_TTL`` (after a 429, a
+5xx or a network error: ``REP_RETRY_MIN``, or the answer's ``Retry-After``
+within ``REP_RETRY_MAX``), for at most ``REP_CACHE_MAX_ORIGINS`` origins. A
+response waits for it (:meth:`TdmRepFiles.fetched`) as docs/usage.md,
+"Waiting for tdmrep.json", says.
 """
 
 from __future__ import annotations

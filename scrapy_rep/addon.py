@@ -1,36 +1,7 @@
 """``scrapy_rep.Addon``: ``ADDONS = {"scrapy_rep.Addon": 100}``.
 
-- enables ``scrapy_rep.RobotsTxtMiddleware`` at order 100 (where Scrapy's
-  own sits) unless DOWNLOADER_MIDDLEWARES already mentions it;
-- disables Scrapy's ``RobotsTxtMiddleware`` unless DOWNLOADER_MIDDLEWARES
-  mentions it (if the user enabled it by hand, both run and our middleware
-  logs a WARNING at start);
-- enables ``scrapy_rep.BoundedDecompressionMiddleware`` at 595, just after
-  Scrapy's HttpCompressionMiddleware (590), so compressed robots.txt answers
-  are decoded with a bound (see scrapy_rep.decompression);
-- enables ``scrapy_rep.MetaRobotsMiddleware`` (page-level robots directives)
-  at spider-middleware order 100 when ``REP_META_ROBOTS`` is on (default),
-  unless SPIDER_MIDDLEWARES mentions it. At 100 it sees what every spider
-  middleware above it (Depth, UrlLength, Referer, the user's own at 543...)
-  lets out of the spider, and after HttpErrorMiddleware (50) filtered errors.
-
-- enables ``scrapy_rep.UsageMiddleware`` at downloader-middleware order 101,
-  just after ``RobotsTxtMiddleware``, only when ``REP_PURPOSES`` names a
-  purpose, unless DOWNLOADER_MIDDLEWARES mentions it: without purposes a
-  crawl reads and fetches nothing more.
-
-- enables ``scrapy_rep.ProvenanceMiddleware`` at spider-middleware order 40
-  (below every other, so it fills the items they let out) when
-  ``REP_PROVENANCE_FIELD`` names an item field, unless SPIDER_MIDDLEWARES
-  mentions it.
-
-- makes ``scrapy_rep.PolitePriorityQueue`` the scheduler's priority queue
-  (``SCHEDULER_PRIORITY_QUEUE``) when the project keeps Scrapy's default,
-  unless ``REP_FRONTIER = False``; a project with a queue of its own keeps it,
-  with one WARNING saying what that costs (docs/scheduling.md).
-
-``ROBOTSTXT_OBEY`` stays the switch: with it off, the middlewares disable
-themselves at start.
+What it enables, at which order and when: :class:`Addon`. ``ROBOTSTXT_OBEY``
+stays the switch: with it off, the middlewares disable themselves at start.
 """
 
 from __future__ import annotations
@@ -71,7 +42,9 @@ class Addon:
       inflated with a bound; ``scrapy_rep.UsageMiddleware`` at 101, only when
       ``REP_PURPOSES`` names a purpose.
     - ``SPIDER_MIDDLEWARES``: ``scrapy_rep.MetaRobotsMiddleware`` at 100 (page
-      directives: nofollow, noindex), when ``REP_META_ROBOTS`` is on (default).
+      directives: nofollow, noindex), when ``REP_META_ROBOTS`` is on (default);
+      ``scrapy_rep.ProvenanceMiddleware`` at 40 (below every other, so it fills
+      the items they let out), when ``REP_PROVENANCE_FIELD`` names a field.
     - ``SCHEDULER_PRIORITY_QUEUE = "scrapy_rep.PolitePriorityQueue"`` (the
       frontier), at the "addon" settings priority, when the project keeps
       Scrapy's default queue; a queue of the project's own is kept, with one

@@ -3,16 +3,9 @@
 :class:`RulesCache` is the whole interface the middleware needs: synchronous
 ``get``/``put`` on the hot path. :class:`MemoryRulesCache` (the default) is an
 LRU bounded by ``REP_CACHE_MAX_ORIGINS``; a shared (Redis) cache implements
-the same two methods.
-
-An unreachable origin pushed out of the LRU keeps its backoff: its retry
-time, failure count and kind of failure stay in a compact table
-(:mod:`scrapy_rep._backoff_table`: 14 bytes an origin, bounded by
-``REP_BACKOFF_MAX_ORIGINS``, a million by default) until it answers again.
-Without it, a small cache would ask a failing server again each time one of
-its requests comes back, instead of after ``REP_RETRY_MIN`` and more, and
-announce the same outage again. (Its last good rules, when it had some, are
-not kept: evicted is evicted.)
+the same two methods. An unreachable origin pushed out of the LRU keeps its
+backoff in :mod:`scrapy_rep._backoff_table` until it answers again (its last
+good rules, when it had some, are not kept: evicted is evicted).
 """
 
 from __future__ import annotations

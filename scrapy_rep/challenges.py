@@ -2,35 +2,18 @@
 
 :mod:`scrapy_rep.stop_signals` reads the signal (a challenge, a block, a
 price) from definitive markers; :class:`Challenges` acts on it, per download
-slot (the slot a Crawl-delay and a 429/503 pause apply to):
+slot (the slot a Crawl-delay and a 429/503 pause apply to), as
+docs/stop-signals.md describes: a challenge pauses the slot through the
+slow-down gates and, after ``REP_CHALLENGE_GIVE_UP`` challenged probes in a
+row, stops it; a block, or a 402 under ``REP_ON_PAYMENT = "stop_origin"``,
+stops it at once; ``REP_BLOCK_AFTER`` plain 403s in a row count as a challenge.
 
-- **seen** on ``response_downloaded``, before Scrapy's RetryMiddleware: the
-  request gets ``dont_retry`` (a challenge is not solved by asking again,
-  RFC 9110 §15.5.4 says the same of a 403) and, in the robots middleware's
-  ``process_response``, ends in its errback with
-  :class:`~scrapy_rep.exceptions.SiteChallenged` or
-  :class:`~scrapy_rep.exceptions.PaymentRequired`; a 2xx challenge page never
-  reaches the spider as content;
-- **a challenge** pauses the slot ``REP_CHALLENGE_PAUSE`` through the
-  slow-down gates (:mod:`scrapy_rep.slowdown.gates`: its queue held, then one
-  probe, then a slow start); each challenged probe doubles the pause up to
-  ``REP_CHALLENGE_MAX_PAUSE``; after ``REP_CHALLENGE_GIVE_UP`` challenged
-  probes in a row the slot is **stopped**. A 2xx answer ends the run;
-- **a block** (``x-vercel-mitigated: deny``...) stops the slot at once; **a
-  402** stops it under ``REP_ON_PAYMENT = "stop_origin"`` (the default), or
-  ends only its own request under ``"skip"``;
-- **plain 403s**: ``REP_BLOCK_AFTER`` in a row with no 2xx between pause the
-  slot as a challenge ("refuses this crawler"); the 403s themselves reach the
-  spider as Scrapy would hand them;
-- **stopped**: its queued requests, those held at its gate, and every later
-  one (``dont_obey_robotstxt`` too) end with the exception, unsent, counted
-  (``rep/challenge/dropped``, ``rep/payment/dropped``). The frontier reads a
-  stopped slot's requests as refused (:meth:`scrapy_rep._robots.RobotsService.readiness`),
-  so it hands them out at once, to be ended here.
-
-Nothing is solved, re-fetched with another User-Agent or sent through another
-proxy. scrapy-rep's own robots.txt requests are read by the fetcher instead
-(outcome ``challenged``). Per-slot records are bounded by ``REP_CACHE_MAX_ORIGINS``.
+It reads answers on ``response_downloaded``, before Scrapy's RetryMiddleware,
+to set ``dont_retry``: a challenge is not solved by asking again (RFC 9110
+§15.5.4 says the same of a 403). A stopped slot's requests end unsent with
+the exception, counted; the frontier reads them as refused
+(:meth:`scrapy_rep._robots.RobotsService.readiness`) so it hands them out at
+once, to be ended here. Per-slot records are bounded by ``REP_CACHE_MAX_ORIGINS``.
 """
 
 from __future__ import annotations

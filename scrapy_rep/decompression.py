@@ -3,25 +3,17 @@
 Scrapy's ``HttpCompressionMiddleware`` (order 590) inflates every answer up
 to ``DOWNLOAD_MAXSIZE`` (1 GiB) per content coding: a robots.txt of a few
 kilobytes in ``br`` or gzip inside gzip became a gigabyte in memory and
-seconds of frozen crawl, and past the limit the file was lost. This
-middleware sits just after it (595: it sees responses first) and decodes
-scrapy-rep's own robots.txt answers itself, never keeping more than
-``REP_MAX_SIZE`` (+1 byte, so the parser knows the file went on): RFC 9309
-§2.5 lets a crawler read only that much. It then drops ``Content-Encoding``,
-so Scrapy's middleware leaves the body alone. Every other response is
-untouched.
+seconds of frozen crawl. This middleware sits just after it (595: it sees
+responses first), decodes scrapy-rep's own robots.txt (and tdmrep.json)
+answers itself, never keeping more than ``REP_MAX_SIZE`` + 1 byte (RFC 9309
+§2.5), then drops ``Content-Encoding`` so Scrapy's middleware leaves the body
+alone. Every other response is untouched.
 
 The add-on enables it; :func:`problem` tells the fetcher when it is missing
-or misplaced (then robots.txt answers keep Scrapy's limits). A coding name
-that transforms nothing we know of (``utf-8``, ``none``, ``binary``,
-``text/plain``) is ignored and the body read as it came (one INFO line): its
-rules are obeyed, as Scrapy's middleware leaves such a body alone. An answer
-whose codings cannot be read (a compression not decoded here, more than four,
-data broken from the first byte) counts as an empty file
-(``rep/robotstxt/undecodable``; for tdmrep.json, which is fetched the same
-way, ``rep/usage/tdmrep/undecodable``): it said nothing we can read, and the
-codings we ask for (``Accept-Encoding``) are all decodable. The rule, coding
-by coding, is :mod:`scrapy_rep._inflate`'s.
+or misplaced (then robots.txt answers keep Scrapy's limits). An answer whose
+codings cannot be read counts as an empty file (``rep/robotstxt/undecodable``,
+``rep/usage/tdmrep/undecodable``); the rule, coding by coding, is
+:mod:`scrapy_rep._inflate`'s.
 """
 
 from __future__ import annotations

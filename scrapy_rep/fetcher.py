@@ -284,17 +284,12 @@ class RobotsDownload:
     """One origin's robots.txt as an entry: downloaded bounded
     (:class:`~scrapy_rep._download.OwnDownloads`), retried on the server's terms.
 
-    Scrapy's RetryMiddleware is off for these requests (it asks again at once
-    and logs every give-up as an ERROR); a 429, a 5xx or a network error is
-    tried again, up to ``REP_FETCH_RETRIES`` times in a fetch (all its hops
-    together), after the server's ``Retry-After`` or a backoff (1 s, 2 s, ...),
-    and not within this fetch when the server asks for longer than
-    ``REP_FETCH_TIMEOUT`` (the origin is then unreachable until the time it
-    asked for) or did not answer in time (a server that hangs would hold its
-    waiting requests twice as long). Only the waits before a retry come on top
-    of ``REP_FETCH_TIMEOUT``, so a fetch ends within ``REP_FETCH_TIMEOUT x
-    (REP_FETCH_RETRIES + 1)``, inside the cluster's fetch lock.
-    """
+    A 429, a 5xx or a network error is tried again, up to ``REP_FETCH_RETRIES``
+    times in a fetch (all its hops together), after the server's ``Retry-After``
+    or a backoff (1 s, 2 s, ...); not within this fetch when the server asks for
+    longer than ``REP_FETCH_TIMEOUT`` or did not answer in time (a server that
+    hangs would hold its waiting requests twice as long). docs/robotstxt.md,
+    "Retries", says why Scrapy's RetryMiddleware is off for these requests."""
 
     def __init__(self, crawler: Crawler, config: Config, *, sleep: Sleep, uncapped: bool) -> None:
         self.files = OwnDownloads(crawler, config, ROBOTS_PATH, uncapped=uncapped)

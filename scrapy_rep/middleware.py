@@ -1,26 +1,18 @@
 """``scrapy_rep.RobotsTxtMiddleware``: each request checked against its origin's robots.txt.
 
-How a request is checked (``process_request``):
+Known and fresh rules (or expired good ones, served while
+:class:`~scrapy_rep.fetcher.RobotsFetcher` refreshes them in the background)
+make ``process_request`` a synchronous check: no Deferred, no task, no
+coroutine. An unknown origin (or an unreachable one whose retry time has come)
+gets a coroutine that joins the origin's single in-flight fetch, the request
+out of the downloader's active set meanwhile (:mod:`scrapy_rep._slots.waiting`),
+so waiting does not starve origins whose rules are known.
 
-- known and fresh rules: a synchronous check that returns None or raises
-  (no Deferred, no task, no coroutine); expired good rules are still served
-  while :class:`~scrapy_rep.fetcher.RobotsFetcher` refreshes them in the
-  background;
-- unknown origin (or an unreachable one whose retry time has come): a
-  coroutine is returned, which Scrapy awaits. It joins the origin's single
-  in-flight fetch. While waiting, the request leaves the downloader's active
-  set (:mod:`scrapy_rep._slots.waiting`), so waiting does not starve origins whose
-  rules are known.
-
-The verdict is one path (:meth:`RobotsTxtMiddleware._verdict`): the rules of
-the request's user agent, then the origin's delay for it. A request that may
-go is handed to the crawl's pacing (:mod:`scrapy_rep._pacing`): its Crawl-delay
-(the slot's minimum, or a cluster-wide turn), a paused slot's gate (429/503),
-a place in its slot. With nothing paused and no delay, that costs one
-attribute test and the slot limit's few dict lookups.
-
-Everything the middleware uses is the crawl's robots service
-(:mod:`scrapy_rep._robots`), which it starts.
+The verdict is one path (:meth:`RobotsTxtMiddleware._verdict`); a request that
+may go is handed to the crawl's pacing (:mod:`scrapy_rep._pacing`). With
+nothing paused and no delay, that costs one attribute test and the slot
+limit's few dict lookups. Everything the middleware uses is the crawl's robots
+service (:mod:`scrapy_rep._robots`), which it starts.
 """
 
 from __future__ import annotations

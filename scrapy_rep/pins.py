@@ -1,25 +1,18 @@
-"""Pins: robots.txt files the crawl expects unchanged (``REP_PIN_FILE``).
+"""Pins: robots.txt files the crawl expects unchanged (``REP_PIN_FILE``, docs/state.md).
 
 A pin file maps origins to the SHA-256 of their robots.txt (the bytes its
-rules were read from: :attr:`scrapy_rep.policy.Entry.sha256`), in any of
-three forms (:func:`read_pins`):
+rules were read from: :attr:`scrapy_rep.policy.Entry.sha256`), as a JSON
+object, ``origin sha256`` lines, or JSON lines such as an earlier crawl's
+``evidence.jsonl`` (:func:`read_pins`).
 
-- a JSON object, ``{"https://example.com": "<64 hex digits>", ...}``;
-- lines of ``origin<TAB or spaces>sha256`` (``#`` starts a comment);
-- JSON lines with ``origin`` and ``sha256`` (or ``parsed_sha256``, preferred:
-  the bytes the rules were read from), such as an earlier crawl's
-  ``evidence.jsonl``; lines for other files (``/.well-known/...``) or without
-  a digest are skipped, and the last line of an origin wins.
-
-When a fetched robots.txt differs from its pin (another body, or none any
-more), :class:`PinWatch` says so once with what changed in its rule lines
-(when the pinned body is at hand: seen earlier in the crawl, kept in
-``REP_STATE_DIR``, or, for a pin file that is an ``evidence.jsonl``, read
-back from the WARC files beside it: :mod:`scrapy_rep.evidence.archived`),
-counts the requests refused since (and those the pinned rules allowed),
-and under ``REP_PIN_ACTION = "stop_origin"`` has the middleware drop the origin's requests with
-:class:`~scrapy_rep.exceptions.RobotsTxtChanged`. At spider close, one line
-per changed origin sums it up.
+When a fetched robots.txt differs from its pin, :class:`PinWatch` says so once
+with what changed in its rule lines (when the pinned body is at hand: seen
+earlier in the crawl, kept in ``REP_STATE_DIR``, or read back from an
+evidence archive's WARC files: :mod:`scrapy_rep.evidence.archived`), counts
+the requests refused since (and those the pinned rules allowed), and under
+``REP_PIN_ACTION = "stop_origin"`` has the middleware drop the origin's
+requests with :class:`~scrapy_rep.exceptions.RobotsTxtChanged`. At spider
+close, one line per changed origin sums it up.
 """
 
 from __future__ import annotations

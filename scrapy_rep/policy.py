@@ -1,32 +1,13 @@
 """Fetch outcome -> rules and freshness (RFC 9309 §2.3.1 and §2.4). No Scrapy.
 
-==========================  ===================  ======================================
-robots.txt fetch result     outcome              rules applied to the origin
-==========================  ===================  ======================================
-2xx                         ``parsed``           the body (at most ``max_size`` bytes)
-3xx beyond the hop limit    ``unavailable``      none: everything allowed (§2.3.1.3)
-4xx except 429              ``unavailable``      none: everything allowed (§2.3.1.3)
-429, 5xx, network error     ``unreachable``      the last good rules if younger than
-                                                 ``stale_max`` (stale-if-error), else
-                                                 none: :attr:`Entry.robots` is None and
-                                                 REP_UNREACHABLE decides (§2.3.1.4)
-304 to a request that      ``unreachable``      as for a 5xx: it answers a question
-carried no validator                             that was not asked
-a challenge, a block or a   ``challenged``       as ``unreachable`` (a page made for
-402 (stop_signals)                               browsers or buyers is not a robots.txt)
-refused by a local          ``refused_locally``  none: everything allowed, as Scrapy's
-downloader middleware                            own middleware does (no server or
-(``IgnoreRequest``)                              network error happened)
-==========================  ===================  ======================================
-
-A 304 Not Modified to a conditional request (the entry's ``ETag`` or
-``Last-Modified`` sent back, :func:`conditional_headers`) keeps the previous
-rules, fresh again from now.
-
-Good results stay fresh for ``Cache-Control: max-age`` clamped to
-``[min_ttl, ttl]``, else ``ttl``. Unreachable results are retried after an
-exponential backoff from ``retry_min`` (doubling per consecutive failure) or
-after ``Retry-After``, both bounded by ``[retry_min, retry_max]``.
+Each fetch result gets an outcome (``parsed``, ``unavailable``,
+``unreachable``, ``challenged``, ``refused_locally``) and the rules that
+apply, as the table in docs/robotstxt.md says. A 304 to a conditional request
+(:func:`conditional_headers`) keeps the previous rules, fresh again from now.
+Good results stay fresh for ``Cache-Control: max-age`` clamped to ``[min_ttl,
+ttl]``, else ``ttl``; unreachable ones are retried after a backoff doubling
+from ``retry_min`` per consecutive failure, or after ``Retry-After``, both
+bounded by ``[retry_min, retry_max]``.
 
 Beside them, two rules for the crawl itself: the delay between requests asked
 by Crawl-delay and Request-rate (:func:`delay_for`), and the pause of a site

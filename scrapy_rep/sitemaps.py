@@ -1,19 +1,14 @@
-"""Sitemaps from robots.txt for spiders: ``RobotsSitemapSpider`` and its mixin.
+"""Sitemaps from robots.txt for spiders: ``RobotsSitemapSpider`` and its mixin (docs/sitemaps.md).
 
-A spider names sites (``sitemap_sites``), or lets every origin it reaches
-count as one (``sitemap_discover``). The ``Sitemap:`` lines come from the
-crawl's robots service's robots.txt of each site (:mod:`scrapy_rep._robots`,
-``entry_for``: one fetch per origin for the whole crawl, shared with the
-rules), and each sitemap is parsed by Scrapy's own ``SitemapSpider`` helpers,
-so ``sitemap_rules``, ``sitemap_follow``, ``sitemap_alternate_links`` and
-``sitemap_filter`` keep their meaning and also apply to robots.txt sitemaps.
-
-On top of ``SitemapSpider``: plain-text sitemaps, a depth limit for nested
-indexes, every sitemap URL fetched once (loops, sitemaps listed by several
-sites), failures and skips counted under ``rep/sitemaps/``, and sitemap
-responses exempt from ``X-Robots-Tag: nofollow`` (meta ``rep_sitemap``).
-Without the middleware (``ROBOTSTXT_OBEY = False``), the spider downloads
-robots.txt itself, through an ordinary request, for its Sitemap lines only.
+The ``Sitemap:`` lines come from the crawl's robots service's robots.txt of
+each site (:mod:`scrapy_rep._robots`, ``entry_for``: one fetch per origin for
+the whole crawl, shared with the rules), and each sitemap is parsed by
+Scrapy's own ``SitemapSpider`` helpers, so its attributes keep their meaning.
+On top: plain-text sitemaps, a depth limit for nested indexes, every sitemap
+URL fetched once, failures and skips counted under ``rep/sitemaps/``, and
+sitemap responses exempt from ``X-Robots-Tag: nofollow`` (meta
+``rep_sitemap``). Without the middleware (``ROBOTSTXT_OBEY = False``), the
+spider downloads robots.txt itself, for its Sitemap lines only.
 """
 
 from __future__ import annotations

@@ -1,31 +1,19 @@
-"""robots.txt state that outlives the crawl: ``REP_STATE_DIR``.
+"""robots.txt state that outlives the crawl: ``REP_STATE_DIR`` (docs/state.md).
 
-One SQLite file (``robots-state.sqlite3``, from the standard library) in the
-directory keeps each origin's latest entry (:mod:`scrapy_rep._entry_codec`)
-and the body its rules were read from: validators, fetch time, expiry,
-failures and backoff. A crawl
+One SQLite file (``robots-state.sqlite3``) keeps each origin's latest entry
+(:mod:`scrapy_rep._entry_codec`) and the body its rules were read from. A
+crawl reads an origin's stored entry when it first needs its robots.txt
+(:meth:`StateStore.previous`: fresh, it is used with no request; expired, its
+validators make the fetch conditional and its rules serve as stale-if-error;
+fetched more than :data:`CLOCK_SKEW` in the future, it is not trusted), and
+writes the entries it fetched in batches, off the request path: every
+:data:`FLUSH_EVERY` changes, every :data:`FLUSH_INTERVAL` seconds, and when
+the engine stops.
 
-- reads an origin's stored entry when it first needs its robots.txt
-  (:meth:`StateStore.previous`): still fresh (rules at most ``REP_CACHE_TTL``
-  old, RFC 9309 §2.4, and not past their expiry; an unreachable origin's
-  backoff still running), it is used as if just fetched, with no request;
-  expired, its validators make the fetch a conditional request and its rules
-  serve on if the site is unreachable (stale-if-error, up to
-  ``REP_STALE_MAX``). A fetch time later than now by more than
-  :data:`CLOCK_SKEW` (a clock set back, a file from elsewhere) is not
-  trusted: that entry is not read. The crawl's LRU
-  (``REP_CACHE_MAX_ORIGINS``) bounds what is held in memory;
-- writes the entries it fetched in batches, off the request path: every
-  :data:`FLUSH_EVERY` changes, every :data:`FLUSH_INTERVAL` seconds, and when
-  the engine stops.
-
-Several processes may share the directory, one after another or at once: the
-file is in WAL mode (readers never wait for a writer), each batch is one
-transaction, and a process waits up to :data:`BUSY_TIMEOUT` seconds for
-another's. A file that is not ours (another application id or a schema this
-version does not read) or is corrupt is moved aside (``.unreadable``) with one
-WARNING, and the crawl starts with an empty cache; a write that fails logs one
-WARNING and the crawl goes on without the state.
+Several processes may share the directory: WAL mode, one transaction per
+batch, a wait of up to :data:`BUSY_TIMEOUT` seconds for another's. A file that
+is not ours or is corrupt is moved aside (``.unreadable``) with one WARNING; a
+write that fails logs one WARNING and the crawl goes on without the state.
 """
 
 from __future__ import annotations
@@ -440,24 +428,6 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
-
-
-def stored_entries(directory: str, config: Config) -> Iterator[tuple[Origin, Entry]]:
-    """Every readable entry of a state directory, however old (``scrapy robots --state``)."""
-    store = StateStore(directory, config, None)
-    db = store._db
-    if db is None:
-        return
-    try:
-        rows = db.execute("SELECT origin, meta, body FROM robots").fetchall()
-    finally:
-        store._db = None
-        db.close()
-    now = _clock.now()
-    for row in rows:
-        found = store._decode(row[0], row[1], row[2], now)
-        if found is not None:
-            yield found
 
 
 def open_state(crawler: Crawler, config: Config) -> StateStore | None:

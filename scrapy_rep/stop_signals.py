@@ -4,20 +4,12 @@ A bot-management layer in front of a site answers a crawler it will not serve
 with a challenge page (a browser check), a block, or a price (HTTP 402). None
 of these is the site's content, and none is permission. :class:`Detector`
 reads them from markers the vendors document or that only their answers carry
-(:data:`RULES`, each rule with its source; docs/stop-signals.md):
-
-- headers first: a few dict lookups per response, the whole cost on a plain
-  answer;
-- body markers only for the statuses their rule names, only in the first
-  :data:`BODY_WINDOW` bytes, as literal bytes (no decoding, no regex); on a
-  2xx only in a page (markup) no longer than that (challenge pages are small
-  interstitials; a longer 2xx body is content and costs nothing; a
-  robots.txt that disallows a marker's path is no page);
-- the presence of a WAF is not action by a WAF: ``cf-ray``,
-  ``Server: cloudflare``, a CSP naming ``cdnjs.cloudflare.com`` or reCAPTCHA,
-  ``x-datadome`` on a 200 are never signals.
-
-Users add literal rules with ``REP_BLOCK_MARKERS`` (:func:`user_rules`).
+(:data:`RULES`, each rule with its source; docs/stop-signals.md says what is
+and is not a signal): headers first, a few dict lookups per response, the
+whole cost on a plain answer; body markers only for the statuses their rule
+names, only in the first :data:`BODY_WINDOW` bytes, as literal bytes (no
+decoding, no regex). Users add literal rules with ``REP_BLOCK_MARKERS``
+(:func:`user_rules`).
 """
 
 from __future__ import annotations

@@ -4,23 +4,14 @@ A crawl declares what it collects for (``REP_PURPOSES``); this downloader
 middleware, just after ``scrapy_rep.RobotsTxtMiddleware`` (101), reads every
 mechanism a site states usage preferences with (:mod:`scrapy_rep.usage`) and
 gives each response ``response.meta["rep_usage"]``: ``{purpose: True | False
-| None}``, with the statements behind each in ``rep_usage_reasons``.
+| None}``, with the statements behind each in ``rep_usage_reasons``
+(docs/usage.md).
 
-- ``process_request``: the Content-Usage / Content-Signal lines of the
-  robots.txt the request was just checked against (``known_rules``); under
-  ``REP_USAGE_ACTION = "drop"``, a request they deny every declared purpose is
-  not downloaded. The origin's ``/.well-known/tdmrep.json`` is fetched once
-  (per ``REP_CACHE_TTL``) when a declared purpose is one TDMRep governs, while
-  the first pages download. A response that arrives first waits for it out of
-  the downloader's active set (:mod:`scrapy_rep._slots.waiting`, ``REP_MAX_WAITING``
-  shared with robots.txt waiters), so that waiting costs other origins
-  nothing, and until ``REP_FETCH_TIMEOUT`` after the fetch began at most.
-- ``process_response``: the response's headers (Content-Usage,
-  Content-Signal, tdm-reservation, X-Robots-Tag) and HTML head (tdm-reservation
-  and robots meta tags), with the robots.txt lines and the tdmrep.json rule;
-  under ``"drop"``, a response that denies every declared purpose does not
-  reach the spider.
-
+The origin's ``/.well-known/tdmrep.json`` is fetched once (per
+``REP_CACHE_TTL``) while the first pages download; a response that arrives
+first waits for it out of the downloader's active set
+(:mod:`scrapy_rep._slots.waiting`), so that waiting costs other origins
+nothing, and until ``REP_FETCH_TIMEOUT`` after the fetch began at most.
 Without ``REP_PURPOSES`` the add-on does not enable it (and it is
 NotConfigured): nothing is read, nothing is fetched.
 """
@@ -278,14 +269,13 @@ class UsageMiddleware:
                 if self._dry_run
                 else f"rep/usage/dropped/{stage}"
             )
-        self._log_once(request, origin, text, stage, reasons)
+        self._log_once(request, text, stage, reasons)
         if dropping:
             raise UsageDenied(usage, reasons, text, response)
 
     def _log_once(
         self,
         request: Request,
-        origin: Origin | None,
         text: str,
         stage: str,
         reasons: dict[str, tuple[str, ...]],

@@ -1,25 +1,19 @@
 """The Redis client of a worker, and whether Redis is worth trying now.
 
-Calls time out after ``REP_REDIS_TIMEOUT`` seconds and are not retried (but
-see a busy worker below). On a failure: one WARNING per outage, and for
-``REP_REDIS_RETRY`` seconds no call is tried at all (the callers fall back to
-local state). Needs an asyncio loop (``redis.asyncio``): :func:`reactor_problem`
-says when there is none.
+Calls time out after ``REP_REDIS_TIMEOUT`` seconds and are not retried, but
+for a busy worker: a call that times out while this worker's own event loop
+was stalled long enough to explain it (:mod:`~scrapy_rep.cluster.stalls`) is
+made again, up to ``STALLED_ATTEMPTS`` times. Calls beyond ``CALLS_AT_ONCE``
+queue for a place, below the pool's size, so a call never finds the pool
+empty. Redis failing to answer (refused, reset, timed out) switches to local
+state for ``REP_REDIS_RETRY`` seconds, with one WARNING per outage; Redis
+refusing a call (an error reply, such as OOM under ``noeviction``) keeps only
+what that call would have shared local. A failure within ``SAME_OUTAGE``
+seconds of Redis answering again belongs to the same outage (:class:`Outage`),
+logged at DEBUG. docs/cluster.md, "When Redis is down or slow", says what a crawl sees.
 
-A busy worker is no outage. A call that times out while this worker's own
-event loop was stalled (:mod:`~scrapy_rep.cluster.stalls`) long enough to
-explain the timeout is made again, up to ``STALLED_ATTEMPTS`` times, and only
-a timeout that the loop's stall does not explain counts as Redis failing. Calls
-beyond ``CALLS_AT_ONCE`` queue for a place, below the pool's size, so a call
-never finds the pool empty; only Redis
-failing to answer (refused, reset, timed out) switches to local state, or
-refusing a call (an error reply: a full Redis, ``maxmemory`` with
-``noeviction``, answers OOM to scripts that write): what that call would have
-shared stays local.
-
-A Redis that is slow or full answers some calls and fails others: a failure
-within ``SAME_OUTAGE`` seconds of Redis answering again belongs to the same
-outage (:class:`Outage`), logged at DEBUG.
+Needs an asyncio loop (``redis.asyncio``): :func:`reactor_problem` says when
+there is none.
 """
 
 from __future__ import annotations

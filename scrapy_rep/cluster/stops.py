@@ -1,16 +1,13 @@
 """Stopped download slots held cluster-wide: one worker's stop signal stops the slot for all.
 
-A worker that stops a slot (:mod:`scrapy_rep.challenges`: challenged past
-``REP_CHALLENGE_GIVE_UP``, blocked, asked to pay) writes it to the hash
-``stopped`` (field: the slot; value: who stopped it, why, after how many
-challenged probes, as JSON; the hash lives ``REP_REDIS_KEEP`` seconds after its
-last write) and publishes it on the channel ``stopped``. Each worker
-subscribes when the spider opens and reads the hash then (and when it
-subscribes again), so a late worker learns the stops already made. A worker
-that learns a stop ends the slot's requests as its own stop would, so
-whatever queue hands them out (the Redis queue included), none is sent. It
-rides on the slow-down's Redis link (``REP_REDIS_SLOWDOWN``); no Redis call is
-made per request.
+A worker that stops a slot (:mod:`scrapy_rep.challenges`) writes it to the
+hash ``stopped`` (who stopped it and why, as JSON) and publishes it on the
+channel ``stopped``; each worker subscribes when the spider opens and reads
+the hash then, so a late worker learns the stops already made
+(docs/stop-signals.md, "Many workers"). A worker that learns a stop ends the
+slot's requests as its own stop would, whatever queue hands them out. It rides
+on the slow-down's Redis link (``REP_REDIS_SLOWDOWN``); no Redis call is made
+per request.
 """
 
 from __future__ import annotations

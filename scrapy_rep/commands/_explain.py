@@ -114,7 +114,7 @@ def explain(
     agent = config.user_agent
     robots = entry.robots
     if robots is None:
-        verdicts = tuple(_unreachable_verdict(url, entry, config) for url in urls)
+        verdicts = tuple(_unreachable_verdict(url, config) for url in urls)
         return Report(source, from_file, entry, None, None, verdicts)
     decisions = [(url, robots.decide(url, user_agent=agent)) for url in urls]
     no_rule = "no robots.txt rules apply" if entry.ruleless else "no rule matched"
@@ -154,7 +154,7 @@ def _usage(
     return tuple(found)
 
 
-def _unreachable_verdict(url: str, entry: Entry, config: Config) -> UrlVerdict:
+def _unreachable_verdict(url: str, config: Config) -> UrlVerdict:
     # the robots.txt block's "effect" line says more; this says what happens to the URL
     what: dict[UnreachableMode, tuple[UrlVerdictWord, str]] = {
         "allow": (ALLOWED, "let through"),

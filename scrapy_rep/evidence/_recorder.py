@@ -4,18 +4,13 @@ Every download of scrapy-rep's own files goes through one core
 (:meth:`scrapy_rep._download.OwnDownloads.send`), which hands each answer here
 (:meth:`Evidence.exchange`: a ``request`` and a ``response`` record, or a
 ``revisit`` one when the same payload was written before) and each failure
-(:meth:`Evidence.failed`: nothing reached us, so no record, the error goes in
-the fetch's reading). When a fetch ends, its reader (the robots.txt fetcher,
-the tdmrep.json files) hands over what it read (:meth:`Evidence.finished`):
-a ``metadata`` record and one line of ``evidence.jsonl``.
-
-The body recorded is the one the rules were read from: after content decoding
-(``REP_MAX_SIZE`` bounded). The HTTP head then says so: the decoded coding is
-named in ``Scrapy-Rep-Decoded`` (a WARC field) and the headers that described
-the bytes on the wire (``Content-Length`` when it differs, ``Transfer-Encoding``)
-are kept under ``X-Rep-Original-<name>``, so WARC tools read the payload as
-it is recorded. A disk error costs one ERROR and a count
-(``rep/evidence/write_errors``), or the crawl under ``REP_EVIDENCE_REQUIRED``.
+(:meth:`Evidence.failed`). When a fetch ends, its reader (the robots.txt
+fetcher, the tdmrep.json files) hands over what it read
+(:meth:`Evidence.finished`): a ``metadata`` record and one line of
+``evidence.jsonl``. The body recorded is the one the rules were read from,
+after content decoding, its HTTP head rewritten to say so (docs/evidence.md).
+A disk error costs one ERROR and a count (``rep/evidence/write_errors``), or
+the crawl under ``REP_EVIDENCE_REQUIRED``.
 """
 
 from __future__ import annotations
@@ -42,7 +37,7 @@ from scrapy_rep._context import crawl_context
 from scrapy_rep._meta_keys import DECODED_META, ROBOTS_META, WELL_KNOWN_META
 from scrapy_rep._version import __version__
 from scrapy_rep.cache import lru_put
-from scrapy_rep.evidence._warc import WarcFiles, Written, digest, http_block, warc_date
+from scrapy_rep.evidence._warc import WarcFiles, digest, http_block, warc_date
 from scrapy_rep.origin import ROBOTS_PATH
 
 if TYPE_CHECKING:
@@ -215,56 +210,38 @@ class Evidence:
             fields.append(("WARC-Truncated", "length"))
         payload_digest = digest(body)
         earlier = self._digests.get(payload_digest) if body and not truncated else None
-        written: Written
+        payload: bytes | None
+        kind, block, payload = "response", head + body, body
+        refers: tuple[str, str, str] | None = None
         if response.status == 304:  # the server says the copy we hold is current
             fields.append(("WARC-Profile", NOT_MODIFIED_PROFILE))
-            known = self._latest.get(uri)
-            if known is not None:
-                fields += [
-                    ("WARC-Refers-To", known[0]),
-                    ("WARC-Refers-To-Target-URI", known[1]),
-                    ("WARC-Refers-To-Date", known[2]),
-                ]
-                hop["revisit_of"] = known[0]
-            written = self._files.write(
-                "revisit",
-                fields,
-                head,
-                when=when,
-                content_type="application/http;msgtype=response",
-            )
-            self._stats.inc_value("rep/evidence/revisits")
+            kind, block, payload = "revisit", head, None
+            refers = self._latest.get(uri)
         elif earlier is not None:
-            refers_to, refers_uri, refers_date = earlier
+            fields.append(("WARC-Profile", REVISIT_PROFILE))
+            kind, block = "revisit", head
+            refers = earlier
+        if refers is not None:
             fields += [
-                ("WARC-Profile", REVISIT_PROFILE),
-                ("WARC-Refers-To", refers_to),
-                ("WARC-Refers-To-Target-URI", refers_uri),
-                ("WARC-Refers-To-Date", refers_date),
+                ("WARC-Refers-To", refers[0]),
+                ("WARC-Refers-To-Target-URI", refers[1]),
+                ("WARC-Refers-To-Date", refers[2]),
             ]
-            written = self._files.write(
-                "revisit",
-                fields,
-                head,
-                payload=body,
-                when=when,
-                content_type="application/http;msgtype=response",
-            )
-            hop["revisit_of"] = refers_to
+            hop["revisit_of"] = refers[0]
+        written = self._files.write(
+            kind,
+            fields,
+            block,
+            payload=payload,
+            when=when,
+            content_type="application/http;msgtype=response",
+        )
+        if kind == "revisit":
             self._stats.inc_value("rep/evidence/revisits")
-        else:
-            written = self._files.write(
-                "response",
-                fields,
-                head + body,
-                payload=body,
-                when=when,
-                content_type="application/http;msgtype=response",
-            )
-            if body and not truncated:
-                self._digests[payload_digest] = (written.record_id, uri, warc_date(when))
-                if len(self._digests) > _MAX_DIGESTS:
-                    self._digests.popitem(last=False)
+        elif body and not truncated:
+            self._digests[payload_digest] = (written.record_id, uri, warc_date(when))
+            if len(self._digests) > _MAX_DIGESTS:
+                self._digests.popitem(last=False)
         if body and response.status != 304:
             target = earlier or (written.record_id, uri, warc_date(when))
             lru_put(self._latest, uri, target, _MAX_DIGESTS)

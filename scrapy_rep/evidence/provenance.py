@@ -1,12 +1,8 @@
 """``response.meta["rep_provenance"]``: where each response's verdict came from.
 
-Set on every request the robots middleware checks (always overwritten), so each
-response carries it: the origin, when the verdict was made, the robots.txt it
-was read from (``parsed_sha256`` of the bytes parsed, fetch time, outcome,
-status, and the WARC record when ``REP_EVIDENCE`` archives it), the decision
-(allowed, token, group, line, rule) and, with ``REP_PURPOSES``, the usage
-statements that applied (added by :mod:`scrapy_rep.usage_middleware`).
-Everything in it is JSON-safe (str, int, bool, None, lists, dicts).
+Set on every request the robots middleware checks (always overwritten), so
+each response carries it; docs/evidence.md lists its fields. Everything in it
+is JSON-safe (str, int, bool, None, lists, dicts).
 
 The robots.txt part is built once per origin and fetch, then copied; per
 request it costs a small dict: the decision is the robots middleware's own match

@@ -4,25 +4,14 @@ The middleware and the fetcher call four methods; nothing else does:
 :meth:`CrawlReport.fetched` (a robots.txt fetch ended), :meth:`~CrawlReport.forbidden`,
 :meth:`~CrawlReport.dropped` (robots.txt unreachable) and :meth:`~CrawlReport.paced`
 (a request spaced by the origin's delay; called for every such request, so it
-is a dictionary lookup, a comparison and an increment).
-
-While the crawl runs, one INFO line per origin and change: the first request
-robots.txt forbids (with the deciding line), and each new delay the origin's
-requests are spaced by. An unreachable robots.txt is the fetcher's WARNING;
-here its dropped requests are only counted. At spider close, one INFO summary:
-the ``REP_REPORT_TOP`` origins with the most requests affected, the rest in one
-line. ``REP_REPORT`` names a file (``.json``: one array; ``.jsonl``: one object
-per line) that gets one record per origin.
+is a dictionary lookup, a comparison and an increment). docs/report.md says
+what is logged and written.
 
 Memory is bounded: at most ``REP_CACHE_MAX_ORIGINS`` origin records are held.
 Past that, the least recently active record is evicted (second chance: the
 queue is in creation order, and a record active since it was last looked at
-goes to the back instead; so ``paced`` needs no bookkeeping of its own). An
-evicted record is written to the ``REP_REPORT`` file at once (marked
-``"evicted": true``), added to the crawl's totals, and kept for the summary
-only if it is among the top ``REP_REPORT_TOP`` so far. If its origin is met
-again, a new record starts: the file then holds several records of that origin,
-whose counts add up, and its INFO line may be told again.
+goes to the back instead; so ``paced`` needs no bookkeeping of its own), and
+written to the ``REP_REPORT`` file at once (``"evicted": true``).
 
 The records and totals are in :mod:`scrapy_rep.report._records`; the
 ``REP_REPORT`` file and the text of the lines in :mod:`scrapy_rep.report._output`.

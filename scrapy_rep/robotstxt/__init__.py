@@ -18,13 +18,9 @@ bare '%' (one that starts no escape) as "%25" (``_url.decode_reserved``). In bot
 a rule's priority is its length in normal form, an escape counting three
 octets, as the reference counts them.
 
-Delays. Crawl-delay and Request-rate lines do not end a group of rules, but
-each belongs to the run of user-agent lines written above it, and the most
-cautious of those that apply wins (:mod:`scrapy_rep.robotstxt._delay_lines` has the rule).
-
-Usage preferences. Content-Usage and Content-Signal lines do not end a group
-either; they belong to runs as delay lines do, and are read only when
-:meth:`RobotsTxt.usage` asks (:mod:`scrapy_rep.usage`).
+Delay and usage lines do not end a group of rules; each belongs to the run of
+user-agent lines above it (:mod:`scrapy_rep.robotstxt._delay_lines`), and usage
+lines are read only when :meth:`RobotsTxt.usage` asks (:mod:`scrapy_rep.usage`).
 """
 
 from __future__ import annotations

@@ -1,27 +1,14 @@
 """Crawl-delay and Request-rate: which lines apply to a user agent, and the
-most cautious of them.
+most cautious of them (docs/parser.md states the rule).
 
 Google's parser ignores both lines, so they do not end a group, and user-agent
 lines on either side of them share one group of rules. Their delays are kept
-apart: each delay line belongs to the *run* of user-agent lines above it.
-
-- A run is one or more user-agent lines in a row; blank lines, comments,
-  Sitemap and unknown lines between them do not break it. A run ends at the
-  first Allow, Disallow, Crawl-delay, Request-rate, Content-Usage or
-  Content-Signal line after it (so a user-agent line after a delay line starts
-  a new run, though not a new group).
-- A Crawl-delay or Request-rate line belongs to the nearest run above it,
-  whatever lies between them (rules, other delay lines). Content-Usage and
-  Content-Signal lines belong to runs the same way (:mod:`scrapy_rep.usage`).
-- An agent reads the delay lines of the runs that name its token; when no run
-  does (no group does either), those of the runs that name "*". A run that names
-  the token but has no delay line means no delay: "*" does not stand in.
-- A delay line above every user-agent line belongs to no run, and is ignored,
-  as rules outside any group are.
-- Of the Crawl-delay lines that apply, the largest wins; of the Request-rate
-  lines, the largest seconds per request ("1/10" over "2/10"); a tie goes to
-  the first line. Both ask for seconds per request: a user of both keeps the
-  larger (``Delays.seconds``).
+apart: each delay line belongs to the nearest *run* of user-agent lines above
+it (one or more in a row; a run ends at the first Allow, Disallow, delay or
+usage line after it). An agent reads the delay lines of the runs that name its
+token, else those of the runs that name "*"; a run that names the token but
+has no delay line means no delay. Of the lines that apply, the largest delay
+wins, a tie going to the first line.
 
 ``User-agent: slurp / Crawl-delay: 60 / User-agent: * / Crawl-delay: 1`` is one
 group of rules for slurp and "*", but slurp's delay is 60 s and every other

@@ -1,18 +1,12 @@
 """Which label of each usage mechanism speaks for which purpose: data, in one place.
 
-The vocabularies are still moving (the AIPREF vocabulary renamed its labels in
-seven of its first eight revisions), so every mapping below is a row of data
+The vocabularies are still moving, so every mapping below is a row of data
 naming the text and revision it comes from. Updating scrapy-rep to a new
 revision means editing these rows; their readers
 (:mod:`scrapy_rep.robotstxt._usage_formats`, :mod:`scrapy_rep.usage`) only read
-them, and the documentation's mapping table is checked against them by the tests.
-
-A purpose is what a crawl collects for (``REP_PURPOSES``):
-
-- ``train-ai``: training or fine-tuning AI models on the content;
-- ``search``: a search index, showing links and short excerpts;
-- ``ai-input``: feeding the content to an AI model when it answers (RAG,
-  grounding, summaries, agents).
+them, and the documentation's mapping table (docs/usage.md, where the purposes
+``train-ai``, ``search`` and ``ai-input`` are defined) is checked against them
+by the tests.
 
 A label mapped to no purpose is known and deliberately not read: the rows say
 why. A label in no row is unknown, and ignored, as AIPREF requires.

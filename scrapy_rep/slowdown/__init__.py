@@ -1,54 +1,20 @@
 """When a site says "slow down" (429, 503, ``Retry-After``), its download slot pauses.
 
-A site that answers one of ``REP_SLOWDOWN_HTTP_CODES`` (429 and 503) asks
-the crawler to stop for a while (RFC 9110 §10.2.3, RFC 6585 §4; Google reads
-a 503 on every URL the same way). :class:`SlowDown` pauses the download slot
-that got the answer, the same slot its Crawl-delay applies to:
-
-- **seen** on ``response_downloaded``, which the downloader sends for every
-  download, retries included, before it picks the slot's next request (the
-  robots middleware at 100 only sees the last answer, after RetryMiddleware
-  gave up); HttpCacheMiddleware hits never reach it, rightly;
-- **how long**: ``Retry-After`` (seconds or an HTTP date), else a backoff of
-  ``REP_SLOWDOWN_MIN_DELAY`` doubling with each slow-down answer in a row;
-  every pause between ``REP_SLOWDOWN_MIN_DELAY`` and ``REP_SLOWDOWN_MAX_DELAY``.
-  An answer that arrives while a pause runs was sent before it began: it does
-  not double the pause, only a longer ``Retry-After`` lengthens it;
-- **held where**: requests already queued in the slot are taken out of its
-  queue (:class:`~scrapy_rep._slots.SlotPauses`), and go first after the
-  pause; the others are held by the slot's gate, where a request leaves the
-  robots middleware (after its robots.txt and Crawl-delay waits), in arrival
-  order and out of ``CONCURRENT_REQUESTS`` (``REP_MAX_WAITING``, as robots.txt
-  waiters). Retries of the answered request come back through the scheduler
-  and wait there too;
-- **after it**: one request goes (a probe). Another slow-down answer starts a
-  doubled pause; a good one brings the slot back to its normal pace, with a
-  slow start: twice as many requests may be out after each good answer, up
-  to the slot's concurrency (which the slot's limit holds besides,
-  :mod:`scrapy_rep._slots.limits`: Scrapy does not on asyncio). The gate goes
-  once its backlog is gone. A released request answered from
-  HttpCacheMiddleware's cache no longer counts as out, nor one that has not
-  reached the downloader within ``REACH_TIMEOUT`` (a later middleware dropped
-  it).
+This module observes the answers on ``response_downloaded`` (every download,
+retries included, before the slot's next request is picked) and decides the
+pauses: how long (``Retry-After``, else a backoff doubling per slow-down answer
+in a row, between ``REP_SLOWDOWN_MIN_DELAY`` and ``REP_SLOWDOWN_MAX_DELAY``),
+at which level, shared with other workers through Redis. The held requests,
+the probe and the slow start after a pause are the slots' gates,
+:mod:`scrapy_rep.slowdown.gates`. docs/slowdown.md is the manual.
 
 Answers to scrapy-rep's own ``/.well-known/tdmrep.json`` requests neither
 pause nor resume a slot: the file is a probe the crawl sends on its own, often
-served by another backend than the pages, and its 429/503 only says when to
-ask for it again (:mod:`scrapy_rep._tdmrep_files`). robots.txt's answers do
-pause: RFC 9309 reads them as the site's own state.
-
-Nothing is lost: a request still answered 503 after its retries reaches its
-errback as it would without scrapy-rep; held requests end with IgnoreRequest
-only when the spider closes. Requests with ``dont_obey_robotstxt`` pass the
-gate too; scrapy-rep's own robots.txt requests skip it, but not the slot's pause.
+served by another backend than the pages (:mod:`scrapy_rep._tdmrep_files`).
+robots.txt's answers do pause: RFC 9309 reads them as the site's own state.
 
 With nothing paused, a request costs one dict truthiness test (in the robots
 middleware), and a response two membership tests and two dict truthiness tests.
-
-This module observes the answers and decides the pauses (how long, at which
-level, shared with other workers through Redis); the held requests and the
-slow start are the slots' gates, :mod:`scrapy_rep.slowdown.gates`, which keep
-one record per slot: its pause, its level, what it holds.
 """
 
 from __future__ import annotations

@@ -1,27 +1,22 @@
 """Paused download slots' gates: held requests in arrival order, then a slow start.
 
 :class:`~scrapy_rep.slowdown.SlowDown` decides when a slot is paused and for
-how long; :class:`Gates` holds the requests meanwhile. Each slot that answered
-slow-down has one record, its :class:`Gate`: the pause (its end, the timer
-holding the slot's queue, the slow-down answers in a row) and, while the slot
-is paused or resuming, what the gate holds:
+how long; :class:`Gates` holds the requests meanwhile (docs/slowdown.md).
+Each slot that answered slow-down has one record, its :class:`Gate`: the
+pause (its end, the timer holding the slot's queue, the slow-down answers in
+a row) and, while the slot is paused or resuming, what the gate holds:
 
 - requests leaving the robots middleware wait at it in arrival order, out of
-  ``CONCURRENT_REQUESTS`` (``REP_MAX_WAITING``, as robots.txt waiters); those
-  queued in the slot when the pause began (parked, taken out by
-  :class:`~scrapy_rep._slots.SlotPauses`) go first;
-- when the pause ends, ``allowed`` released requests may be unanswered at once:
-  one (a probe), doubled by each good answer (:meth:`Gates.widen`) up to the
-  slot's concurrency;
-- a released request is followed into the downloader: it no longer counts as
-  out once answered, left without an answer, answered from HttpCacheMiddleware's
-  cache, or not reached within :data:`~scrapy_rep._slots.REACH_TIMEOUT` (told by
-  the crawl's :class:`~scrapy_rep._slots.Ledger`, followed while a gate holds);
+  ``CONCURRENT_REQUESTS`` (``REP_MAX_WAITING``); those queued in the slot when
+  the pause began (taken out by :class:`~scrapy_rep._slots.SlotPauses`) go first;
+- when the pause ends, one released request (a probe) may be unanswered at
+  once, doubled by each good answer (:meth:`Gates.widen`) up to the slot's
+  concurrency; a released request counts as out until the crawl's
+  :class:`~scrapy_rep._slots.Ledger` says it left (followed while a gate holds);
 - the gate stops holding once its backlog is gone and a request it let go
-  after the pause has left (``holding``): a pause that ends with nothing held
-  at the gate keeps it holding, so the next request is the probe; the record
-  stays until a good answer ends the slot's run of slow-down answers; past
-  ``REP_CACHE_MAX_ORIGINS`` records, the oldest holding nothing are forgotten.
+  after the pause has left (``holding``); the record stays until a good answer
+  ends the slot's run of slow-down answers; past ``REP_CACHE_MAX_ORIGINS``
+  records, the oldest holding nothing are forgotten.
 
 The spider closing ends every held request with IgnoreRequest.
 """

@@ -1,36 +1,13 @@
 """Usage preferences: what a site says its content may be used for. Scrapy-free.
 
-robots.txt says what a crawler may fetch; these statements say what the fetched
-content may be used for, per *purpose* (``train-ai``, ``search``, ``ai-input``:
-:mod:`scrapy_rep.robotstxt._usage_labels`). Each mechanism is read by its own rules, then
-the statements are combined per purpose: any "no" wins, else any "yes", else
-nothing is known (None). That is AIPREF's rule for combining statements
-(draft-ietf-aipref-vocab-07 §5.1), used here across every mechanism.
-
-- **Content-Usage** (IETF AIPREF, draft-ietf-aipref-attach-05): a robots.txt
-  rule of the agent's group, with an optional path (the longest matching path
-  wins; rules of equal length combine, the most restrictive winning), and a
-  response header. The value is an RFC 9651 Structured Fields Dictionary read
-  strictly: any syntax error (an uppercase key, a trailing comma) makes the
-  statement say nothing; only the Tokens ``y`` and ``n`` count; the last of
-  duplicate keys wins; parameters and unknown labels are ignored.
-- **Content-Signal** (Cloudflare's Content Signals Policy): no text defines
-  its syntax, so it is read leniently: comma-separated ``key=value`` items,
-  keys and values in any case, ``yes``/``no``, an unreadable item ignored
-  alone. In robots.txt it is scoped like Content-Usage (path included); a line
-  above every group applies to every agent.
-- **TDMRep** (W3C TDM Reservation Protocol): ``tdm-reservation`` ``1`` or
-  ``0`` from ``/.well-known/tdmrep.json`` (the first rule whose location
-  matches, in file order), then the response header, then the HTML meta tag:
-  a later one supersedes, an absent one changes nothing.
-- **noai / noimageai** in ``<meta name="robots">``, the crawler's own meta
-  name and ``X-Robots-Tag`` (read by :mod:`scrapy_rep._page_directives`).
-
-In robots.txt the usage lines do not change the groups that Allow and Disallow
-rules are read from (as in Google's parser, so fetch verdicts stay as they
-were); each usage line belongs to the run of user-agent lines above it, as
-delay lines do (:mod:`scrapy_rep.robotstxt._delay_lines`). Nothing here ever raises for what a
-site sends: an unreadable statement says nothing.
+robots.txt says what a crawler may fetch; these statements say what the
+fetched content may be used for, per *purpose* (``train-ai``, ``search``,
+``ai-input``: :mod:`scrapy_rep.robotstxt._usage_labels`). Each mechanism
+(Content-Usage, Content-Signal, TDMRep, noai/noimageai; docs/usage.md says how
+each is read) is read by its own rules, then the statements are combined per
+purpose: any "no" wins, else any "yes", else nothing is known (None), AIPREF's
+rule (draft-ietf-aipref-vocab-07 §5.1) used across every mechanism. Nothing
+here ever raises for what a site sends: an unreadable statement says nothing.
 """
 
 from __future__ import annotations
