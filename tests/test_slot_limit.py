@@ -96,9 +96,45 @@ async def test_per_domain_concurrency_holds_when_robots_txt_releases_40(
 
 @pytest_twisted.ensureDeferred
 async def test_the_same_holds_with_scrapy_reps_queue(site: ScriptedServer) -> None:
-    """With scrapy-rep's scheduler queue on, the queue itself keeps the slot to 2."""
-    await released_together(site, {"CONCURRENT_REQUESTS_PER_DOMAIN": 2, "REP_FRONTIER": True})
+    """With scrapy-rep's scheduler queue on, the queue itself keeps the slot to
+    2: the slot limit lets its requests go at once, holding none."""
+    result = await released_together(
+        site, {"CONCURRENT_REQUESTS_PER_DOMAIN": 2, "REP_FRONTIER": True}
+    )
     assert most_at_once(site.page_hits("/p/")) == 2
+    assert "rep/slot_limit/held" not in result.rep_stats()
+
+
+@pytest_twisted.ensureDeferred
+async def test_with_scrapy_reps_queue_a_429_pause_never_overfills_the_slot(
+    site: ScriptedServer,
+) -> None:
+    """With scrapy-rep's queue, requests waiting at a 429 pause's gate count
+    as out of their slot (the crawl's ledger): the queue alone holds the
+    slot to 3, while the pause lasts and while the gate lets its requests go
+    again, and the slot limit holds none."""
+    site.robots(ROBOTS)
+    busy = Reply(status=429, headers={"Retry-After": "1"}, delay=PAGE_TIME)
+    for i in range(3):
+        site.script(f"/p/{i}", [busy, Reply(body=PAGE, delay=PAGE_TIME)])
+    urls = [site.url(f"/p/{i}") for i in range(3)] + slow_pages(site, 20, "/q/")
+    result = await run_crawl(
+        urls,
+        {
+            "CONCURRENT_REQUESTS": 100,
+            "CONCURRENT_REQUESTS_PER_DOMAIN": 3,
+            "REP_FRONTIER": True,
+            "RETRY_ENABLED": True,
+            "RETRY_TIMES": 2,
+            **PATIENT,
+        },
+    )
+    assert sorted(result.responses) == sorted(urls)
+    assert len(site.page_hits()) == 3 + 3 + 20  # the three 429s retried once
+    assert most_at_once(site.page_hits()) == 3
+    stats = result.rep_stats()
+    assert stats["rep/slowdown/held"] >= 1  # some waited at the gate
+    assert "rep/slot_limit/held" not in stats
 
 
 @pytest_twisted.ensureDeferred
