@@ -378,13 +378,11 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
                     if frontier.prefetch is not None:
                         frontier.prefetch.want(origin, head)  # may end at once
                     return WAIT, 0
-        gate = robots.slot_gate(slot) if robots is not None else None
-        if gate is not None:  # paused after a 429/503, or resuming slowly
-            left = gate[0]
-            if left > PROBE_LEAD:
-                self._sleep(slot, now + left - PROBE_LEAD)
-                return WAIT, 0
-        # Those the gate holds count (the ledger knows them, detached but alive).
+        left = robots.slot_gate(slot) if robots is not None else None
+        if left is not None and left > PROBE_LEAD:  # paused after a 429/503
+            self._sleep(slot, now + left - PROBE_LEAD)
+            return WAIT, 0
+        # Those a paused or resuming slot's gate holds count (the ledger's, detached but alive).
         out = frontier.out(slot)
         if out >= frontier.slots.concurrency(slot):
             self._park_full(slot)
