@@ -160,6 +160,8 @@ class Ledger:
             self._sweep = _timers.call_later(REACH_TIMEOUT, self._sweep_out)
 
     def _left_out(self, request: Request) -> None:
+        if not (self._new or self._older or self._inside):  # the frontier's: not let go here
+            return
         key = self._inside.pop(request, None)
         if key is None:
             key = self._unseen(request)
