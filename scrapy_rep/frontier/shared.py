@@ -125,8 +125,14 @@ class CrawlFrontier:
 
     def _departed(self, request: Request, final: bool) -> None:
         """``request`` left ``Downloader.active``: for good (``final``), or to
-        wait in a middleware; either way it holds no place of its slot now."""
-        key = self.ledger.returned(request) if final else self.ledger.handed.get(request)
+        wait in a middleware (one the frontier handed out is still out then:
+        the ledger counts it until it leaves for good)."""
+        if final:
+            key = self.ledger.returned(request)
+        elif request in self.ledger.handed:
+            return
+        else:
+            key = None
         if key is None:  # not handed out by a frontier queue (scrapy-rep's own downloads)
             key = request.meta.get("download_slot")
             if key is None:  # it never reached its slot
