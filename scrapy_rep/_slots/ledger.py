@@ -16,9 +16,9 @@ its waiting room) instead of connecting receivers of its own:
   ``REACH_TIMEOUT`` seconds while any is out (:meth:`Ledger.track` is told);
   with the frontier watching ``Downloader.active``
   (:mod:`~scrapy_rep._slots.departures`), it is out instead until it leaves
-  that set, which every request does last, told by a direct call
-  (:meth:`Ledger.bind`): the two signal receivers cost every request about
-  63,500 instructions (13.5 µs; callgrind, 80 sites x 20 pages);
+  that set, which every request does last, told by a direct call; else the
+  two signal receivers, connected from the first request let go, cost every
+  request about 63,500 instructions (13.5 µs; callgrind, 80 sites x 20 pages);
 - a request a scheduler queue that holds its slot's concurrency itself
   handed out (:meth:`Ledger.hand_out`: the frontier, the Redis queue) is out
   until that queue is told it left ``Downloader.active`` for good
@@ -85,6 +85,7 @@ class Ledger:
         self._inside: dict[Request, str] = {}  # seen in their slot by a sweep
         self._sweep: _timers.Timer | None = None
         self._done: Callable[[Request, str, bool], None] | None = None
+        self._following_out = False  # told when requests let go are done with
         self.handed: dict[Request, str] = {}
         """Handed out by a queue that holds their slot's concurrency -> slot key."""
         self._handed_to: dict[str, set[Request]] = {}  # slot key -> its requests handed
@@ -142,19 +143,23 @@ class Ledger:
         """Tell ``done(request, key, reached)`` when a request let go to slot
         ``key`` is done with (``reached``: False when found in no slot by the sweep)."""
         self._done = done
-        self.follow("left", self._left_out)
-        self.follow("received", self._answered_out)
 
-    def bind(self, downloader: object) -> None:
-        """With the frontier watching ``downloader``'s active set, requests let
-        go are done with when they leave it, told directly: the signals of
-        :meth:`track` are no longer received for them."""
-        if self._done is not None and departures.follow_departures(downloader, self._left_out):
-            self.unfollow("left", self._left_out)
-            self.unfollow("received", self._answered_out)
+    def _follow_out(self) -> None:
+        """From the first request let go: with the frontier watching the
+        downloader's active set, requests let go are done with when they
+        leave it, told directly; else Scrapy's signals tell. (Not before: a
+        crawl whose queue holds its slots lets none go, and pays for no
+        receiver.)"""
+        self._following_out = True
+        downloader = getattr(self._crawler.engine, "downloader", None)
+        if not departures.follow_departures(downloader, self._left_out):
+            self.follow("left", self._left_out)
+            self.follow("received", self._answered_out)
 
     def let_go(self, request: Request, key: str) -> None:
         """``request`` goes on to download slot ``key`` (see :meth:`track`)."""
+        if not self._following_out:
+            self._follow_out()
         self._new[request] = key
         if self._sweep is None:
             self._sweep = _timers.call_later(REACH_TIMEOUT, self._sweep_out)

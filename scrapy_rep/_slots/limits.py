@@ -148,8 +148,6 @@ class SlotLimits(OnDownloader):
             and not downloader.ip_concurrency
             and getattr(type(downloader), "get_slot_key", None) is Downloader.get_slot_key
         )
-        if downloader is not None:
-            self._ledger.bind(downloader)
         return downloader
 
     def _limit(self, downloader: Downloader, key: str) -> int:
