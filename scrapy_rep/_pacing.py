@@ -273,13 +273,9 @@ class Pacing:
             if placed is not None:
                 await self.placed(request, placed)
 
-    def gate_state(self, key: str) -> tuple[float, int, int, int] | None:
+    def gate_state(self, key: str) -> float | None:
         """Download slot ``key``'s 429/503 gate: None when it holds nothing (not
-        paused, not resuming); else (seconds its pause still lasts, <= 0 once
-        over; requests it lets be out at once; requests it holds; requests it
-        released that are not answered yet)."""
+        paused, not resuming); else the seconds its pause still lasts, <= 0
+        once over (the requests it holds are the ledger's, counted as out)."""
         gate = self.gates.holding_gate(key) if self.gates is not None else None
-        if gate is None:
-            return None
-        held = len(gate.waiters) + len(gate.parked)
-        return gate.until - _clock.monotonic(), gate.allowed, held, len(gate.out)
+        return None if gate is None else gate.until - _clock.monotonic()

@@ -232,7 +232,7 @@ class RobotsService:
             return ALLOWED, 0.0, origin
         return ALLOWED, self.delay_of(entry, robots, agent), origin
 
-    def slot_gate(self, key: str) -> tuple[float, int, int, int] | None:
+    def slot_gate(self, key: str) -> float | None:
         """Download slot ``key``'s 429/503 gate, if it holds anything
         (:meth:`scrapy_rep._pacing.Pacing.gate_state`)."""
         return self.pacing.gate_state(key)

@@ -16,11 +16,15 @@ except the one that shows the same holds with it.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator, MutableSet
 from typing import Any
 
+import pytest
 import pytest_twisted
 from crawls import PATIENT, loopback_names, run_crawl
 from scrapy import Request
+from scrapy.core.downloader import Downloader
 from scrapy.exceptions import IgnoreRequest
 from servers import PAGE, Hit, Reply, ScriptedServer, gaps
 
@@ -96,9 +100,45 @@ async def test_per_domain_concurrency_holds_when_robots_txt_releases_40(
 
 @pytest_twisted.ensureDeferred
 async def test_the_same_holds_with_scrapy_reps_queue(site: ScriptedServer) -> None:
-    """With scrapy-rep's scheduler queue on, the queue itself keeps the slot to 2."""
-    await released_together(site, {"CONCURRENT_REQUESTS_PER_DOMAIN": 2, "REP_FRONTIER": True})
+    """With scrapy-rep's scheduler queue on, the queue itself keeps the slot to
+    2: the slot limit lets its requests go at once, holding none."""
+    result = await released_together(
+        site, {"CONCURRENT_REQUESTS_PER_DOMAIN": 2, "REP_FRONTIER": True}
+    )
     assert most_at_once(site.page_hits("/p/")) == 2
+    assert "rep/slot_limit/held" not in result.rep_stats()
+
+
+@pytest_twisted.ensureDeferred
+async def test_with_scrapy_reps_queue_a_429_pause_never_overfills_the_slot(
+    site: ScriptedServer,
+) -> None:
+    """With scrapy-rep's queue, requests waiting at a 429 pause's gate count
+    as out of their slot (the crawl's ledger): the queue alone holds the
+    slot to 3, while the pause lasts and while the gate lets its requests go
+    again, and the slot limit holds none."""
+    site.robots(ROBOTS)
+    busy = Reply(status=429, headers={"Retry-After": "1"}, delay=PAGE_TIME)
+    for i in range(3):
+        site.script(f"/p/{i}", [busy, Reply(body=PAGE, delay=PAGE_TIME)])
+    urls = [site.url(f"/p/{i}") for i in range(3)] + slow_pages(site, 20, "/q/")
+    result = await run_crawl(
+        urls,
+        {
+            "CONCURRENT_REQUESTS": 100,
+            "CONCURRENT_REQUESTS_PER_DOMAIN": 3,
+            "REP_FRONTIER": True,
+            "RETRY_ENABLED": True,
+            "RETRY_TIMES": 2,
+            **PATIENT,
+        },
+    )
+    assert sorted(result.responses) == sorted(urls)
+    assert len(site.page_hits()) == 3 + 3 + 20  # the three 429s retried once
+    assert most_at_once(site.page_hits()) == 3
+    stats = result.rep_stats()
+    assert stats["rep/slowdown/held"] >= 1  # some waited at the gate
+    assert "rep/slot_limit/held" not in stats
 
 
 @pytest_twisted.ensureDeferred
@@ -229,6 +269,61 @@ async def test_with_scrapy_reps_queue_a_dropped_request_frees_its_place_at_once(
     assert not site.page_hits("/d/")
     stats = result.rep_stats()
     assert "rep/slot_limit/not_reached" not in stats  # no place waited for the sweep
+
+
+class _ActiveRequests(MutableSet[Request]):
+    """A downloader's active set that is no ``set``, as a Scrapy release might
+    make it: the frontier cannot be told of departures from it."""
+
+    def __init__(self) -> None:
+        self._requests: set[Request] = set()
+
+    def __contains__(self, request: object) -> bool:
+        return request in self._requests
+
+    def __iter__(self) -> Iterator[Request]:
+        return iter(self._requests)
+
+    def __len__(self) -> int:
+        return len(self._requests)
+
+    def add(self, request: Request) -> None:
+        self._requests.add(request)
+
+    def discard(self, request: Request) -> None:
+        self._requests.discard(request)
+
+
+class UnwatchedDownloader(Downloader):
+    def __init__(self, crawler: Any) -> None:
+        super().__init__(crawler)
+        self.active = _ActiveRequests()  # type: ignore[assignment]
+
+
+@pytest_twisted.ensureDeferred
+async def test_with_scrapy_reps_queue_unwatched_the_slot_still_holds(
+    site: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A downloader whose active set the frontier cannot watch (logged at
+    start): the queue counts the requests it handed out until they are no
+    longer under way, so it still keeps the slot to 2 and the crawl ends."""
+    site.robots(ROBOTS)
+    urls = slow_pages(site, 12)
+    with caplog.at_level(logging.ERROR):
+        result = await run_crawl(
+            urls,
+            {
+                "CONCURRENT_REQUESTS": 100,
+                "CONCURRENT_REQUESTS_PER_DOMAIN": 2,
+                "REP_FRONTIER": True,
+                "DOWNLOADER": UnwatchedDownloader,
+                **PATIENT,
+                "CLOSESPIDER_TIMEOUT": 30,  # a slot left full for good fails, not hangs
+            },
+        )
+    assert sorted(result.responses) == sorted(urls)
+    assert most_at_once(site.page_hits("/p/")) == 2
+    assert any("Downloader.active" in r.getMessage() for r in caplog.records)
 
 
 def test_a_scrapy_without_what_the_limit_needs_is_named() -> None:

@@ -25,9 +25,11 @@ and tests/test_slot_limit.py fail when any of it changes.
 - :mod:`~scrapy_rep._slots.headers`: the bound on the headers of scrapy-rep's
   own downloads, a process-wide patch of Twisted's HTTP/1.1 client parser.
 - :mod:`~scrapy_rep._slots.ledger`: the crawl's one record of requests out,
-  the one receiver of Scrapy's downloader signals (:class:`Ledger`);
+  the one receiver of Scrapy's downloader signals, which the frontier counts
+  a slot's requests out by (:class:`Ledger`);
 - :mod:`~scrapy_rep._slots.limits`: at most a slot's concurrency of requests
-  in flight, which Scrapy does not hold on the asyncio reactor (:class:`SlotLimits`);
+  in flight, which Scrapy does not hold on the asyncio reactor, for requests
+  no scrapy-rep queue handed out (:class:`SlotLimits`);
 - :mod:`~scrapy_rep._slots.waiting`: requests waiting in a middleware outside
   the downloader's active set, and their sleeps (:class:`Waiting`);
 - :mod:`~scrapy_rep._slots.departures`: each request leaving

@@ -16,9 +16,16 @@ its waiting room) instead of connecting receivers of its own:
   ``REACH_TIMEOUT`` seconds while any is out (:meth:`Ledger.track` is told);
   with the frontier watching ``Downloader.active``
   (:mod:`~scrapy_rep._slots.departures`), it is out instead until it leaves
-  that set, which every request does last, told by a direct call
-  (:meth:`Ledger.bind`): the two signal receivers cost every request about
-  63,500 instructions (13.5 µs; callgrind, 80 sites x 20 pages);
+  that set, which every request does last, told by a direct call; else the
+  two signal receivers, connected from the first request let go, cost every
+  request about 63,500 instructions (13.5 µs; callgrind, 80 sites x 20 pages);
+- a request a scheduler queue that holds its slot's concurrency itself
+  handed out (:meth:`Ledger.hand_out`: the frontier, the Redis queue) is out
+  until that queue is told it left ``Downloader.active`` for good
+  (:meth:`Ledger.returned`), wherever it is meanwhile: on its way to its
+  slot, in it, or detached but alive; :meth:`Ledger.out` counts a slot's
+  requests out for the frontier, and the slot limit lets these go at once
+  (:attr:`Ledger.handed`): the queue holds the slot's concurrency;
 - a request taken out of ``Downloader.active`` to wait in a middleware or to
   download without a place (:meth:`Ledger.detach`) is alive (:meth:`Ledger.alive`);
   ``spider_idle`` is answered with ``DontCloseSpider`` while any is. With the
@@ -40,6 +47,7 @@ from scrapy_rep._slots.active import leave_active, rejoin_active
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from collections.abc import Set as AbstractSet
 
     from scrapy import Request
     from scrapy.crawler import Crawler
@@ -47,6 +55,10 @@ if TYPE_CHECKING:
 REACH_TIMEOUT = 0.5
 """Seconds a request let go by scrapy-rep has to reach its download slot (the
 slot limit, the slow-down gates): one not there by then no longer counts as out."""
+
+UNTOLD_BOUND = 10_000
+"""Requests handed out remembered, when their queue is not told they left,
+before every one no longer alive is forgotten (then at twice as many)."""
 
 Event = Literal["reached", "left", "received"]
 _SIGNALS: dict[str, Any] = {
@@ -73,6 +85,12 @@ class Ledger:
         self._inside: dict[Request, str] = {}  # seen in their slot by a sweep
         self._sweep: _timers.Timer | None = None
         self._done: Callable[[Request, str, bool], None] | None = None
+        self._following_out = False  # told when requests let go are done with
+        self.handed: dict[Request, str] = {}
+        """Handed out by a queue that holds their slot's concurrency -> slot key."""
+        self._handed_to: dict[str, set[Request]] = {}  # slot key -> its requests handed
+        self._untold = False  # the queue is not told when they leave: looked at instead
+        self._untold_limit = UNTOLD_BOUND
         crawler.signals.connect(self._stopped, signal=signals.engine_stopped)
         crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
 
@@ -125,24 +143,30 @@ class Ledger:
         """Tell ``done(request, key, reached)`` when a request let go to slot
         ``key`` is done with (``reached``: False when found in no slot by the sweep)."""
         self._done = done
-        self.follow("left", self._left_out)
-        self.follow("received", self._answered_out)
 
-    def bind(self, downloader: object) -> None:
-        """With the frontier watching ``downloader``'s active set, requests let
-        go are done with when they leave it, told directly: the signals of
-        :meth:`track` are no longer received for them."""
-        if self._done is not None and departures.follow_departures(downloader, self._left_out):
-            self.unfollow("left", self._left_out)
-            self.unfollow("received", self._answered_out)
+    def _follow_out(self) -> None:
+        """From the first request let go: with the frontier watching the
+        downloader's active set, requests let go are done with when they
+        leave it, told directly; else Scrapy's signals tell. (Not before: a
+        crawl whose queue holds its slots lets none go, and pays for no
+        receiver.)"""
+        self._following_out = True
+        downloader = getattr(self._crawler.engine, "downloader", None)
+        if not departures.follow_departures(downloader, self._left_out):
+            self.follow("left", self._left_out)
+            self.follow("received", self._answered_out)
 
     def let_go(self, request: Request, key: str) -> None:
         """``request`` goes on to download slot ``key`` (see :meth:`track`)."""
+        if not self._following_out:
+            self._follow_out()
         self._new[request] = key
         if self._sweep is None:
             self._sweep = _timers.call_later(REACH_TIMEOUT, self._sweep_out)
 
     def _left_out(self, request: Request) -> None:
+        if not (self._new or self._older or self._inside):  # the frontier's: not let go here
+            return
         key = self._inside.pop(request, None)
         if key is None:
             key = self._unseen(request)
@@ -183,6 +207,59 @@ class Ledger:
                 self._done(request, key, False)
         if self._sweep is None and (self._older or self._inside):
             self._sweep = _timers.call_later(REACH_TIMEOUT, self._sweep_out)
+
+    # -- requests handed out by a scheduler queue -----------------------------------------
+
+    def hand_out(self, request: Request, key: str) -> None:
+        """A scheduler queue that holds slot ``key``'s concurrency itself
+        handed ``request`` out: out until :meth:`returned`."""
+        if self._untold and len(self.handed) >= self._untold_limit:
+            for slot in list(self._handed_to):
+                self._forget_gone(slot)
+            self._untold_limit = max(UNTOLD_BOUND, 2 * len(self.handed))
+        self.handed[request] = key
+        handed = self._handed_to.get(key)
+        if handed is None:
+            self._handed_to[key] = {request}
+        else:
+            handed.add(request)
+
+    def returned(self, request: Request) -> str | None:
+        """``request`` left ``Downloader.active`` for good: no longer out. The
+        key of the slot it was handed out to (None: not handed out)."""
+        key = self.handed.pop(request, None)
+        if key is not None:
+            handed = self._handed_to[key]
+            handed.discard(request)
+            if not handed:
+                del self._handed_to[key]
+        return key
+
+    def out(self, key: str, holding: AbstractSet[Request]) -> int:
+        """Requests of slot ``key`` out: those it holds (``holding``, its
+        ``active`` set) and those handed out not in it (on their way to it, or
+        detached but alive: waiting at a gate, for a place)."""
+        handed = self._handed_to.get(key)
+        if handed is None:
+            return len(holding)
+        if self._untold:
+            handed = self._forget_gone(key)
+            if handed is None:
+                return len(holding)
+        if not holding:
+            return len(handed)
+        return len(holding) + len(handed.difference(holding))
+
+    def returns_untold(self) -> None:
+        """The queue is not told when its requests leave ``Downloader.active``
+        (the frontier could not watch it): requests no longer :meth:`alive`
+        are forgotten when their slot is counted."""
+        self._untold = True
+
+    def _forget_gone(self, key: str) -> set[Request] | None:
+        for request in [request for request in self._handed_to[key] if not self.alive(request)]:
+            self.returned(request)
+        return self._handed_to.get(key)
 
     # -- detached but alive ---------------------------------------------------------------
 

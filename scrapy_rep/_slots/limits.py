@@ -22,6 +22,14 @@ requests leaving the robots middleware:
   ``DOWNLOAD_SLOTS[key]["concurrency"]``, else ``CONCURRENT_REQUESTS_PER_IP``
   or ``CONCURRENT_REQUESTS_PER_DOMAIN``.
 
+Scrapy-rep's scheduler queues hold the slot's concurrency themselves: a
+request the frontier (:class:`~scrapy_rep.PolitePriorityQueue`) or the Redis
+queue handed out goes on at once, not counted here (the crawl's ledger counts
+it for them, :meth:`~scrapy_rep._slots.ledger.Ledger.hand_out`, from its
+hand-out until it leaves the downloader, wherever it waits meanwhile). The
+limit holds the requests that reach the robots middleware by another way: a
+queue of the project's own or Scrapy's, ``engine.download``.
+
 A request that may go costs a few dict lookups (its slot key from its
 URL's network location, its slot's places and concurrency), an int and a dict
 entry: about 1 microsecond. Requests that skip the robots middleware (``dont_obey_robotstxt``,
@@ -84,6 +92,7 @@ class SlotLimits(OnDownloader):
         self._by_host = False  # slot key = host name (no download_slot meta), set by _bind
         self._hosts: dict[str, str] = {}  # URL netloc -> host name, while _by_host
         self._ledger = waiting.ledger
+        self._handed = self._ledger.handed
         self._ledger.track(self._done)
         crawler.signals.connect(self._stopped, signal=signals.engine_stopped)
 
@@ -94,6 +103,9 @@ class SlotLimits(OnDownloader):
         a coroutine that waits for a place (IgnoreRequest if the spider closes).
         ``url``: the request's URL, parsed already (its host name is read once
         per network location, not for each request)."""
+        handed = self._handed
+        if handed and request in handed:  # its scheduler queue holds the slot's concurrency
+            return None
         downloader = self._downloader
         if downloader is None:
             downloader = self._bind()
@@ -136,8 +148,6 @@ class SlotLimits(OnDownloader):
             and not downloader.ip_concurrency
             and getattr(type(downloader), "get_slot_key", None) is Downloader.get_slot_key
         )
-        if downloader is not None:
-            self._ledger.bind(downloader)
         return downloader
 
     def _limit(self, downloader: Downloader, key: str) -> int:

@@ -8,9 +8,8 @@ concurrency (``Slot.concurrency``, else its ``DOWNLOAD_SLOTS`` entry, else
 ``DOWNLOAD_SLOTS`` entry, else ``DOWNLOAD_DELAY``) and when it last started a
 request (``Slot.lastseen``, whose clock is :data:`scrapy_rep._compat.SLOT_CLOCK`).
 Requests handed out but still in the downloader middlewares are in no slot
-yet: :meth:`SlotReadiness.under_way` holds those still under way
-(``Downloader.active``). :func:`readiness_problems` lists what is missing; it
-is logged at start.
+yet: the crawl's ledger counts those (:meth:`~scrapy_rep._slots.ledger.Ledger.out`).
+:func:`readiness_problems` lists what is missing; it is logged at start.
 """
 
 from __future__ import annotations
@@ -64,12 +63,6 @@ class SlotReadiness(OnDownloader):
         downloader = self._downloader or self._bind()
         slot = downloader.slots.get(key) if downloader is not None else None
         return slot.active if slot is not None else _NONE
-
-    def under_way(self) -> AbstractSet[Request]:
-        """Every request under way in the downloader (its middlewares, its
-        slot, its transfer): one lookup for a test of many requests."""
-        downloader = self._downloader or self._bind()
-        return downloader.active if downloader is not None else _NONE
 
     def concurrency(self, key: str) -> int:
         """How many requests slot ``key`` may have out at once."""

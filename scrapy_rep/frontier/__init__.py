@@ -5,7 +5,7 @@ add-on when the project keeps Scrapy's default queue; ``REP_FRONTIER = False``
 keeps Scrapy's). See docs/scheduling.md.
 
 - :mod:`~scrapy_rep.frontier.queue`: the queue, per download slot, and when a slot is ready;
-- :mod:`~scrapy_rep.frontier.turns`: requests out and the next turn, per slot;
+- :mod:`~scrapy_rep.frontier.turns`: the next turn, per slot (the requests out are the ledger's);
 - :mod:`~scrapy_rep.frontier.robots`: the way to the crawl's robots.txt state, and prefetching;
 - :mod:`~scrapy_rep.frontier.shared`: what the memory and disk queues of a crawl share.
 

@@ -275,6 +275,8 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         self._wake_overdue(now)
         if self._full and now >= self._recheck_full_at:
             watching = frontier.departures.watching  # else a download ending is not told
+            if not watching:  # nor a request leaving for good: the ledger looks
+                frontier.ledger.returns_untold()
             self._recheck_full_at = now + FULL_RECHECK if watching else now
             for slot in list(self._full):
                 self._candidate(slot)
@@ -376,22 +378,16 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
                     if frontier.prefetch is not None:
                         frontier.prefetch.want(origin, head)  # may end at once
                     return WAIT, 0
-        turns = frontier.turns
-        out = turns.out(slot)
-        limit = frontier.slots.concurrency(slot)
-        gate = robots.slot_gate(slot) if robots is not None else None
-        if gate is not None:  # paused after a 429/503, or resuming slowly
-            left, _, held, _ = gate
-            if left > PROBE_LEAD:
-                self._sleep(slot, now + left - PROBE_LEAD)
-                return WAIT, 0
-            # The gate lets them go, slowly (it holds them out of the downloader's
-            # active set): they count against the slot's concurrency here.
-            out += held
-        if out >= limit:
+        left = robots.slot_gate(slot) if robots is not None else None
+        if left is not None and left > PROBE_LEAD:  # paused after a 429/503
+            self._sleep(slot, now + left - PROBE_LEAD)
+            return WAIT, 0
+        # Those a paused or resuming slot's gate holds count (the ledger's, detached but alive).
+        out = frontier.out(slot)
+        if out >= frontier.slots.concurrency(slot):
             self._park_full(slot)
             return WAIT, 0
-        wait = turns.wait(slot, delay, now)
+        wait = frontier.turns.wait(slot, delay, now)
         if wait > 0:
             self._sleep(slot, now + wait)
             return WAIT, 0
@@ -437,10 +433,12 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             if origin is not None:
                 prefetch.taken(origin)
         if ready:
-            turns = self._frontier.turns
+            frontier = self._frontier
+            frontier.ledger.hand_out(request, slot)
+            turns = frontier.turns
             turns.handed(slot, request, now)
             if turns.holding:
-                self._frontier.hold_began()
+                frontier.hold_began()
         self._frontier.handed_out(ready=ready)
         return request
 

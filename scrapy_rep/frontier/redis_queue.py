@@ -261,6 +261,7 @@ class RedisPoliteQueue:
         if spacing > 0:  # and holds the slot until the request reaches the site
             self._holding[request] = (slot, token, spacing)
         self._out[request] = (slot, token, _clock.monotonic())
+        self._ledger.hand_out(request, slot)  # it holds a place: the slot limit lets it go
         self._stats.inc_value("rep/redis/frontier/handed")
         return request
 
@@ -417,6 +418,7 @@ class RedisPoliteQueue:
             self._reached_site(request)
         held = self._out.pop(request, None)
         if held is not None:
+            self._ledger.returned(request)
             self._release(held[0], held[1])
 
     def _sweep(self) -> None:
@@ -433,6 +435,7 @@ class RedisPoliteQueue:
         for request in gone:
             self._reached_site(request)
             slot, token, _ = self._out.pop(request)
+            self._ledger.returned(request)
             self._release(slot, token)
 
     def _release(self, slot: str, token: str) -> None:

@@ -77,8 +77,13 @@ class CrawlFrontier:
         self._listeners: weakref.WeakSet[Listener] = weakref.WeakSet()
         self._ready = 0  # hand-outs not in the stats yet
         self._released = 0
+        self.ledger = crawl_context(crawler).waiting.ledger
+        """The crawl's requests out: told each request handed out (:meth:`hand_out`)."""
         self.departures = Departures(crawler, self._departed)
-        _log_problems(crawler, self.departures.install())
+        departure_problems = self.departures.install()
+        if departure_problems:
+            self.ledger.returns_untold()
+        _log_problems(crawler, departure_problems)
         self._crawler = crawler
         self._told_of_sends = False
 
@@ -110,17 +115,28 @@ class CrawlFrontier:
             self.stats.inc_value("rep/frontier/forbidden_released", self._released)
             self._released = 0
 
+    def out(self, key: str) -> int:
+        """Requests of slot ``key`` out: in it, on their way to it, or handed
+        out and waiting in a middleware (at a 429/503 gate, for a place)."""
+        return self.ledger.out(key, self.slots.holding(key))
+
     def _woke(self) -> None:
         self.stats.inc_value("rep/frontier/wakeups")
 
     def _departed(self, request: Request, final: bool) -> None:
         """``request`` left ``Downloader.active``: for good (``final``), or to
-        wait in a middleware; either way it holds no place of its slot now."""
-        key = request.meta.get("download_slot")
-        if key is None:  # it never reached its slot
-            key = self.slots.key(request)
+        wait in a middleware (one the frontier handed out is still out then:
+        the ledger counts it until it leaves for good)."""
         if final:
-            self.turns.left(key, request)
+            key = self.ledger.returned(request)
+        elif request in self.ledger.handed:
+            return
+        else:
+            key = None
+        if key is None:  # not handed out by a frontier queue (scrapy-rep's own downloads)
+            key = request.meta.get("download_slot")
+            if key is None:  # it never reached its slot
+                key = self.slots.key(request)
         for queue in self._listeners:
             queue.slot_freed(key)
         if final and self.turns.holding:

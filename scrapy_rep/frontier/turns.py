@@ -1,14 +1,14 @@
-"""Per download slot: requests out and the next turn, as the frontier keeps them.
+"""Per download slot: the next turn, as the frontier keeps it.
 
 A slot is ready for another request when it has fewer requests out than its
-concurrency and its delay has passed since its last start. The downloader
-knows part of this (:class:`~scrapy_rep._slots.readiness.SlotReadiness`): the
-requests in the slot, when it last started one. What it cannot know yet is
-what the frontier handed out and has not reached the slot: on the asyncio
-reactor, downloader middlewares run at the next loop turn, so the engine
-takes several requests before the first reaches its slot. :class:`SlotTurns`
-remembers those: each request handed out, until the downloader is done with
-it, and the time of each slot's last hand-out.
+concurrency (the crawl's :class:`~scrapy_rep._slots.ledger.Ledger` counts
+them: the frontier tells it each request it hands out) and its delay has
+passed since its last start. The downloader knows when a slot last started a
+request (:class:`~scrapy_rep._slots.readiness.SlotReadiness`); what it cannot
+know yet is a request handed out that has not reached the slot: on the
+asyncio reactor, downloader middlewares run at the next loop turn, so the
+engine takes several requests before the first reaches its slot.
+:class:`SlotTurns` remembers the time of each slot's last hand-out.
 
 A slot whose site asks for a Crawl-delay is also **held** by the request
 handed out, until that request has really been sent: its answer began
@@ -19,9 +19,8 @@ one (the rule of the Redis queue's ``K:hold:<slot>``). Slots with only a
 ``DOWNLOAD_DELAY`` or AutoThrottle delay keep counting from the hand-out, as
 Scrapy counts from the start.
 
-This is the per-slot state a cluster would keep in Redis (one worker's
-hand-outs and turns there, taken atomically): :class:`TurnState` is what the
-queue asks of it.
+This is the per-slot state a cluster would keep in Redis (one worker's turns
+there, taken atomically): :class:`TurnState` is what the queue asks of it.
 """
 
 from __future__ import annotations
@@ -43,10 +42,6 @@ queue's): a request the crawler never reports sent holds its slot no longer."""
 
 class TurnState(Protocol):
     """What the queue asks of the per-slot state (in memory here)."""
-
-    def out(self, key: str) -> int:
-        """Requests of slot ``key`` under way: in the slot, or on their way to it."""
-        ...
 
     def wait(self, key: str, delay: float, now: float) -> float:
         """Seconds until slot ``key``'s next turn, for a Crawl-delay of ``delay`` s."""
@@ -70,23 +65,9 @@ class SlotTurns:
         self._bound = bound
         self._limit = bound
         self._last: dict[str, float] = {}  # slot -> _clock.monotonic() of its last hand-out
-        self._out: dict[str, list[Request]] = {}  # handed out, maybe not in the slot yet
         self._crawl_delayed: set[str] = set()  # slots whose last look had a Crawl-delay
         self._holds: dict[str, tuple[Request, float]] = {}  # slot -> its request, held until
         self._held_by: dict[Request, str] = {}
-
-    def out(self, key: str) -> int:
-        holding = self._slots.holding(key)
-        handed = self._out.get(key)
-        if not handed:
-            return len(holding)
-        active = self._slots.under_way()  # tested for each: one lookup, not a call each
-        under_way = [request for request in handed if request in active]
-        if under_way:
-            self._out[key] = under_way
-        else:
-            del self._out[key]
-        return len(holding) + sum(1 for request in under_way if request not in holding)
 
     @property
     def holding(self) -> bool:
@@ -117,28 +98,12 @@ class SlotTurns:
 
     def handed(self, key: str, request: Request, now: float) -> None:
         self._last[key] = now
-        self._out.setdefault(key, []).append(request)
         if key in self._crawl_delayed:  # looked at in this pop, just before
             self._unhold(key)
             self._holds[key] = (request, now + HOLD_MAX)
             self._held_by[request] = key
-        if len(self._last) + len(self._out) > self._limit:
+        if len(self._last) > self._limit:
             self._forget(now)
-
-    def left(self, key: str, request: Request) -> None:
-        """``request`` of slot ``key`` is done with the downloader: no longer
-        out. Forgotten now rather than at the slot's next look, which an
-        emptied slot never has: its last requests (their meta, headers and
-        provenance) would stay alive to the end of the crawl."""
-        handed = self._out.get(key)
-        if handed is None:
-            return
-        for index, out in enumerate(handed):
-            if out is request:
-                del handed[index]
-                if not handed:
-                    del self._out[key]
-                return
 
     def sent(self, request: Request, now: float) -> str | None:
         key = self._held_by.pop(request, None)
@@ -154,12 +119,10 @@ class SlotTurns:
             del self._held_by[hold[0]]
 
     def _forget(self, now: float) -> None:
-        """Drop turns past :data:`HORIZON` and hand-outs the downloader is done with."""
+        """Drop turns past :data:`HORIZON`."""
         self._last = {key: last for key, last in self._last.items() if now - last < HORIZON}
         self._crawl_delayed = {key for key in self._crawl_delayed if key in self._last}
         for key in [key for key, (_, until) in self._holds.items() if until <= now]:
             self._unhold(key)
-        for key in list(self._out):
-            self.out(key)
         # Many slots busy at once: look again only once they have doubled.
-        self._limit = max(self._bound, 2 * (len(self._last) + len(self._out)))
+        self._limit = max(self._bound, 2 * len(self._last))
