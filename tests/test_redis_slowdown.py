@@ -21,7 +21,7 @@ from redis_server import RedisServer, shared
 from scrapy import Request
 from scrapy.http import Response
 from scrapy_forks import Process
-from servers import PAGE, Reply, ScriptedServer, gaps
+from servers import PAGE, Gate, Reply, ScriptedServer, gaps
 from test_redis_cluster import START_DEADLINE
 from test_slowdown import IN_FLIGHT, RETRYING, TOLERANCE, SlowSite, inside_pauses
 
@@ -68,7 +68,7 @@ def test_a_429_seen_by_one_worker_pauses_the_others(
     still to send. (Before, B crawled 40 pages so as to outlast A's start and
     the pause, and went on 5 s after it.)"""
     answered: list[float] = []
-    paused = threading.Event()
+    paused = Gate()
 
     def a0(number: int) -> Reply:
         if number == 1:

@@ -37,11 +37,11 @@ from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.test import get_crawler
-from servers import Reply
+from servers import Reply, Gate
 
 from crawls import BASE_SETTINGS, ListSpider, CrawlResult
 
-NEVER = threading.Event()  # never set: the page answers after 60 s
+NEVER = Gate()  # never set: the page answers after 60 s
 
 
 async def ordinary(site):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 import time
 from collections.abc import Callable
 from types import ModuleType
@@ -29,7 +28,7 @@ from crawls import CrawlResult, loopback_names, run_crawl
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
-from servers import PAGE, Reply, ScriptedServer, gaps
+from servers import PAGE, Gate, Reply, ScriptedServer, gaps
 
 TDMREP = "/.well-known/tdmrep.json"
 RULES = b"User-agent: *\nDisallow: /private\n"
@@ -169,7 +168,7 @@ async def test_hanging_tdmrep_json_files_do_not_stall_a_known_origin(
     pages keep flowing (before: each of 16 places held by such a page for
     REP_FETCH_TIMEOUT); the pages waiting go on once the file's time is up
     (the clock moved past REP_FETCH_TIMEOUT), annotated without it."""
-    never = threading.Event()
+    never = Gate()
     site2.script(TDMREP, json_reply(RESERVED, wait_for=never, wait_timeout=2 * FETCH_TIMEOUT))
     time_up = TimeUp(rep_clock)
     arrivals = Arrivals(when_hostile_in=never.set)
@@ -192,7 +191,7 @@ async def test_hanging_tdmrep_json_files_do_not_stall_a_known_origin(
     assert stats["rep/usage/train-ai/unknown"] == KNOWN_PAGES + HOSTILE_ORIGINS
 
 
-def redirect_chain(hops: int, first: threading.Event) -> dict[str, Reply]:
+def redirect_chain(hops: int, first: Gate) -> dict[str, Reply]:
     """tdmrep.json redirected ``hops`` times to a file reserving everything: the
     first answer once ``first`` is set, the others at once."""
     replies = {
@@ -223,7 +222,7 @@ async def test_slow_tdmrep_json_redirect_hops_do_not_stall_a_known_origin(
     file, counted. (A page's wait and its file's whole-chain budget end at
     the same moment: which the event loop sees first decides whether the
     page counts as ``wait_expired``, or the file's error reaches it.)"""
-    first = threading.Event()
+    first = Gate()
     for path, reply in redirect_chain(5, first).items():
         site2.script(path, reply)
     time_up = TimeUp(rep_clock, then=first.set)
@@ -315,7 +314,7 @@ async def test_without_rep_max_waiting_tdmrep_waiters_hold_places_for_the_fetch_
     REP_FETCH_TIMEOUT at most each time (the clock moved past it once per
     place-full of them: 40 pages on 16 places, 3 times at most), and nothing
     is lost."""
-    never = threading.Event()
+    never = Gate()
     site2.script(TDMREP, json_reply(RESERVED, wait_for=never, wait_timeout=2 * FETCH_TIMEOUT))
     arrivals = Arrivals(when_hostile_in=never.set)
     stuck = TimeUpWhenStuck(rep_clock, site)
