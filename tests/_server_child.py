@@ -272,6 +272,10 @@ def _call(op: str, *args: Any) -> Any:
         server_id = next(_server_ids)
         _servers[server_id] = server
         return server_id, server.server_address[1]
+    if op == "forget":
+        if (gone := _servers.pop(args[0], None)) is not None:
+            gone.close()
+        return None
     if op == "gate":
         gate = _gate(args[0], args[1])
         (gate.event.set if args[1] else gate.event.clear)()
@@ -282,8 +286,9 @@ def _call(op: str, *args: Any) -> Any:
             server.scripts[args[1]] = args[2]
         return None
     if op == "close":
-        _servers.pop(args[0]).close()
+        server.close()
         return None
+
     with server.lock:
         if op == "hits":
             return len(server.records) if args[1] is None else server.counts.get(args[1], 0)

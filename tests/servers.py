@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import count, pairwise
@@ -181,10 +182,14 @@ class _Child:
         self._lock = threading.Lock()
         self._back_lock = threading.Lock()
         self.callbacks: dict[int, Callable[[str, str, int], Reply]] = {}
+        self.forgotten: list[int] = []
         threading.Thread(target=self._serve_back, daemon=True, name="servers-back").start()
 
     def call(self, op: str, *args: Any) -> Any:
         with self._lock:
+            while self.forgotten:  # handles gone: their records go too
+                self._conn.send(("forget", self.forgotten.pop()))
+                self._conn.recv()
             self._conn.send((op, *args))
             ok, value = self._conn.recv()
         if not ok:
@@ -271,6 +276,8 @@ class ScriptedServer:
         self.host = host
         self._id, self.port = self._child.call("open", host)
         self._callbacks: list[int] = []
+        self._closed = False
+        weakref.finalize(self, self._child.forgotten.append, self._id)
 
     # -- scripting -------------------------------------------------------------
 
@@ -281,6 +288,12 @@ class ScriptedServer:
             spec = self._keep(_callback(lambda host, path, number: function(number)))
         else:
             spec = _spec(reply)
+        self._child.call("script", self._id, path, spec)
+
+    def script_by_host(self, path: str, function: Callable[[str, int], Reply]) -> None:
+        """Answer ``path`` with ``function(host, hit number)``, called back here
+        (one server answering for many host names)."""
+        spec = self._keep(_callback(lambda host, path, number: function(host, number)))
         self._child.call("script", self._id, path, spec)
 
     def answer_unscripted(self, reply: Reply | Callable[[str, str, int], Reply]) -> None:
@@ -343,10 +356,11 @@ class ScriptedServer:
         return self.origin + path
 
     def close(self) -> None:
-        if self._id is None:
+        """Stop listening (what reached it can still be read)."""
+        if self._closed:
             return
+        self._closed = True
         self._child.call("close", self._id)
-        self._id = None
         for callback_id in self._callbacks:
             self._child.callbacks.pop(callback_id, None)
 
