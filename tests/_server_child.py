@@ -21,17 +21,26 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import servers
-from servers import PAGE, SENT_HEADER, Await, Flood, Hit, Pause, Reply
+from servers import PAGE, SENT_HEADER, Await, Flood, Hit, InTurn, Pause, Reply
 
 
 class _Gate:
     """A gate's side here: opened by the test process, or by a reply (``opens``)."""
 
-    def __init__(self, gate_id: int, is_set: bool) -> None:
+    def __init__(self, gate_id: int, is_set: bool, after: int) -> None:
         self.id = gate_id
         self.event = threading.Event()
+        self.left = after  # openings by replies until it is set
         if is_set:
             self.event.set()
+
+    def open_once(self) -> None:
+        with _gates_lock:
+            self.left -= 1
+            now = self.left == 0
+        if now:
+            self.event.set()
+            _back.opened(self.id)
 
     def wait(self, timeout: float | None) -> bool:
         return self.event.wait(timeout)
@@ -44,12 +53,22 @@ _gates: dict[int, _Gate] = {}
 _gates_lock = threading.Lock()
 
 
-def _gate(gate_id: int, is_set: bool) -> _Gate:
+def _gate(gate_id: int, is_set: bool, after: int = 1) -> _Gate:
     with _gates_lock:
         gate = _gates.get(gate_id)
         if gate is None:
-            gate = _gates[gate_id] = _Gate(gate_id, is_set)
+            gate = _gates[gate_id] = _Gate(gate_id, is_set, after)
         return gate
+
+
+_turns: dict[int, int] = {}
+_turns_lock = threading.Lock()
+
+
+def _in_turn(script: InTurn) -> Reply:
+    with _turns_lock:
+        number = _turns[script.id] = _turns.get(script.id, 0) + 1
+    return script.replies[min(number, len(script.replies)) - 1]
 
 
 servers._IN_CHILD = _gate
@@ -166,6 +185,8 @@ class _Server(ThreadingHTTPServer):
             return Reply(body=PAGE)
         if isinstance(script, Reply):
             return script
+        if isinstance(script, InTurn):
+            return _in_turn(script)
         if isinstance(script, tuple):  # ("call", id): the test process answers
             return _back.reply(script[1], host, path, number)
         return script[min(number, len(script)) - 1]  # type: ignore[no-any-return]
@@ -188,8 +209,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             record.status = 0 if reply.raw is not None else reply.status
             if reply.opens is not None:
-                reply.opens.event.set()  # type: ignore[attr-defined]
-                _back.opened(reply.opens.id)
+                reply.opens.open_once()  # type: ignore[attr-defined]
             if reply.wait_for is not None:
                 reply.wait_for.wait(reply.wait_timeout)
             if reply.delay:
@@ -277,7 +297,7 @@ def _call(op: str, *args: Any) -> Any:
             gone.close()
         return None
     if op == "gate":
-        gate = _gate(args[0], args[1])
+        gate = _gate(*args)
         (gate.event.set if args[1] else gate.event.clear)()
         return None
     server = _servers[args[0]]

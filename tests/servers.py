@@ -37,23 +37,25 @@ from typing import Any
 
 class Gate:
     """An event a reply may wait for (``Reply.wait_for``, ``Raw`` parts), seen
-    on both sides: ``set()`` here opens it in the server process, and a reply
-    played there with ``opens=`` opens it here (``wait()``, ``is_set()``)."""
+    on both sides: ``set()`` here opens it in the server process, and replies
+    played there with ``opens=`` open it (the ``after``-th of them) for both
+    (``wait()``, ``is_set()`` here)."""
 
     _ids = count(1)
 
-    def __init__(self) -> None:
+    def __init__(self, after: int = 1) -> None:
         self.id = next(Gate._ids)
+        self.after = after
         self._event = threading.Event()
         _GATES[self.id] = self
 
     def set(self) -> None:
         self._event.set()
-        _child_if_running(lambda child: child.call("gate", self.id, True))
+        _child_if_running(lambda child: child.call("gate", self.id, True, self.after))
 
     def clear(self) -> None:
         self._event.clear()
-        _child_if_running(lambda child: child.call("gate", self.id, False))
+        _child_if_running(lambda child: child.call("gate", self.id, False, self.after))
 
     def is_set(self) -> bool:
         return self._event.is_set()
@@ -62,20 +64,20 @@ class Gate:
         return self._event.wait(timeout)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_gate_ref, (self.id, self._event.is_set()))
+        return (_gate_ref, (self.id, self._event.is_set(), self.after))
 
 
 _GATES: dict[int, Gate] = {}
 
 
-def _gate_ref(gate_id: int, is_set: bool) -> Any:
+def _gate_ref(gate_id: int, is_set: bool, after: int) -> Any:
     """A gate as the receiving process knows it (in the child: its own event)."""
     if _IN_CHILD is not None:
-        return _IN_CHILD(gate_id, is_set)
+        return _IN_CHILD(gate_id, is_set, after)
     return _GATES[gate_id]
 
 
-_IN_CHILD: Callable[[int, bool], Any] | None = None
+_IN_CHILD: Callable[[int, bool, int], Any] | None = None
 """Set by the server process: how it turns a gate's id into its own event."""
 
 
@@ -128,13 +130,26 @@ class Reply:
     raw: Raw | None = None
     """Play this instead: the other fields are then unused."""
     opens: Gate | None = None
-    """Set this gate as the request arrives (before any wait)."""
+    """Open this gate (its ``after``-th opening sets it) as the request
+    arrives, before any wait."""
     hang_up_on: Gate | None = None
     """During ``delay`` (``float("inf")``: no end), close the connection
     unanswered if this gate gets set."""
 
 
-Script = Reply | Sequence[Reply] | Callable[[int], Reply]
+class InTurn:
+    """Replies handed out in arrival order across every path scripted with
+    this one object, the last one repeated ("the 4th of these pages is
+    slow"), played in the server process."""
+
+    _ids = count(1)
+
+    def __init__(self, *replies: Reply) -> None:
+        self.id = next(InTurn._ids)
+        self.replies = replies
+
+
+Script = Reply | InTurn | Sequence[Reply] | Callable[[int], Reply]
 
 
 SENT_HEADER = "X-Test-Sent"
@@ -258,7 +273,7 @@ def _callback(function: Callable[[str, str, int], Reply]) -> tuple[str, int]:
 
 
 def _spec(script: Script | Callable[[str, str, int], Reply]) -> Any:
-    if isinstance(script, Reply):
+    if isinstance(script, Reply | InTurn):
         return script
     if callable(script):
         return _callback(script)
@@ -283,7 +298,7 @@ class ScriptedServer:
 
     def script(self, path: str, reply: Script) -> None:
         """Answer ``path`` so (a function of the hit number: called back here)."""
-        if callable(reply) and not isinstance(reply, Reply):
+        if callable(reply) and not isinstance(reply, Reply | InTurn):
             function = reply
             spec = self._keep(_callback(lambda host, path, number: function(number)))
         else:

@@ -9,7 +9,6 @@ are known, 429/503 answers with Retry-After, and garbage headers.
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import random
@@ -368,21 +367,14 @@ async def _known_origin_beside_hanging_ones(
     one page each of 40 origins (``h<n>.test``, each its own download slot, as
     on the web) whose robots.txt answers only once the known pages are all
     asked for: the crawl, and when the clock was moved (``TimeUpWhenStuck``)."""
-    never = Gate()  # set once the known origin's pages are all asked for
+    never = Gate(after=KNOWN_PAGES)  # set once the known origin's pages are all asked for
     stuck = TimeUpWhenStuck(clock, site)
     hanging = [make_site() for _ in range(HANGING_ORIGINS)]
     for server in hanging:
         server.script("/robots.txt", Reply(status=503, wait_for=never, wait_timeout=60))
     site.robots(RULES)
-    known_in = itertools.count(1)
-
-    def known_page(number: int) -> Reply:
-        if next(known_in) == KNOWN_PAGES:
-            never.set()
-        return Reply(body=PAGE)
-
     for i in range(KNOWN_PAGES):
-        site.script(f"/p/{i}", known_page)
+        site.script(f"/p/{i}", Reply(body=PAGE, opens=never))
     urls: list[str | Request] = []
     for i in range(KNOWN_PAGES):
         urls.append(f"http://known.test:{site.port}/p/{i}")

@@ -61,11 +61,7 @@ def starving_sites(
     slow.script("/robots.txt", Reply(body=ROBOTS, wait_for=fast_done, wait_timeout=wait_timeout))
     fast.robots(ROBOTS)
 
-    def last_fast_page(hit: int) -> Reply:
-        fast_done.set()
-        return Reply(body=PAGE)
-
-    fast.script("/p/9", last_fast_page)
+    fast.script("/p/9", Reply(body=PAGE, opens=fast_done))
     urls = [slow.url(f"/s/{i}") for i in range(10)] + [fast.url(f"/p/{i}") for i in range(10)]
     return urls, fast_done
 
