@@ -3,7 +3,8 @@
 Started by servers.py with two socket ends: calls from the test process
 (``(op, *args)``, answered ``(ok, value)`` in order), and the way back (a
 script to call there, a gate opened here). It ends when the test process's
-end of the first one closes (pytest ended, or died).
+end of the first one closes (pytest ended), or when pytest dies
+(``children.popen``: Linux's death signal).
 """
 
 from __future__ import annotations
@@ -207,6 +208,10 @@ class _Handler(BaseHTTPRequestHandler):
             if reply is None:  # the test process's script failed
                 self.close_connection = True
                 return
+            if reply.if_none_match is not None:
+                etag, instead = reply.if_none_match
+                if self.headers.get("If-None-Match") == etag:
+                    reply = instead
             record.status = 0 if reply.raw is not None else reply.status
             if reply.opens is not None:
                 reply.opens.open_once()  # type: ignore[attr-defined]
@@ -321,19 +326,11 @@ def _call(op: str, *args: Any) -> Any:
     raise ValueError(f"unknown call {op!r}")
 
 
-def _watch_parent(parent: int) -> None:
-    """Gone with the test process even if a forked child of it keeps our socket open."""
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    os._exit(0)
-
-
 def main() -> None:
     calls_fd, back_fd = (int(fd) for fd in os.environ["SERVER_FDS"].split(","))
     calls = Connection(calls_fd)
     global _back
     _back = _Back(Connection(back_fd))
-    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     while True:
         try:
             op, *args = calls.recv()

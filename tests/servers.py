@@ -34,6 +34,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from children import popen
+
 
 class Gate:
     """An event a reply may wait for (``Reply.wait_for``, ``Raw`` parts), seen
@@ -132,6 +134,9 @@ class Reply:
     opens: Gate | None = None
     """Open this gate (its ``after``-th opening sets it) as the request
     arrives, before any wait."""
+    if_none_match: tuple[str, Reply] | None = None
+    """``(etag, reply)``: a request whose If-None-Match is ``etag`` gets
+    ``reply`` instead (a 304 to a revalidation)."""
     hang_up_on: Gate | None = None
     """During ``delay`` (``float("inf")``: no end), close the connection
     unanswered if this gate gets set."""
@@ -185,7 +190,7 @@ class _Child:
         ours, theirs = socket.socketpair()
         back_ours, back_theirs = socket.socketpair()
         self.pid = os.getpid()
-        self.process = subprocess.Popen(
+        self.process = popen(  # killed by Linux if pytest dies (children.py)
             [sys.executable, str(Path(__file__).with_name("_server_child.py"))],
             pass_fds=(theirs.fileno(), back_theirs.fileno()),
             env={**os.environ, "SERVER_FDS": f"{theirs.fileno()},{back_theirs.fileno()}"},
