@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -346,4 +345,4 @@ def main() -> None:
 _back: _Back
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

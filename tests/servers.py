@@ -277,12 +277,8 @@ def _callback(function: Callable[[str, str, int], Reply]) -> tuple[str, int]:
     return ("call", callback_id)
 
 
-def _spec(script: Script | Callable[[str, str, int], Reply]) -> Any:
-    if isinstance(script, Reply | InTurn):
-        return script
-    if callable(script):
-        return _callback(script)
-    return list(script)
+def _data(script: Reply | InTurn | Sequence[Reply]) -> Reply | InTurn | list[Reply]:
+    return script if isinstance(script, Reply | InTurn) else list(script)
 
 
 # -- servers -----------------------------------------------------------------------------------
@@ -303,11 +299,12 @@ class ScriptedServer:
 
     def script(self, path: str, reply: Script) -> None:
         """Answer ``path`` so (a function of the hit number: called back here)."""
+        spec: Any
         if callable(reply) and not isinstance(reply, Reply | InTurn):
             function = reply
             spec = self._keep(_callback(lambda host, path, number: function(number)))
         else:
-            spec = _spec(reply)
+            spec = _data(reply)
         self._child.call("script", self._id, path, spec)
 
     def script_by_host(self, path: str, function: Callable[[str, int], Reply]) -> None:
@@ -319,7 +316,7 @@ class ScriptedServer:
     def answer_unscripted(self, reply: Reply | Callable[[str, str, int], Reply]) -> None:
         """Answer every unscripted path so (a function of host, path and hit
         number: called back here), instead of the small HTML page."""
-        spec = self._keep(_spec(reply)) if callable(reply) else reply
+        spec = reply if isinstance(reply, Reply) else self._keep(_callback(reply))
         self._child.call("script", self._id, None, spec)
 
     def _keep(self, spec: tuple[str, int]) -> tuple[str, int]:
