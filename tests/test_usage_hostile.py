@@ -15,8 +15,8 @@ loaded machine stretches; other times are taken in the crawler
 
 from __future__ import annotations
 
-import itertools
 import json
+import threading
 import time
 from collections.abc import Callable
 from types import ModuleType
@@ -42,6 +42,9 @@ clock past it (``rep_clock``) once the known origin's pages are all asked for
 (17-30 s of real time with two suites at once on two cores), so that no wait
 ends on its own before. A page holding a place while it waits would stop the
 known origin for about this long in real time."""
+WATCH_LIMIT = 300.0
+"""Seconds ``TimeUp`` waits for the known pages at most (the suite's time
+limit per test): its thread ends with the test's crawl."""
 KNOWN_GAP = FETCH_TIMEOUT / 4
 """Seconds the known origin's pages may pause (as sent) beside the hostile
 ones: far from a held place's stop, and from a loaded machine's stall (5.8 s
@@ -88,16 +91,21 @@ class TimeUp:
     def __init__(self, clock: ModuleType, then: Callable[[], None] = lambda: None) -> None:
         self._clock = clock
         self._then = then
-        self._asked = itertools.count(1)
+        self.asked = Gate(after=KNOWN_PAGES)  # opened by the known pages' requests
+        self.known_page = Reply(body=PAGE, opens=self.asked)
+        """The script of each known page (played in the test servers' process)."""
         self.at: float | None = None  # when the clock moved (time.time())
 
-    def known_page(self, number: int) -> Reply:
-        """The script of each known page (served in the server's threads)."""
-        if next(self._asked) == KNOWN_PAGES:
-            from twisted.internet import reactor
+    def watch(self) -> None:
+        """Move the clock once the known pages are all asked for (a thread waits)."""
 
-            reactor.callFromThread(self._advance)  # type: ignore[attr-defined]
-        return Reply(body=PAGE)
+        def advance_when_asked() -> None:
+            if self.asked.wait(WATCH_LIMIT):
+                from twisted.internet import reactor
+
+                reactor.callFromThread(self._advance)  # type: ignore[attr-defined]
+
+        threading.Thread(target=advance_when_asked, daemon=True).start()
 
     def _advance(self) -> None:
         self.at = time.time()
@@ -134,6 +142,7 @@ async def known_origin_beside_hostile_ones(
     if time_up is not None:
         for i in range(KNOWN_PAGES):
             known.script(f"/p/{i}", time_up.known_page)
+        time_up.watch()
     hostile.robots(RULES)
     urls: list[str] = []
     left = HOSTILE_ORIGINS
