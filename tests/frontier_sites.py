@@ -2,8 +2,8 @@
 
 ``Sites`` is one HTTP server on 127.0.0.1 that answers for every host name
 (``http://oN.test:PORT``, resolved to 127.0.0.1 by ``crawls.loopback_names``):
-a robots.txt per host (``robots(host)``; None: 404) answered after
-``robots_wait(host)`` seconds (``HANG``: not before the server closes), pages
+a robots.txt (``robots``, or ``robots(host)``; None: 404) answered after
+``robots_wait`` (or ``robots_wait(host)``) seconds (``HANG``: not before the server closes), pages
 that take ``page_delay`` seconds, and a record of every request (host, path,
 arrival) with the most page requests a host had in flight at once and the most
 robots.txt requests in flight at once (all hosts together).
@@ -42,31 +42,35 @@ class SiteHit:
 
 class Sites:
     """One server for many host names (see the module docstring), listening in
-    the test servers' process (servers.py): pages are answered there; each
-    robots.txt asks ``robots`` and ``robots_wait`` here."""
+    the test servers' process (servers.py): pages, and robots.txt when it is
+    the same for every host, are answered there; a robots.txt by host asks
+    ``robots(host)`` and ``robots_wait(host)`` here."""
 
     def __init__(
         self,
-        robots: Callable[[str], str | None] = lambda host: None,
+        robots: str | Callable[[str], str | None] | None = None,
         page_delay: float = 0.0,
-        robots_wait: Callable[[str], float] = lambda host: 0.0,
+        robots_wait: float | Callable[[str], float] = 0.0,
     ) -> None:
-        self.robots = robots
-        self.page_delay = page_delay
-        self.robots_wait = robots_wait
         self._closing = Gate()
         self._server = ScriptedServer()
         self.port: int = self._server.port
         self._server.answer_unscripted(Reply(body=PAGE, delay=page_delay))
-        self._server.script_by_host("/robots.txt", self._robots_txt)
+        if callable(robots) or callable(robots_wait):  # by host: asked here
+            by_host = robots if callable(robots) else lambda host: robots
+            wait = robots_wait if callable(robots_wait) else lambda host: robots_wait
+            self._server.script_by_host(
+                "/robots.txt", lambda host, number: self._robots_txt(by_host(host), wait(host))
+            )
+        else:  # the same for every host: played there
+            self._server.script("/robots.txt", self._robots_txt(robots, robots_wait))
 
-    def _robots_txt(self, host: str, number: int) -> Reply:
-        body = self.robots(host)
+    def _robots_txt(self, body: str | None, wait: float) -> Reply:
         return Reply(
             status=404 if body is None else 200,
             body=(body or "").encode(),
             headers={"Content-Type": "text/plain"},
-            delay=self.robots_wait(host),
+            delay=wait,
             hang_up_on=self._closing,
         )
 
