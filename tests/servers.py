@@ -241,6 +241,8 @@ class _Child:
             self._back.send((call_id, reply))
 
     def stop(self) -> None:
+        if os.getpid() != self.pid:  # a forked copy of the test process: not its child
+            return
         self._conn.close()
         self._back.close()
         try:
