@@ -2,8 +2,8 @@
 
 ``Sites`` is one HTTP server on 127.0.0.1 that answers for every host name
 (``http://oN.test:PORT``, resolved to 127.0.0.1 by ``crawls.loopback_names``):
-a robots.txt per host (``robots(host)``; None: 404) answered after
-``robots_wait(host)`` seconds (``HANG``: not before the server closes), pages
+a robots.txt (``robots``, or ``robots(host)``; None: 404) answered after
+``robots_wait`` (or ``robots_wait(host)``) seconds (``HANG``: not before the server closes), pages
 that take ``page_delay`` seconds, and a record of every request (host, path,
 arrival) with the most page requests a host had in flight at once and the most
 robots.txt requests in flight at once (all hosts together).
@@ -14,11 +14,9 @@ crawl once a set of URLs has been answered.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,11 +24,11 @@ from scrapy import Request, Spider, signals
 from scrapy.exceptions import CloseSpider
 from scrapy.http import Response
 from sent_stamp import let_go_at
+from servers import PAGE, Gate, Reply, ScriptedServer
 from twisted.python.failure import Failure
 
 from scrapy_rep import _clock
 
-PAGE = b"<html><body><p>ok</p></body></html>"
 HANG = float("inf")
 """A ``robots_wait``: robots.txt is not answered before the server closes."""
 
@@ -42,104 +40,57 @@ class SiteHit:
     time: float
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self) -> None:
-        sites = self.server.sites
-        host = (self.headers.get("Host") or "").split(":")[0]
-        path = self.path
-        robots = path == "/robots.txt"
-        sites._arrived(host, path, page=not robots)
-        answering = False
-        try:
-            if robots:
-                wait = sites.robots_wait(host)
-                if wait:
-                    sites._closing.wait(None if wait == HANG else wait)
-                    if sites._closing.is_set():
-                        self.close_connection = True
-                        return
-                body = sites.robots(host)
-                status = 404 if body is None else 200
-                payload = (body or "").encode()
-                kind = "text/plain"
-            else:
-                if sites.page_delay:
-                    time.sleep(sites.page_delay)
-                status, payload, kind = 200, PAGE, "text/html"
-            # Counted out before the answer is written: once the client has it, it
-            # may send the next request before this thread runs again.
-            answering = True
-            sites._left(host, page=not robots)
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-        finally:
-            if not answering:
-                sites._left(host, page=not robots)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256
-    sites: Sites
-
-
 class Sites:
-    """One server for many host names (see the module docstring)."""
+    """One server for many host names (see the module docstring), listening in
+    the test servers' process (servers.py): pages, and robots.txt when it is
+    the same for every host, are answered there; a robots.txt by host asks
+    ``robots(host)`` and ``robots_wait(host)`` here."""
 
     def __init__(
         self,
-        robots: Callable[[str], str | None] = lambda host: None,
+        robots: str | Callable[[str], str | None] | None = None,
         page_delay: float = 0.0,
-        robots_wait: Callable[[str], float] = lambda host: 0.0,
+        robots_wait: float | Callable[[str], float] = 0.0,
     ) -> None:
-        self.robots = robots
-        self.page_delay = page_delay
-        self.robots_wait = robots_wait
-        self._lock = threading.Lock()
-        self._closing = threading.Event()
-        self.hits: list[SiteHit] = []
-        self._in_flight: dict[str, int] = {}
-        self.max_in_flight: dict[str, int] = {}
-        self._robots_in_flight = 0
-        self.max_robots_in_flight = 0
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)
-        self._httpd.sites = self
-        self.port: int = self._httpd.server_address[1]
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        self._closing = Gate()
+        self._server = ScriptedServer()
+        self.port: int = self._server.port
+        self._server.answer_unscripted(Reply(body=PAGE, delay=page_delay))
+        if callable(robots) or callable(robots_wait):  # by host: asked here
+            by_host = robots if callable(robots) else lambda host: robots
+            wait = robots_wait if callable(robots_wait) else lambda host: robots_wait
+            self._server.script_by_host(
+                "/robots.txt", lambda host, number: self._robots_txt(by_host(host), wait(host))
+            )
+        else:  # the same for every host: played there
+            self._server.script("/robots.txt", self._robots_txt(robots, robots_wait))
+
+    def _robots_txt(self, body: str | None, wait: float) -> Reply:
+        return Reply(
+            status=404 if body is None else 200,
+            body=(body or "").encode(),
+            headers={"Content-Type": "text/plain"},
+            delay=wait,
+            hang_up_on=self._closing,
         )
-        self._thread.start()
 
     def url(self, host: str, path: str = "/") -> str:
         return f"http://{host}:{self.port}{path}"
 
-    def _arrived(self, host: str, path: str, *, page: bool) -> None:
-        with self._lock:
-            self.hits.append(SiteHit(host, path, time.time()))
-            if page:
-                now = self._in_flight[host] = self._in_flight.get(host, 0) + 1
-                self.max_in_flight[host] = max(self.max_in_flight.get(host, 0), now)
-            else:
-                self._robots_in_flight += 1
-                self.max_robots_in_flight = max(self.max_robots_in_flight, self._robots_in_flight)
+    @property
+    def hits(self) -> list[SiteHit]:
+        """Every request, in arrival order."""
+        return [SiteHit(hit.host, hit.path, hit.arrived) for hit in self._server.log()]
 
-    def _left(self, host: str, *, page: bool) -> None:
-        with self._lock:
-            if page:
-                self._in_flight[host] -= 1
-            else:
-                self._robots_in_flight -= 1
+    @property
+    def max_in_flight(self) -> dict[str, int]:
+        """The most page requests each host had in flight at once."""
+        return self._server.in_flight_peaks()[0]
+
+    @property
+    def max_robots_in_flight(self) -> int:
+        """The most robots.txt requests in flight at once (all hosts together)."""
+        return self._server.in_flight_peaks()[1]
 
     def sent(self, crawler: Any) -> dict[str, list[float]]:
         """When the crawler sent each page, by host (``_clock.now()``), read on
@@ -164,13 +115,11 @@ class Sites:
 
     def page_times(self, host: str) -> list[float]:
         """When the pages of ``host`` arrived (robots.txt excepted), in order."""
-        with self._lock:
-            return sorted(h.time for h in self.hits if h.host == host and h.path != "/robots.txt")
+        return sorted(h.time for h in self.hits if h.host == host and h.path != "/robots.txt")
 
     def first(self, host: str, path: str) -> float | None:
         """When ``path`` of ``host`` first arrived."""
-        with self._lock:
-            return next((h.time for h in self.hits if h.host == host and h.path == path), None)
+        return next((h.time for h in self.hits if h.host == host and h.path == path), None)
 
     def release_hanging(self) -> None:
         """Hanging robots.txt requests end now (the connection is closed unanswered)."""
@@ -178,8 +127,7 @@ class Sites:
 
     def close(self) -> None:
         self.release_hanging()
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self._server.close()
 
     def __enter__(self) -> Sites:
         return self

@@ -4,14 +4,13 @@ clock, the way Scrapy's own download timeout ends it, in one real crawl."""
 
 from __future__ import annotations
 
-import threading
 from types import ModuleType
 
 import pytest_twisted
 from clock_steps import settle, until
 from crawls import run_crawl
 from scrapy.crawler import Crawler
-from servers import PAGE, Reply, ScriptedServer
+from servers import PAGE, Gate, Reply, ScriptedServer
 from twisted.internet.defer import ensureDeferred
 
 from scrapy_rep import RobotsTxtUnavailable
@@ -29,7 +28,7 @@ async def test_a_hanging_robots_txt_ends_at_rep_fetch_timeout_on_the_clock(
     counted by Scrapy's downloader stats and by scrapy-rep's, its message, no
     retry), the origin is unreachable and its page dropped, all in a moment of
     real time. Without the clock's deadline the crawl would wait 60 real s."""
-    never = threading.Event()
+    never = Gate()
     site.script("/robots.txt", Reply(wait_for=never, wait_timeout=2 * FETCH_TIMEOUT))
     site.script("/page", Reply(body=PAGE))
     crawlers: list[Crawler] = []

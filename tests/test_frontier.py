@@ -186,7 +186,7 @@ async def test_the_engine_is_woken_at_the_next_turn() -> None:
     """One site asks for Crawl-delay: 1 and nothing else is crawled: each page
     goes when its turn comes, not at Scrapy's 5 s heartbeat."""
     robots = "User-agent: *\nCrawl-delay: 1\n"
-    with Sites(robots=lambda host: robots) as sites, loopback_names():
+    with Sites(robots=robots) as sites, loopback_names():
         urls: list[str | Request] = [sites.url("lone.test", f"/p{page}") for page in range(4)]
         recorded: list[dict[str, list[float]]] = []
         crawler, answered, failed = await crawl(
@@ -207,7 +207,7 @@ async def test_concurrent_requests_per_domain_holds() -> None:
     also when all its queued requests become ready at once (robots.txt arrives)."""
     names = [f"c{number}.test" for number in range(3)]
     with (
-        Sites(robots=lambda host: "User-agent: *\nAllow: /\n", page_delay=0.1) as sites,
+        Sites(robots="User-agent: *\nAllow: /\n", page_delay=0.1) as sites,
         loopback_names(),
     ):
         urls: list[str | Request] = [
@@ -283,7 +283,7 @@ async def test_robots_txt_fetched_while_its_request_waits_in_the_queue() -> None
         crawlers[0].engine.pause()
         return [waiting, *busy]
 
-    with Sites(robots=lambda host: "User-agent: *\nAllow: /\n") as sites, loopback_names():
+    with Sites(robots="User-agent: *\nAllow: /\n") as sites, loopback_names():
         late = sites.url("new.test", "/late")
         waiting = Request(late, priority=-1, dont_filter=True, meta={"download_slot": "busy.test"})
         busy = [
@@ -318,7 +318,7 @@ async def test_forbidden_requests_leave_at_once() -> None:
     queued among allowed ones, end with ForbiddenByRobots at once instead of
     waiting for turns; the server never sees them."""
     robots = "User-agent: *\nCrawl-delay: 2\nDisallow: /private\n"
-    with Sites(robots=lambda host: robots) as sites, loopback_names():
+    with Sites(robots=robots) as sites, loopback_names():
         urls: list[str | Request] = []
         private: set[str] = set()
         for page in range(6):
@@ -399,7 +399,7 @@ async def test_requests_done_with_are_not_kept_alive() -> None:
 
         crawler.signals.connect(seen, signal=signals.request_reached_downloader, weak=False)
 
-    with Sites(robots=lambda host: "User-agent: *\nAllow: /\n") as sites, loopback_names():
+    with Sites(robots="User-agent: *\nAllow: /\n") as sites, loopback_names():
         urls: list[str | Request] = [
             sites.url(f"site{n}.test", f"/p{page}") for n in range(6) for page in range(3)
         ]

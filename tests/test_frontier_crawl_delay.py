@@ -127,7 +127,7 @@ async def test_crawl_delay_counts_from_when_the_previous_request_was_sent() -> N
     after the previous one reached the site, so the site sees the gaps it asked
     for (on arrival, by the server's clock), however late each one went."""
     robots = f"User-agent: *\nCrawl-delay: {CRAWL_DELAY}\n"
-    with Sites(robots=lambda host: robots, page_delay=0.01) as sites, loopback_names():
+    with Sites(robots=robots, page_delay=0.01) as sites, loopback_names():
         with gil_hog():
             crawler, sent = await crawl_paced_site(sites)
         arrived = {
@@ -160,7 +160,7 @@ async def test_a_full_slot_goes_on_as_soon_as_its_download_ends() -> None:
     FULL_RECHECK or at the engine's 5 s heartbeat. A Scrapy whose downloader
     stops reporting it fails here."""
     robots = "User-agent: *\nAllow: /\n"
-    with Sites(robots=lambda host: robots, page_delay=0.05) as sites, loopback_names():
+    with Sites(robots=robots, page_delay=0.05) as sites, loopback_names():
         crawler, sent = await crawl_paced_site(
             sites,
             {"CONCURRENT_REQUESTS_PER_DOMAIN": 1, **STAMPING},  # no busy handler

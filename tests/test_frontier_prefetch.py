@@ -50,7 +50,7 @@ async def test_requests_the_disk_queue_cannot_store_are_crawled(tmp_path: Path) 
     three origins' pages that cannot be serialized: the window comes back as
     each origin's page leaves, so all three are crawled and the crawl finishes
     (it stalled after the first, each page counted twice in the window)."""
-    with Sites(robots=lambda host: "User-agent: *\nAllow: /\n") as sites, loopback_names():
+    with Sites(robots="User-agent: *\nAllow: /\n") as sites, loopback_names():
         urls = [sites.url(f"u{number}.test", "/page") for number in range(3)]
         answered: dict[str, float] = {}
         failed: dict[str, str] = {}
@@ -113,7 +113,7 @@ async def test_a_slot_waits_for_robots_txt_in_the_queue_at_most_await_robots(
     forward once the stalled robots.txt is at the server and the page queued."""
     with (
         Sites(
-            robots=lambda host: "User-agent: *\nAllow: /\n",
+            robots="User-agent: *\nAllow: /\n",
             robots_wait=lambda host: HANG if host == "stall.test" else 0.0,
         ) as sites,
         loopback_names(),
@@ -165,8 +165,8 @@ async def test_prefetch_runs_at_most_rep_max_fetches_robots_txt_at_once() -> Non
     is crawled."""
     with (
         Sites(
-            robots=lambda host: "User-agent: *\nAllow: /\n",
-            robots_wait=lambda host: 0.05,
+            robots="User-agent: *\nAllow: /\n",
+            robots_wait=0.05,
         ) as sites,
         loopback_names(),
     ):
@@ -265,7 +265,7 @@ async def test_hanging_robots_txt_cost_ordinary_origins_one_timeout_at_most(
     ordinary = [f"n{number}.test" for number in range(ORDINARY)]
     with (
         Sites(
-            robots=lambda host: "User-agent: *\nAllow: /\n",
+            robots="User-agent: *\nAllow: /\n",
             robots_wait=lambda host: HANG if host.startswith("h") else 0.0,
         ) as sites,
         loopback_names(),
@@ -343,7 +343,7 @@ async def test_a_queue_of_any_name_keeps_its_order_when_robots_txt_arrives() -> 
     pages = 6
     with (
         Sites(
-            robots=lambda host: "User-agent: *\nAllow: /\n",
+            robots="User-agent: *\nAllow: /\n",
             robots_wait=lambda host: 0.5 if host == "later.test" else 0.0,
         ) as sites,
         loopback_names(),

@@ -12,12 +12,11 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, BinaryIO
+from typing import Any
 
 import pytest
 import pytest_twisted
@@ -26,7 +25,7 @@ from crawls import run_crawl, run_reporting
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.http import Response
-from servers import Reply, ScriptedServer
+from servers import Flood, Gate, Raw, Reply, ScriptedServer
 from twisted.internet.defer import ensureDeferred
 
 from scrapy_rep import ForbiddenByRobots, RobotsTxtUnavailable, _clock
@@ -38,28 +37,20 @@ PEAK_MB = 250  # what a crawl meeting these servers may take at most
 FLOOD_SECONDS = 20
 
 
-FLOODED: list[int] = []
-"""Bytes of header lines each flood got into the connection before the client
-hung up (or FLOOD_SECONDS passed)."""
 FLOOD_BOUND = 32 * 2**20
 """The most a flood cut short at 64 KiB gets written: what the kernel buffers on
 loopback (a few MB each way). A client reading for the whole fetch timeout took
 some 400 MB."""
 
 
-def _header_flood(out: BinaryIO) -> None:
-    """A status line, then header lines for as long as the client listens (20 s at most)."""
-    out.write(b"HTTP/1.1 200 OK\r\n")
-    block = (b"X-Flood: " + b"a" * 4000 + b"\r\n") * 64
-    written = 0
-    deadline = time.monotonic() + FLOOD_SECONDS
-    try:
-        while time.monotonic() < deadline:
-            out.write(block)
-            written += len(block)
-        out.flush()
-    finally:
-        FLOODED.append(written)
+_HEADER_FLOOD = Reply(
+    raw=Raw(
+        b"HTTP/1.1 200 OK\r\n",
+        Flood((b"X-Flood: " + b"a" * 4000 + b"\r\n") * 64, FLOOD_SECONDS),
+    )
+)
+"""A status line, then header lines for as long as the client listens
+(FLOOD_SECONDS at most); ``written`` says how many bytes got into the connection."""
 
 
 def _measured_crawl(urls: list[str], reactor: str, **settings: Any) -> dict[str, Any]:
@@ -88,22 +79,22 @@ def test_a_header_flood_is_cut_short_on_every_download_of_ours(
     settings: dict[str, Any] = {"REP_FETCH_TIMEOUT": 15}
     if where == "robots-redirect-hop":
         site.script("/robots.txt", Reply(status=301, headers={"Location": "/moved/robots"}))
-        site.script("/moved/robots", Reply(stream=_header_flood))
+        flooded_path = "/moved/robots"
     else:
         site.robots(RULES)
-        site.script("/.well-known/tdmrep.json", Reply(stream=_header_flood))
+        flooded_path = "/.well-known/tdmrep.json"
         settings["REP_PURPOSES"] = ["train-ai"]
+    site.script(flooded_path, _HEADER_FLOOD)
     site2.robots(RULES)
-    FLOODED.clear()
     report = _measured_crawl(
         [site.url("/a"), site2.url("/a")], pytestconfig.getoption("reactor"), **settings
     )
 
     assert report["peak_mb"] < PEAK_MB, report
     deadline = time.monotonic() + 5  # the server's thread sees the hang-up after the crawl ends
-    while not FLOODED and time.monotonic() < deadline:
+    while not site.written(flooded_path) and time.monotonic() < deadline:
         time.sleep(0.01)
-    [flooded] = FLOODED
+    [flooded] = site.written(flooded_path)
     assert flooded < FLOOD_BOUND, f"{flooded:,} bytes read: not cut short"
     assert report["seen"][site2.url("/a")] == "HTTP 200"
     stats = report["stats"]
@@ -204,13 +195,11 @@ that hangs. Under REP_FETCH_TIMEOUT, as the next hop's time would be, were
 each hop given its own."""
 
 
-def _hanging_second_hop(
-    site: ScriptedServer, first: str, final: Reply
-) -> tuple[threading.Event, threading.Event]:
+def _hanging_second_hop(site: ScriptedServer, first: str, final: Reply) -> tuple[Gate, Gate]:
     """``first`` redirects to /hop1 once the first event is set, /hop1 to /hop2
     once the second is (never, in the test), /hop2 answers ``final``: the
     events."""
-    answer, never = threading.Event(), threading.Event()
+    answer, never = Gate(), Gate()
     waits = {"wait_timeout": 2 * FETCH_TIMEOUT}
     site.script(first, Reply(status=301, headers={"Location": "/hop1"}, wait_for=answer, **waits))
     site.script("/hop1", Reply(status=301, headers={"Location": "/hop2"}, wait_for=never, **waits))
@@ -222,7 +211,7 @@ async def _over_the_hops(
     site: ScriptedServer,
     first: str,
     clock: ModuleType,
-    answer: threading.Event,
+    answer: Gate,
     ended: Callable[[], bool],
 ) -> None:
     """Moves the clock over the fetch of ``first``: to FIRST_ANSWER of it (still

@@ -9,18 +9,15 @@ are known, 429/503 answers with Retry-After, and garbage headers.
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import random
 import struct
-import threading
-import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, BinaryIO
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest
@@ -28,7 +25,7 @@ import pytest_twisted
 from crawls import CrawlResult, loopback_names, run_crawl, run_reporting
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
-from servers import PAGE, Reply, ScriptedServer
+from servers import PAGE, Flood, Gate, Pause, Raw, Reply, ScriptedServer
 
 from scrapy_rep import ForbiddenByRobots, RobotsTxtUnavailable
 from scrapy_rep._download import TIMEOUT
@@ -206,19 +203,21 @@ async def test_a_robots_txt_that_cannot_be_decoded_reads_as_an_empty_file(
 # -- sizes and headers ---------------------------------------------------------------------------
 
 
-def _lying_length(out: BinaryIO) -> None:
-    """Announces 10 GiB, sends 600 KiB of robots.txt and then nothing."""
-    out.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 10737418240\r\n\r\n")
-    out.write(RULES + (b"#" * 1023 + b"\n") * 600)
-    out.flush()
-    time.sleep(3)
+_LYING_LENGTH = Reply(
+    raw=Raw(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 10737418240\r\n\r\n",
+        RULES + (b"#" * 1023 + b"\n") * 600,
+        Pause(3),
+    )
+)
+"""Announces 10 GiB, sends 600 KiB of robots.txt and then nothing."""
 
 
 @pytest_twisted.ensureDeferred
 async def test_a_10_gib_content_length_is_read_up_to_rep_max_size(site: ScriptedServer) -> None:
     """Not "unreachable" before a byte is read (Scrapy's DOWNLOAD_MAXSIZE): the
     first 500 KiB are parsed, as RFC 9309 §2.5 allows and Google does."""
-    site.script("/robots.txt", Reply(stream=_lying_length))
+    site.script("/robots.txt", _LYING_LENGTH)
     result = await run_crawl([site.url("/a"), site.url("/private/a")])
     assert site.hits("/a") == 1
     assert site.hits("/private/a") == 0
@@ -227,14 +226,10 @@ async def test_a_10_gib_content_length_is_read_up_to_rep_max_size(site: Scripted
     assert result.stats["rep/robotstxt/truncated"] == 1
 
 
-def _header_flood(out: BinaryIO) -> None:
-    """A status line, then header lines for as long as the client listens (20 s at most)."""
-    out.write(b"HTTP/1.1 200 OK\r\n")
-    line = b"X-Flood: " + b"a" * 4000 + b"\r\n"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        out.write(line * 64)
-    out.flush()
+_HEADER_FLOOD = Reply(
+    raw=Raw(b"HTTP/1.1 200 OK\r\n", Flood((b"X-Flood: " + b"a" * 4000 + b"\r\n") * 64, 20))
+)
+"""A status line, then header lines for as long as the client listens (20 s at most)."""
 
 
 @pytest.mark.slow
@@ -242,7 +237,7 @@ def test_a_header_flood_is_cut_short(site: ScriptedServer, site2: ScriptedServer
     """The flood's fetch ends as its headers pass REP_HEADERS_MAX, not at
     REP_FETCH_TIMEOUT: its failure is the cut connection, not a timeout (with
     ``REP_HEADERS_MAX = 0`` it is Scrapy's download timeout, at 15 s)."""
-    site.script("/robots.txt", Reply(stream=_header_flood))
+    site.script("/robots.txt", _HEADER_FLOOD)
     site2.robots(RULES)
     report = measured_crawl([site.url("/a"), site2.url("/a")], REP_FETCH_TIMEOUT=15)
     assert report["peak_mb"] < PEAK_MB, report
@@ -372,21 +367,14 @@ async def _known_origin_beside_hanging_ones(
     one page each of 40 origins (``h<n>.test``, each its own download slot, as
     on the web) whose robots.txt answers only once the known pages are all
     asked for: the crawl, and when the clock was moved (``TimeUpWhenStuck``)."""
-    never = threading.Event()  # set once the known origin's pages are all asked for
+    never = Gate(after=KNOWN_PAGES)  # set once the known origin's pages are all asked for
     stuck = TimeUpWhenStuck(clock, site)
     hanging = [make_site() for _ in range(HANGING_ORIGINS)]
     for server in hanging:
         server.script("/robots.txt", Reply(status=503, wait_for=never, wait_timeout=60))
     site.robots(RULES)
-    known_in = itertools.count(1)
-
-    def known_page(number: int) -> Reply:
-        if next(known_in) == KNOWN_PAGES:
-            never.set()
-        return Reply(body=PAGE)
-
     for i in range(KNOWN_PAGES):
-        site.script(f"/p/{i}", known_page)
+        site.script(f"/p/{i}", Reply(body=PAGE, opens=never))
     urls: list[str | Request] = []
     for i in range(KNOWN_PAGES):
         urls.append(f"http://known.test:{site.port}/p/{i}")

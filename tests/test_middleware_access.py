@@ -7,7 +7,6 @@ server and the ``rep/`` stats.
 from __future__ import annotations
 
 import logging
-import threading
 from itertools import pairwise
 from types import ModuleType
 from typing import Any
@@ -18,7 +17,7 @@ from clock_steps import until
 from crawls import run_crawl
 from scrapy import Request
 from scrapy.crawler import Crawler
-from servers import Reply, ScriptedServer, refused_port
+from servers import Gate, Reply, ScriptedServer, refused_port
 from twisted.internet.defer import ensureDeferred
 
 from scrapy_rep import ForbiddenByRobots, RobotsTxtUnavailable
@@ -175,7 +174,7 @@ async def test_timeout_uses_rep_fetch_timeout_and_disallows_all(
     scrapy-rep's clock, which the test moves past it), not at DOWNLOAD_TIMEOUT
     (180 s): the origin's page is dropped, the timeout counted."""
     fetch_timeout = 60.0
-    never = threading.Event()
+    never = Gate()
     site.script("/robots.txt", Reply(wait_for=never, wait_timeout=2 * fetch_timeout))
     settings = {"REP_FETCH_TIMEOUT": fetch_timeout, "DOWNLOAD_TIMEOUT": 3 * fetch_timeout}
     crawl = ensureDeferred(run_crawl([site.url("/page")], settings))

@@ -6,7 +6,6 @@ make pytest-twisted runs them on it).
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from crawls import run_crawl
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
-from servers import PAGE, Reply, ScriptedServer
+from servers import PAGE, Gate, Reply, ScriptedServer
 
 from scrapy_rep import RobotsTxtUnavailable
 from scrapy_rep._slots import waiting_problems
@@ -55,18 +54,14 @@ async def test_40_concurrent_waiters_all_get_the_verdict(
 
 def starving_sites(
     slow: ScriptedServer, fast: ScriptedServer, wait_timeout: float
-) -> tuple[list[str], threading.Event]:
+) -> tuple[list[str], Gate]:
     """``slow``'s robots.txt answers once ``fast``'s last page was requested
     (or after ``wait_timeout``)."""
-    fast_done = threading.Event()
+    fast_done = Gate()
     slow.script("/robots.txt", Reply(body=ROBOTS, wait_for=fast_done, wait_timeout=wait_timeout))
     fast.robots(ROBOTS)
 
-    def last_fast_page(hit: int) -> Reply:
-        fast_done.set()
-        return Reply(body=PAGE)
-
-    fast.script("/p/9", last_fast_page)
+    fast.script("/p/9", Reply(body=PAGE, opens=fast_done))
     urls = [slow.url(f"/s/{i}") for i in range(10)] + [fast.url(f"/p/{i}") for i in range(10)]
     return urls, fast_done
 

@@ -12,13 +12,13 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import Any
 
 import pytest
 from redis_server import RedisServer
 from redis_workers import start_worker
 from scrapy_forks import Process
-from servers import PAGE, Reply, ScriptedServer, gaps
+from servers import PAGE, Await, Gate, Raw, Reply, ScriptedServer, gaps
 
 pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # worker subprocesses
 
@@ -139,20 +139,21 @@ def test_killing_redis_mid_crawl_loses_no_request(
     every page. (A worker that a loaded machine starts only after Redis died
     has no rules and rightly fetches robots.txt: three fetches were seen so.)"""
     site.robots(DELAYED)
-    redis_gone = threading.Event()
-
-    def answer_once_redis_is_gone(out: BinaryIO) -> None:
-        # Headers at once (the turn's hold ends), the body once Redis is
-        # gone: with one request at a time, a worker's later pages meet the
-        # outage however late the others started.
-        out.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n")
-        out.write(b"Content-Length: %d\r\n\r\n" % len(PAGE))
-        out.flush()
-        redis_gone.wait(START_DEADLINE)
-        out.write(PAGE)
+    redis_gone = Gate()
+    # Headers at once (the turn's hold ends), the body once Redis is gone:
+    # with one request at a time, a worker's later pages meet the outage
+    # however late the others started.
+    answer_once_redis_is_gone = Reply(
+        raw=Raw(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n",
+            b"Content-Length: %d\r\n\r\n" % len(PAGE),
+            Await(redis_gone, START_DEADLINE),
+            PAGE,
+        )
+    )
 
     for n in range(3):
-        site.script(f"/w{n}/page1", Reply(stream=answer_once_redis_is_gone))
+        site.script(f"/w{n}/page1", answer_once_redis_is_gone)
     settings = worker_settings(
         own_redis,
         redis_prefix,

@@ -14,13 +14,13 @@ import stat
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from redis_server import RedisServer
 from scrapy_forks import Process
+from servers import Reply, ScriptedServer
 from test_redis_cluster import finish, start_workers
 
 pytestmark = [pytest.mark.slow, pytest.mark.reactor_free]  # worker subprocesses
@@ -35,7 +35,6 @@ CLOCK = 0.001
 Crawl-delay site: the queue holds the slot until a request's answer begins
 and counts the next turn from then on Redis's clock (microseconds), which is
 this machine's clock, as the site's is; the gap is never shorter by more."""
-SENT_HEADER = "X-Test-Sent"  # servers.SENT_HEADER, set by sent_stamp.StampingHandler
 IN_FLIGHT = 0.5
 """Seconds after a 503 reached a worker during which requests may still go: the
 worker tells the cluster through Redis (0.31 s was seen on Scrapy 2.14 with
@@ -53,58 +52,37 @@ class Hit:
     """When the request arrived here (``time.time()``, before it is answered)."""
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self) -> None:
-        arrived = time.time()
-        host = (self.headers.get("Host") or "").split(":")[0]
-        status, body, headers = self.server.sites.answer(host, self.path)
-        # When the crawler let the request go, where the worker stamps it
-        # (sent_stamp.py), else when it arrived here.
-        sent = float(self.headers.get(SENT_HEADER) or time.time())
-        self.server.sites.record(
-            Hit(host, self.path, sent, self.headers.get("X-Worker", ""), status, arrived)
-        )
-        try:
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 512
-    sites: ManySites
-
-
 class ManySites:
-    """``aN.test``: plain; ``dN.test``: Crawl-delay; ``pN.test``: 503 first."""
+    """``aN.test``: plain; ``dN.test``: Crawl-delay; ``pN.test``: 503 first.
+
+    One server in the test servers' process (servers.py) whose every answer is
+    ``answer(host, path)``, called back here: subclasses and tests change it
+    with this process's state (a fault under way, ``held_after``)."""
 
     def __init__(self, page_delay: float = 0.0) -> None:
         self.page_delay = page_delay
         self.delay = DELAY
         self._lock = threading.Lock()
-        self.hits: list[Hit] = []
         self._answered_503: set[str] = set()
         self.held_after: int | None = None  # pages answered; the next wait for `resume`
         self.resume = threading.Event()
         self._pages = 0
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)
-        self._httpd.sites = self
-        self.port = self._httpd.server_address[1]
-        threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
+        self._server = ScriptedServer()
+        self.port = self._server.port
+        self._server.answer_unscripted(self._reply)
+
+    def _reply(self, host: str, path: str, number: int) -> Reply:
+        status, body, headers = self.answer(host, path)
+        return Reply(status, body, headers)
+
+    @property
+    def hits(self) -> list[Hit]:
+        """Every request whose answer was decided, in arrival order."""
+        return [
+            Hit(hit.host, hit.path, hit.time, _worker(hit.headers), hit.status, hit.arrived)
+            for hit in self._server.log()
+            if hit.status
+        ]
 
     def url(self, host: str, path: str) -> str:
         return f"http://{host}:{self.port}{path}"
@@ -132,17 +110,15 @@ class ManySites:
                 return 503, b"busy", {**text, "Retry-After": f"{PAUSE:g}"}
         return 200, b"<html><body>ok</body></html>", {"Content-Type": "text/html"}
 
-    def record(self, hit: Hit) -> None:
-        with self._lock:
-            self.hits.append(hit)
-
     def of(self, host: str) -> list[Hit]:
-        with self._lock:
-            return sorted((h for h in self.hits if h.host == host), key=lambda h: h.time)
+        return sorted((h for h in self.hits if h.host == host), key=lambda h: h.time)
 
     def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self._server.close()
+
+
+def _worker(headers: dict[str, str]) -> str:
+    return next((value for name, value in headers.items() if name.lower() == "x-worker"), "")
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ each request carrying the header ``X-Worker``; the others run one crawl here.
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import threading
@@ -21,7 +20,7 @@ from redis_server import RedisServer, shared
 from scrapy import Request
 from scrapy.http import Response
 from scrapy_forks import Process
-from servers import PAGE, Reply, ScriptedServer, gaps
+from servers import PAGE, Gate, InTurn, Reply, ScriptedServer, gaps
 from test_redis_cluster import START_DEADLINE
 from test_slowdown import IN_FLIGHT, RETRYING, TOLERANCE, SlowSite, inside_pauses
 
@@ -67,26 +66,14 @@ def test_a_429_seen_by_one_worker_pauses_the_others(
     its next page would have gone, crawling steadily), and has its last four
     still to send. (Before, B crawled 40 pages so as to outlast A's start and
     the pause, and went on 5 s after it.)"""
-    answered: list[float] = []
-    paused = threading.Event()
-
-    def a0(number: int) -> Reply:
-        if number == 1:
-            answered.append(time.time())
-            paused.set()
-            return Reply(status=429, headers={"Retry-After": "4"})
-        return Reply(body=PAGE)
-
-    site.script("/a0", a0)
+    paused = Gate()
+    site.script(
+        "/a0", [Reply(status=429, headers={"Retry-After": "4"}, opens=paused), Reply(body=PAGE)]
+    )
     step = 0.2  # B's DOWNLOAD_DELAY
-    b_sent = itertools.count(1)
-
-    def b_page(number: int) -> Reply:
-        # B's fourth request, whichever page Scrapy's scheduler took fourth
-        if next(b_sent) == 4:
-            return Reply(body=PAGE, wait_for=paused, wait_timeout=START_DEADLINE, delay=step)
-        return Reply(body=PAGE)
-
+    # B's fourth request, whichever page Scrapy's scheduler took fourth
+    fourth = Reply(body=PAGE, wait_for=paused, wait_timeout=START_DEADLINE, delay=step)
+    b_page = InTurn(Reply(body=PAGE), Reply(body=PAGE), Reply(body=PAGE), fourth, Reply(body=PAGE))
     for i in range(8):
         site.script(f"/b{i}", b_page)
     settings = shared(redis_server, redis_prefix, **RETRYING, DOWNLOAD_DELAY=step)
@@ -98,7 +85,8 @@ def test_a_429_seen_by_one_worker_pauses_the_others(
     b = start_worker("b", [site.url(f"/b{i}") for i in range(8)], one_at_a_time)
     wait_for(lambda: len(site.page_hits("/b")) >= 4)
     a = start_worker("a", [site.url(f"/a{i}") for i in range(3)], settings)
-    wait_for(lambda: bool(answered))
+    wait_for(paused.is_set)
+    answered = [hit.arrived for hit in site.log() if hit.path == "/a0"]  # A's 429
     c = start_worker("c", [site.url(f"/c{i}") for i in range(3)], settings)
     reports = {name: report_of(worker) for name, worker in (("a", a), ("b", b), ("c", c))}
 

@@ -11,7 +11,6 @@ import hashlib
 import io
 import json
 import tarfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 import scrapy
 import scrapy_sdist
-from servers import Reply, ScriptedServer
+from servers import Gate, Reply, ScriptedServer
 
 pytestmark = pytest.mark.reactor_free  # no crawl in pytest's process: its reactor changes nothing
 
@@ -87,7 +86,7 @@ def test_a_stalled_index_skips_after_the_timeout(
     index: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(scrapy_sdist, "TIMEOUT", 0.5)
-    release = threading.Event()
+    release = Gate()
     index.script("/simple/scrapy/", Reply(wait_for=release, wait_timeout=30))
     started = time.monotonic()
     try:

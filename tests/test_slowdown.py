@@ -29,7 +29,7 @@ from scrapy.core.downloader import Downloader
 from scrapy.http import Response
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.test import get_crawler
-from servers import PAGE, Hit, Reply, ScriptedServer, gaps
+from servers import PAGE, Hit, InTurn, Reply, ScriptedServer, gaps
 
 from scrapy_rep import _clock
 from scrapy_rep._robots import robots_service
@@ -671,16 +671,9 @@ async def test_a_second_pause_while_requests_wait_in_the_slot_loses_none(
     in the slot when the second 503 comes (6 or 7 are without it, with a delay
     of 0.1 s as of 0.3 s). (The test steps scrapy-rep's clock over the pauses:
     clock_steps.PauseSteps.)"""
-    lock = threading.Lock()
-    answered: list[int] = []
-
-    def answer(number: int) -> Reply:
-        with lock:
-            answered.append(number)
-            nth = len(answered)
-        if nth in (1, 6):
-            return Reply(status=503, headers={"Retry-After": "1"}, body=b"slow down")
-        return Reply(body=PAGE)
+    slow_down = Reply(status=503, headers={"Retry-After": "1"}, body=b"slow down")
+    ok = Reply(body=PAGE)
+    answer = InTurn(slow_down, ok, ok, ok, ok, slow_down, ok)  # the 1st and 6th page asked
 
     urls = []
     for i in range(20):

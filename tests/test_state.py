@@ -54,10 +54,27 @@ class RevalidatingRobots:
         self, site: ScriptedServer, body: bytes, path: str = "/robots.txt", max_age: int = MAX_AGE
     ) -> None:
         self.site = site
-        self.body = body
         self.path = path
         self.max_age = max_age
-        site.script(path, self.reply)
+        self.body = body
+
+    @property
+    def body(self) -> bytes:
+        return self._body
+
+    @body.setter
+    def body(self, body: bytes) -> None:
+        self._body = body
+        headers = {"ETag": self.etag, "Cache-Control": f"max-age={self.max_age}"}
+        not_modified = Reply(status=304, headers=headers)
+        self.site.script(
+            self.path,
+            Reply(
+                body=body,
+                headers={**headers, "Content-Type": "text/plain"},
+                if_none_match=(self.etag, not_modified),
+            ),
+        )
 
     @property
     def etag(self) -> str:
@@ -65,12 +82,6 @@ class RevalidatingRobots:
 
     def last_request(self) -> dict[str, str]:
         return [hit for hit in self.site.log() if hit.path == self.path][-1].headers
-
-    def reply(self, number: int) -> Reply:
-        headers = {"ETag": self.etag, "Cache-Control": f"max-age={self.max_age}"}
-        if self.last_request().get("If-None-Match") == self.etag:
-            return Reply(status=304, headers=headers)
-        return Reply(body=self.body, headers={**headers, "Content-Type": "text/plain"})
 
 
 def state_settings(tmp_path: Path, **more: Any) -> dict[str, Any]:

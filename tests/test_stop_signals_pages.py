@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-import threading
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,7 +20,7 @@ from clock_steps import PauseSteps
 from crawls import CrawlResult, run_crawl
 from scrapy import Request, signals
 from scrapy.spidermiddlewares.httperror import HttpError
-from servers import PAGE, Hit, Reply, ScriptedServer, own_address
+from servers import PAGE, Gate, Hit, Reply, ScriptedServer, own_address
 
 from scrapy_rep import PaymentRequired, SiteChallenged
 from scrapy_rep import signals as rep_signals
@@ -384,7 +383,7 @@ async def test_a_late_answer_sent_before_the_pause_is_no_probe(own_site: Scripte
     and began the second pause, and the next probe went 0.66 s after the
     first probe's answer, for a pause of 1 s)."""
     challenge = Reply(403, CHALLENGE_PAGE, {"cf-mitigated": "challenge"})
-    probe_came, late_got = threading.Event(), threading.Event()
+    probe_came, late_got = Gate(), Gate()
     script_pages(own_site, challenge, 30)
     own_site.script("/page/1", dataclasses.replace(challenge, wait_for=probe_came))
     own_site.script("/page/2", dataclasses.replace(challenge, wait_for=late_got))  # the probe

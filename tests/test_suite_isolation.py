@@ -37,11 +37,11 @@ from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.test import get_crawler
-from servers import Reply
+from servers import Reply, Gate
 
 from crawls import BASE_SETTINGS, ListSpider, CrawlResult
 
-NEVER = threading.Event()  # never set: the page answers after 60 s
+NEVER = Gate()  # never set: the page answers after 60 s
 
 
 async def ordinary(site):
@@ -96,10 +96,11 @@ async def test_leaves_a_crawler_running(site, site2):
 """
 
 HOLDS_A_REDIS = """
-def test_holds_a_redis(own_redis, tmp_path_factory):
+def test_holds_a_redis(own_redis, site, tmp_path_factory):
     import os, time
+    import servers
     with open(os.environ["REDIS_PID_FILE"], "w") as out:
-        out.write(str(own_redis.process.pid))
+        out.write(f"{own_redis.process.pid} {servers._child().process.pid}")
     time.sleep(600)
 
 """
@@ -278,10 +279,11 @@ def alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
-def test_a_killed_run_leaves_no_redis_server_behind(
+def test_a_killed_run_leaves_no_redis_server_or_test_server_behind(
     tmp_path: Path, pytestconfig: pytest.Config
 ) -> None:
-    """Even SIGKILL, which no handler sees: the redis-server dies with pytest."""
+    """Even SIGKILL, which no handler sees: the redis-server and the test
+    servers' process (servers.py) die with pytest."""
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")
     reactor = pytestconfig.getoption("reactor")
@@ -297,14 +299,15 @@ def test_a_killed_run_leaves_no_redis_server_behind(
         deadline = time.monotonic() + 60
         while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
             time.sleep(0.1)
-        redis_pid = int(pid_file.read_text())
-        assert alive(redis_pid)
+        pids = [int(pid) for pid in pid_file.read_text().split()]
+        assert len(pids) == 2
+        assert all(alive(pid) for pid in pids)
         run.kill()
         run.wait(10)
     deadline = time.monotonic() + 10
-    while alive(redis_pid) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not alive(redis_pid)
+    assert not [pid for pid in pids if alive(pid)]
 
 
 def test_a_redis_server_started_by_a_thread_outlives_the_thread() -> None:

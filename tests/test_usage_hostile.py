@@ -15,7 +15,6 @@ loaded machine stretches; other times are taken in the crawler
 
 from __future__ import annotations
 
-import itertools
 import json
 import threading
 import time
@@ -29,7 +28,7 @@ from crawls import CrawlResult, loopback_names, run_crawl
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
-from servers import PAGE, Reply, ScriptedServer, gaps
+from servers import PAGE, Gate, Reply, ScriptedServer, gaps
 
 TDMREP = "/.well-known/tdmrep.json"
 RULES = b"User-agent: *\nDisallow: /private\n"
@@ -43,6 +42,9 @@ clock past it (``rep_clock``) once the known origin's pages are all asked for
 (17-30 s of real time with two suites at once on two cores), so that no wait
 ends on its own before. A page holding a place while it waits would stop the
 known origin for about this long in real time."""
+WATCH_LIMIT = 300.0
+"""Seconds ``TimeUp`` waits for the known pages at most (the suite's time
+limit per test): its thread ends with the test's crawl."""
 KNOWN_GAP = FETCH_TIMEOUT / 4
 """Seconds the known origin's pages may pause (as sent) beside the hostile
 ones: far from a held place's stop, and from a loaded machine's stall (5.8 s
@@ -89,16 +91,21 @@ class TimeUp:
     def __init__(self, clock: ModuleType, then: Callable[[], None] = lambda: None) -> None:
         self._clock = clock
         self._then = then
-        self._asked = itertools.count(1)
+        self.asked = Gate(after=KNOWN_PAGES)  # opened by the known pages' requests
+        self.known_page = Reply(body=PAGE, opens=self.asked)
+        """The script of each known page (played in the test servers' process)."""
         self.at: float | None = None  # when the clock moved (time.time())
 
-    def known_page(self, number: int) -> Reply:
-        """The script of each known page (served in the server's threads)."""
-        if next(self._asked) == KNOWN_PAGES:
-            from twisted.internet import reactor
+    def watch(self) -> None:
+        """Move the clock once the known pages are all asked for (a thread waits)."""
 
-            reactor.callFromThread(self._advance)  # type: ignore[attr-defined]
-        return Reply(body=PAGE)
+        def advance_when_asked() -> None:
+            if self.asked.wait(WATCH_LIMIT):
+                from twisted.internet import reactor
+
+                reactor.callFromThread(self._advance)  # type: ignore[attr-defined]
+
+        threading.Thread(target=advance_when_asked, daemon=True).start()
 
     def _advance(self) -> None:
         self.at = time.time()
@@ -135,6 +142,7 @@ async def known_origin_beside_hostile_ones(
     if time_up is not None:
         for i in range(KNOWN_PAGES):
             known.script(f"/p/{i}", time_up.known_page)
+        time_up.watch()
     hostile.robots(RULES)
     urls: list[str] = []
     left = HOSTILE_ORIGINS
@@ -169,7 +177,7 @@ async def test_hanging_tdmrep_json_files_do_not_stall_a_known_origin(
     pages keep flowing (before: each of 16 places held by such a page for
     REP_FETCH_TIMEOUT); the pages waiting go on once the file's time is up
     (the clock moved past REP_FETCH_TIMEOUT), annotated without it."""
-    never = threading.Event()
+    never = Gate()
     site2.script(TDMREP, json_reply(RESERVED, wait_for=never, wait_timeout=2 * FETCH_TIMEOUT))
     time_up = TimeUp(rep_clock)
     arrivals = Arrivals(when_hostile_in=never.set)
@@ -192,7 +200,7 @@ async def test_hanging_tdmrep_json_files_do_not_stall_a_known_origin(
     assert stats["rep/usage/train-ai/unknown"] == KNOWN_PAGES + HOSTILE_ORIGINS
 
 
-def redirect_chain(hops: int, first: threading.Event) -> dict[str, Reply]:
+def redirect_chain(hops: int, first: Gate) -> dict[str, Reply]:
     """tdmrep.json redirected ``hops`` times to a file reserving everything: the
     first answer once ``first`` is set, the others at once."""
     replies = {
@@ -223,7 +231,7 @@ async def test_slow_tdmrep_json_redirect_hops_do_not_stall_a_known_origin(
     file, counted. (A page's wait and its file's whole-chain budget end at
     the same moment: which the event loop sees first decides whether the
     page counts as ``wait_expired``, or the file's error reaches it.)"""
-    first = threading.Event()
+    first = Gate()
     for path, reply in redirect_chain(5, first).items():
         site2.script(path, reply)
     time_up = TimeUp(rep_clock, then=first.set)
@@ -315,7 +323,7 @@ async def test_without_rep_max_waiting_tdmrep_waiters_hold_places_for_the_fetch_
     REP_FETCH_TIMEOUT at most each time (the clock moved past it once per
     place-full of them: 40 pages on 16 places, 3 times at most), and nothing
     is lost."""
-    never = threading.Event()
+    never = Gate()
     site2.script(TDMREP, json_reply(RESERVED, wait_for=never, wait_timeout=2 * FETCH_TIMEOUT))
     arrivals = Arrivals(when_hostile_in=never.set)
     stuck = TimeUpWhenStuck(rep_clock, site)
