@@ -1,18 +1,11 @@
 """Pins: robots.txt files the crawl expects unchanged (``REP_PIN_FILE``, docs/state.md).
 
-A pin file maps origins to the SHA-256 of their robots.txt (the bytes its
-rules were read from: :attr:`scrapy_rep.policy.Entry.sha256`), as a JSON
-object, ``origin sha256`` lines, or JSON lines such as an earlier crawl's
-``evidence.jsonl`` (:func:`read_pins`).
-
-When a fetched robots.txt differs from its pin, :class:`PinWatch` says so once
-with what changed in its rule lines (when the pinned body is at hand: seen
-earlier in the crawl, kept in ``REP_STATE_DIR``, or read back from an
-evidence archive's WARC files: :mod:`scrapy_rep.evidence.archived`), counts
-the requests refused since (and those the pinned rules allowed), and under
-``REP_PIN_ACTION = "stop_origin"`` has the middleware drop the origin's
-requests with :class:`~scrapy_rep.exceptions.RobotsTxtChanged`. At spider
-close, one line per changed origin sums it up.
+A pin maps an origin to the SHA-256 of the bytes its rules were read from
+(:attr:`scrapy_rep.policy.Entry.sha256`). :class:`PinWatch` says once what
+changed in a robots.txt that differs from its pin (when the pinned body is at
+hand: seen this crawl, in ``REP_STATE_DIR``, or in an evidence archive), counts
+the requests refused since, and under ``REP_PIN_ACTION = "stop_origin"`` has
+the middleware drop the origin's requests.
 """
 
 from __future__ import annotations
@@ -21,6 +14,7 @@ import json
 import logging
 import re
 from collections import Counter, OrderedDict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -155,30 +149,18 @@ def rule_lines(body: bytes) -> RuleLines:
     )
 
 
+@dataclass(slots=True)
 class _Changed:
     """One origin's robots.txt that differs from its pin."""
 
-    __slots__ = (
-        "current",
-        "dropped",
-        "forbidden",
-        "newly_forbidden",
-        "pinned_rules",
-        "unread",
-        "what",
-    )
-
-    def __init__(
-        self, current: str, what: str, pinned_rules: RobotsTxt | None, unread: str = ""
-    ) -> None:
-        self.current = current
-        self.what = what
-        self.pinned_rules = pinned_rules
-        self.unread = unread
-        """Why the pinned body named by the evidence archive could not be read back."""
-        self.forbidden = 0
-        self.newly_forbidden = 0
-        self.dropped = 0
+    current: str
+    what: str
+    pinned_rules: RobotsTxt | None
+    unread: str = ""
+    """Why the pinned body named by the evidence archive could not be read back."""
+    forbidden: int = 0
+    newly_forbidden: int = 0
+    dropped: int = 0
 
 
 class PinWatch:
@@ -189,7 +171,6 @@ class PinWatch:
     ) -> None:
         self.pins = pins
         self.stop = config.pin_action == "stop_origin" and not config.dry_run
-        self.user_agent = config.user_agent
         self._max_size = config.max_size
         assert crawler.stats is not None
         self._stats = crawler.stats
