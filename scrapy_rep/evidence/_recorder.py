@@ -1,16 +1,10 @@
-"""The evidence archive of one crawl (``REP_EVIDENCE``): WARC records and ``evidence.jsonl``.
+"""The evidence archive of one crawl (``REP_EVIDENCE``): WARC records and
+``evidence.jsonl`` (docs/evidence.md).
 
-Every download of scrapy-rep's own files goes through one core
-(:meth:`scrapy_rep._download.OwnDownloads.send`), which hands each answer here
-(:meth:`Evidence.exchange`: a ``request`` and a ``response`` record, or a
-``revisit`` one when the same payload was written before) and each failure
-(:meth:`Evidence.failed`). When a fetch ends, its reader (the robots.txt
-fetcher, the tdmrep.json files) hands over what it read
-(:meth:`Evidence.finished`): a ``metadata`` record and one line of
-``evidence.jsonl``. The body recorded is the one the rules were read from,
-after content decoding, its HTTP head rewritten to say so (docs/evidence.md).
-A disk error costs one ERROR and a count (``rep/evidence/write_errors``), or
-the crawl under ``REP_EVIDENCE_REQUIRED``.
+The one download core of scrapy-rep's own files
+(:meth:`scrapy_rep._download.OwnDownloads.send`) hands each answer
+(:meth:`Evidence.exchange`) and failure (:meth:`Evidence.failed`) here; when a
+fetch ends, its reader hands over what it read (:meth:`Evidence.finished`).
 """
 
 from __future__ import annotations
@@ -152,7 +146,7 @@ class Evidence:
                 content_type="application/json",
             )
             line["metadata_record_id"] = written.record_id
-            self._count_record()
+            self._stats.inc_value("rep/evidence/records")
             self._append_line(line)
         except Exception as exc:
             self._error(exc)
@@ -193,7 +187,7 @@ class Evidence:
             when=started,
             content_type="application/http;msgtype=request",
         )
-        self._count_record()
+        self._stats.inc_value("rep/evidence/records")
         decoded = request.meta.get(DECODED_META)
         head = _response_head(response, rewrite=bool(decoded) or truncated)
         fields = [
@@ -245,11 +239,8 @@ class Evidence:
         if body and response.status != 304:
             target = earlier or (written.record_id, uri, warc_date(when))
             lru_put(self._latest, uri, target, _MAX_DIGESTS)
-        self._count_record()
-        hop.update(warc_file=written.file, warc_offset=written.offset, record_id=written.record_id)
-
-    def _count_record(self) -> None:
         self._stats.inc_value("rep/evidence/records")
+        hop.update(warc_file=written.file, warc_offset=written.offset, record_id=written.record_id)
 
     def _append_line(self, line: dict[str, Any]) -> None:
         if self._jsonl is None:

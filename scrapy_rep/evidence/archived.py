@@ -1,14 +1,9 @@
 """Pinned robots.txt bodies read back from an evidence archive. No Scrapy.
 
-A pin file that is an earlier crawl's ``evidence.jsonl`` names, for each
-origin, the SHA-256 of the bytes its rules were read from
-(``parsed_sha256``); the line also says where the response record is
-(``warc_file``, ``warc_offset``) and how many bytes were parsed
-(``parsed_bytes``). :class:`ArchivedBodies` reads that one gzip member, or,
-for a ``revisit`` record (the same payload written before), the member of
-the record it refers to (the hop whose ``record_id`` is its ``revisit_of``),
-and checks the bytes against the digest. Reading is bounded: one member,
-never more than the parsed bytes and the record's heads.
+An earlier crawl's ``evidence.jsonl`` as a pin file names, for each origin,
+the ``parsed_sha256`` and where its response record is: :class:`ArchivedBodies`
+reads that one gzip member (or the one a ``revisit`` record refers to), never
+more than the parsed bytes and the record's heads, and checks the digest.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""``response.meta["rep_provenance"]``: where each response's verdict came from.
-
-Set on every request the robots middleware checks (always overwritten), so
-each response carries it; docs/evidence.md lists its fields. Everything in it
-is JSON-safe (str, int, bool, None, lists, dicts).
+"""``response.meta["rep_provenance"]``: where each response's verdict came from
+(JSON-safe; docs/evidence.md lists its fields).
 
 The robots.txt part is built once per origin and fetch, then copied; per
-request it costs a small dict: the decision is the robots middleware's own match
-(:meth:`RobotsTxt.decide`), made once for the verdict and the provenance.
+request it costs a small dict around the middleware's own :meth:`RobotsTxt.decide`.
 """
 
 from __future__ import annotations
@@ -21,6 +17,7 @@ from scrapy_rep.cache import lru_put
 from scrapy_rep.evidence._warc import warc_date
 from scrapy_rep.origin import ROBOTS_PATH
 from scrapy_rep.policy import CHALLENGED, PARSED, UNREACHABLE
+from scrapy_rep.robotstxt import Decision
 from scrapy_rep.robotstxt._groups import parsed_bytes
 
 if TYPE_CHECKING:
@@ -30,11 +27,12 @@ if TYPE_CHECKING:
     from scrapy_rep.evidence._recorder import Evidence
     from scrapy_rep.origin import Origin
     from scrapy_rep.policy import Entry
-    from scrapy_rep.robotstxt import Decision, RobotsTxt
+    from scrapy_rep.robotstxt import RobotsTxt
 
 __all__ = ["PROVENANCE_META", "Provenance", "unchecked"]
 
 PROVENANCE_META = "rep_provenance"
+_LET_THROUGH = Decision(True)
 
 logger = logging.getLogger(__name__)
 
@@ -165,22 +163,14 @@ class Provenance:
         """The provenance of a request ``agent``'s rules decided as ``found``
         (the middleware's own match; None: robots.txt unreachable and the
         request let through)."""
-        if found is None:
-            decision: dict[str, Any] = {
-                "allowed": True,
-                "token": agent,
-                "group": [],
-                "line": None,
-                "rule": None,
-            }
-        else:
-            decision = {
-                "allowed": found.allowed,
-                "token": agent,
-                "group": list(found.agents),
-                "line": found.line,
-                "rule": found.rule,
-            }
+        found = found or _LET_THROUGH
+        decision = {
+            "allowed": found.allowed,
+            "token": agent,
+            "group": list(found.agents),
+            "line": found.line,
+            "rule": found.rule,
+        }
         return {
             "origin": origin.text,
             "decided_at": self._stamp(_clock.now()),
