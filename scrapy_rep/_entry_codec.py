@@ -13,8 +13,6 @@ from typing import Literal
 from scrapy_rep.policy import OUTCOMES, Entry
 from scrapy_rep.robotstxt import RobotsTxt
 
-__all__ = ["Rules", "decode", "encode"]
-
 Rules = Literal["body", "allow_all", "none"]
 """How an entry's rules are kept: its robots.txt body (beside the text), none
 needed (everything allowed), or none at all (unreachable)."""

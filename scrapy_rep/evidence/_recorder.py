@@ -41,8 +41,6 @@ if TYPE_CHECKING:
 
     from scrapy_rep.config import Config
 
-__all__ = ["JSONL", "Evidence"]
-
 logger = logging.getLogger(__name__)
 
 JSONL = "evidence.jsonl"

@@ -20,8 +20,6 @@ from typing import BinaryIO, NamedTuple
 
 from scrapy_rep import _clock
 
-__all__ = ["WarcFiles", "Written", "digest", "http_block", "warc_date"]
-
 CRLF = b"\r\n"
 _SERIALS = itertools.count(1)
 """File numbers, for the whole process: several crawls of one process (or

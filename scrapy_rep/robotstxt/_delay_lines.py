@@ -17,16 +17,6 @@ from typing import Final
 from scrapy_rep.robotstxt import _lines
 from scrapy_rep.robotstxt._groups import Groups, agent_token
 
-__all__ = [
-    "NO_DELAYS",
-    "AgentDelays",
-    "delay_line",
-    "lines_of_runs_naming",
-    "parse_delay",
-    "parse_rate",
-    "read_delays",
-]
-
 _DELAY = re.compile(r"\d+(?:\.\d*)?|\.\d+")
 _RATE = re.compile(r"(\d+)\s*/\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)(?![A-Za-z])", re.I)
 # A request count of more digits is no rate anyone asks for: unusable, as an

@@ -16,8 +16,6 @@ from urllib.parse import urljoin
 
 from scrapy_rep.robotstxt import _lines
 
-__all__ = ["GLOBAL", "NO_GROUPS", "Groups", "agent_token", "body_text", "find_groups", "sitemaps"]
-
 GLOBAL = "*"
 _TOKEN = re.compile(r"[A-Za-z_-]*")
 _BOM = b"\xef\xbb\xbf"

@@ -10,31 +10,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = [
-    "ALLOW",
-    "ALLOW_KEY",
-    "CONTENT_SIGNAL",
-    "CONTENT_SIGNAL_KEY",
-    "CONTENT_USAGE",
-    "CONTENT_USAGE_KEY",
-    "CRAWL_DELAY",
-    "CRAWL_DELAY_KEY",
-    "DISALLOW",
-    "DISALLOW_KEY",
-    "LONG_LINE",
-    "MAX_LINE",
-    "OTHER",
-    "REQUEST_RATE",
-    "REQUEST_RATE_KEY",
-    "RULE_KEY",
-    "RULE_LINE",
-    "SITEMAP",
-    "SITEMAP_KEY",
-    "USER_AGENT",
-    "USER_AGENT_KEY",
-    "parse_line",
-]
-
 USER_AGENT, ALLOW, DISALLOW, SITEMAP, CRAWL_DELAY, REQUEST_RATE, OTHER = range(7)
 # Usage preferences (scrapy_rep.usage): read only when RobotsTxt.usage() asks.
 CONTENT_USAGE, CONTENT_SIGNAL = 7, 8

@@ -22,8 +22,6 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 
-__all__ = ["NO_PATTERNS", "Matcher", "allows", "matches"]
-
 _NO_KEYS: list[str] = []  # shared by matchers without prefixes or heads; never changed
 _NO_INDEXES = array("i")
 _NO_RANKS = array("q")

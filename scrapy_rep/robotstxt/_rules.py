@@ -24,16 +24,6 @@ from scrapy_rep.robotstxt._url import (
 if TYPE_CHECKING:
     from scrapy_rep.robotstxt._usage_lines import AgentUsage
 
-__all__ = [
-    "ALLOW_ALL",
-    "DISALLOW_ALL",
-    "AgentRules",
-    "Reading",
-    "read_rules",
-    "rule_line",
-    "second_reading",
-]
-
 _KIND_NAMES = {True: _lines.KEY_NAMES[_lines.ALLOW], False: _lines.KEY_NAMES[_lines.DISALLOW]}
 _SPACE = " \t\v\f"
 

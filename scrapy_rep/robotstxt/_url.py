@@ -14,15 +14,6 @@ import re
 import string
 from collections.abc import Iterable
 
-__all__ = [
-    "decode_reserved",
-    "has_bare_percent",
-    "normalize_path",
-    "normalize_pattern",
-    "path_of",
-    "url_path",
-]
-
 # RFC 3986 §2.2-2.3.
 _RESERVED = ":/?#[]@" + "!$&'()*+,;="
 _UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")

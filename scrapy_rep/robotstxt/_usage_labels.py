@@ -11,22 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = [
-    "AI_INPUT",
-    "CONTENT_SIGNAL",
-    "CONTENT_SIGNAL_VALUES",
-    "CONTENT_USAGE",
-    "CONTENT_USAGE_VALUES",
-    "PURPOSES",
-    "ROBOTS_DIRECTIVES",
-    "SEARCH",
-    "TDMREP",
-    "TDMREP_VALUES",
-    "TRAIN_AI",
-    "Label",
-    "purposes_of",
-]
-
 TRAIN_AI: Final = "train-ai"
 SEARCH: Final = "search"
 AI_INPUT: Final = "ai-input"

@@ -20,8 +20,6 @@ from scrapy_rep.robotstxt._match import Matcher, matches
 from scrapy_rep.robotstxt._url import normalize_pattern
 from scrapy_rep.robotstxt._usage_formats import content_signal, content_usage
 
-__all__ = ["NO_USAGE", "AgentUsage", "UsageDecision", "UsageLine", "read_usage"]
-
 _SPACE = " \t"
 
 
