@@ -110,7 +110,6 @@ def set_component(
 def downloader_middlewares(settings: BaseSettings) -> list[tuple[Any, float]]:
     """The enabled downloader middlewares, base included, as the installed
     Scrapy builds them: (class, or the key if it does not load; order), in order.
-
     get_component_priority_dict_with_base is 2.15.1's; before, getwithbase
     (on 2.14 a class key and its import path are two middlewares, both built)."""
     merge = getattr(settings, "get_component_priority_dict_with_base", None)

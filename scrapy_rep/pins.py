@@ -62,21 +62,11 @@ def read_pins(path: str) -> dict[str, str]:
     else:
         items = []
         for line in text.splitlines():
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            if line.startswith("{"):
-                found = _evidence_line(line)
-                if found is None:
-                    skipped += 1
-                elif found != ("", ""):
-                    items.append(found)
-                continue
-            parts = line.split()
-            if len(parts) == 2:
-                items.append((parts[0], parts[1]))
-            else:
+            found = _pin_line(line.strip())
+            if found is None:
                 skipped += 1
+            elif found != ("", ""):
+                items.append(found)
     for origin_text, digest in items:
         origin = _origin(origin_text)
         digest = digest.strip().lower() if isinstance(digest, str) else ""
@@ -99,9 +89,14 @@ def _json_object(text: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _evidence_line(line: str) -> tuple[Any, Any] | None:
-    """(origin, digest) of a JSON line; ("", "") for a line that is not about
-    a robots.txt body (another file, no body); None when unreadable."""
+def _pin_line(line: str) -> tuple[Any, Any] | None:
+    """(origin, digest) of a stripped line; ("", "") for a line that pins nothing
+    (blank, a comment, JSON about no robots.txt body); None when unreadable."""
+    if not line or line.startswith("#"):
+        return "", ""
+    if not line.startswith("{"):
+        parts = line.split()
+        return (parts[0], parts[1]) if len(parts) == 2 else None
     data = _json_object(line)
     if data is None or "origin" not in data:
         return None

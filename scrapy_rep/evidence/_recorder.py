@@ -231,9 +231,8 @@ class Evidence:
         if kind == "revisit":
             self._stats.inc_value("rep/evidence/revisits")
         elif body and not truncated:
-            self._digests[payload_digest] = (written.record_id, uri, warc_date(when))
-            if len(self._digests) > _MAX_DIGESTS:
-                self._digests.popitem(last=False)
+            first = (written.record_id, uri, warc_date(when))
+            lru_put(self._digests, payload_digest, first, _MAX_DIGESTS)
         if body and response.status != 304:
             target = earlier or (written.record_id, uri, warc_date(when))
             lru_put(self._latest, uri, target, _MAX_DIGESTS)
