@@ -124,15 +124,12 @@ def rule_changes(before: RuleLines, after: RuleLines) -> str:
     """What changed in the Allow and Disallow lines (:func:`rule_lines`),
     counted over the whole file: "+2 Disallow lines, -1 Allow line", or "no
     rule line changed"."""
-    gained, lost = after - before, before - after
     parts = []
     for kind in ("disallow", "allow"):
-        added = sum(count for (found, _), count in gained.items() if found == kind)
-        removed = sum(count for (found, _), count in lost.items() if found == kind)
-        name = kind.capitalize()
-        for sign, count in (("+", added), ("-", removed)):
+        for sign, lines in (("+", after - before), ("-", before - after)):
+            count = sum(n for (found, _), n in lines.items() if found == kind)
             if count:
-                parts.append(f"{sign}{count} {name} line{'s' if count > 1 else ''}")
+                parts.append(f"{sign}{count} {kind.capitalize()} line{'s' if count > 1 else ''}")
     return ", ".join(parts) or "no rule line changed"
 
 

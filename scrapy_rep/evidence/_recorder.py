@@ -175,13 +175,11 @@ class Evidence:
             truncated=truncated,
             validators=_validators(response),
         )
-        sent_request = response.request if response.request is not None else request
         uri = response.url
-        request_block = _request_head(sent_request)
         request_written = self._files.write(
             "request",
             [("WARC-Target-URI", uri)],
-            request_block,
+            _request_head(response.request if response.request is not None else request),
             when=started,
             content_type="application/http;msgtype=request",
         )

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from scrapy_rep.evidence._recorder import Evidence
     from scrapy_rep.origin import Origin
     from scrapy_rep.policy import Entry
-    from scrapy_rep.robotstxt import RobotsTxt
 
 __all__ = ["PROVENANCE_META", "Provenance", "unchecked"]
 
@@ -88,7 +87,7 @@ class Provenance:
         line = None
         if self._evidence is not None:
             line = self._evidence.finished(
-                ROBOTS_PATH, origin.text, self._reading(origin, entry, robots, parsed, sha)
+                ROBOTS_PATH, origin.text, self._reading(origin, entry, parsed, sha)
             )
         if sha is not None:
             fetched_at = (line or {}).get("fetched_at") or warc_date(entry.fetched)
@@ -116,15 +115,10 @@ class Provenance:
         self._parts.pop(origin, None)
 
     def _reading(
-        self,
-        origin: Origin,
-        entry: Entry,
-        robots: RobotsTxt | None,
-        parsed: bytes | None,
-        sha: str | None,
+        self, origin: Origin, entry: Entry, parsed: bytes | None, sha: str | None
     ) -> dict[str, Any]:
         """scrapy-rep's reading of a fetch, for the evidence archive."""
-        token = self._token
+        token, robots = self._token, entry.robots
         reading: dict[str, Any] = {
             "outcome": entry.outcome,
             "reason": entry.reason,
