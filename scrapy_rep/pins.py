@@ -249,9 +249,7 @@ class PinWatch:
         seen = self._pinned.get(origin)
         if seen is not None:
             return (*seen, "")
-        rules = None
-        if previous is not None and previous.sha256 == pin:
-            rules = previous.robots
+        rules = previous.robots if previous is not None and previous.sha256 == pin else None
         body = self._state.body(origin, pin) if self._state is not None else None
         if body is not None:
             assert self._state is not None
