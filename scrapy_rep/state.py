@@ -216,9 +216,7 @@ class StateStore:
         except sqlite3.Error as exc:
             self._give_up("read", exc)
             return None
-        if row is None:
-            return None
-        found = self._decode(row[0], row[1], row[2], now)
+        found = self._decode(row[0], row[1], row[2], now) if row is not None else None
         if found is None or now - found.fetched > self._config.stale_max:
             return None
         return found

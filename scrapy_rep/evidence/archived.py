@@ -86,16 +86,14 @@ class ArchivedBodies:
         """Origin -> (its pinned fetch's last hop, the bytes parsed); the last line wins."""
         if self._found is None:
             found: dict[str, tuple[_Pointer, int]] = {}
-            digests = set(self._pins.values())
-            for line in self._lines('"parsed_sha256"') if digests else ():
+            for line in self._lines('"parsed_sha256"') if self._pins else ():
                 origin, sha = line.get("origin"), line.get("parsed_sha256")
                 hops, size = line.get("hops"), line.get("parsed_bytes")
-                if sha not in digests or not isinstance(origin, str):
+                if not isinstance(origin, str) or self._pins.get(origin) != sha:
                     continue
-                if self._pins.get(origin) != sha or not hops or not isinstance(size, int):
-                    continue
-                if isinstance(hops[-1], dict):
-                    found[origin] = (_Pointer(hops[-1]), size)
+                last = hops[-1] if isinstance(hops, list) and hops else None
+                if isinstance(last, dict) and isinstance(size, int):
+                    found[origin] = (_Pointer(last), size)
             self._found = found
         return self._found
 
