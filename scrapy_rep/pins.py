@@ -10,7 +10,6 @@ the middleware drop the origin's requests.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections import Counter, OrderedDict
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from scrapy_rep.cache import lru_put
-from scrapy_rep.evidence.archived import ArchivedBodies, ArchiveUnreadable
+from scrapy_rep.evidence.archived import ArchivedBodies, ArchiveUnreadable, json_object
 from scrapy_rep.exceptions import InvalidSetting
 from scrapy_rep.origin import origin_of
 from scrapy_rep.policy import PARSED, UNAVAILABLE
@@ -56,7 +55,7 @@ def read_pins(path: str) -> dict[str, str]:
         raise InvalidSetting("REP_PIN_FILE", f"cannot read {path!r}: {exc}") from None
     pins: dict[str, str] = {}
     skipped = 0
-    whole = _json_object(text)
+    whole = json_object(text)
     if whole is not None and "origin" not in whole:
         items: list[tuple[Any, Any]] = list(whole.items())
     else:
@@ -81,14 +80,6 @@ def read_pins(path: str) -> dict[str, str]:
     return pins
 
 
-def _json_object(text: str) -> dict[str, Any] | None:
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _pin_line(line: str) -> tuple[Any, Any] | None:
     """(origin, digest) of a stripped line; ("", "") for a line that pins nothing
     (blank, a comment, JSON about no robots.txt body); None when unreadable."""
@@ -97,7 +88,7 @@ def _pin_line(line: str) -> tuple[Any, Any] | None:
     if not line.startswith("{"):
         parts = line.split()
         return (parts[0], parts[1]) if len(parts) == 2 else None
-    data = _json_object(line)
+    data = json_object(line)
     if data is None or "origin" not in data:
         return None
     url = data.get("url")

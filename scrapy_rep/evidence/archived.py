@@ -77,7 +77,7 @@ class ArchivedBodies:
         try:
             with open(self.jsonl, encoding="utf-8", errors="replace") as file:
                 for text in file:
-                    if needle in text and (line := _json(text)) is not None:
+                    if needle in text and (line := json_object(text)) is not None:
                         yield line
         except OSError as exc:
             raise ArchiveUnreadable(f"cannot read {self.jsonl}: {exc.strerror or exc}") from None
@@ -125,7 +125,8 @@ class ArchivedBodies:
         return _http_payload(data, pointer.record_id, size, f"{path} offset {offset}")
 
 
-def _json(text: str) -> dict[str, Any] | None:
+def json_object(text: str) -> dict[str, Any] | None:
+    """The JSON object ``text`` holds, else None (also read by :mod:`scrapy_rep.pins`)."""
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):  # a line nested past the parser's depth
