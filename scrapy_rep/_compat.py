@@ -94,10 +94,9 @@ def set_component(
     path: str | None = None,
 ) -> None:
     """``settings.set_in_component_priority_dict`` (``setdefault_...`` if
-    ``default``: nothing changes when the class is there under any key), then
-    keyed by its import path (``path``, else its module's): Scrapy's "Enabled
-    middlewares" log shows a path, and on 2.14, where a class key does not
-    override ``NAME_BASE``'s path key of the same class, only a path does."""
+    ``default``), then keyed by its import path (``path``, else its module's):
+    on 2.14 a class key does not override ``NAME_BASE``'s path key of the
+    same class, only a path does (and Scrapy's "Enabled middlewares" log shows it)."""
     if default:
         settings.setdefault_in_component_priority_dict(name, cls, order)
     else:
@@ -111,7 +110,6 @@ def set_component(
 def downloader_middlewares(settings: BaseSettings) -> list[tuple[Any, float]]:
     """The enabled downloader middlewares, base included, as the installed
     Scrapy builds them: (class, or the key if it does not load; order), in order.
-
     get_component_priority_dict_with_base is 2.15.1's; before, getwithbase
     (on 2.14 a class key and its import path are two middlewares, both built)."""
     merge = getattr(settings, "get_component_priority_dict_with_base", None)
@@ -240,14 +238,9 @@ def urlset_urls_and_callbacks(
 def _timeout_errors() -> tuple[type[BaseException], ...]:
     from twisted.internet.error import TimeoutError as ConnectTimeout
 
-    errors: list[type[BaseException]] = [ConnectTimeout]
     # Scrapy 2.15 raises its own class for a download past download_timeout
-    scrapy_timeout = getattr(
-        importlib.import_module("scrapy.exceptions"), "DownloadTimeoutError", None
-    )
-    if isinstance(scrapy_timeout, type):
-        errors.append(scrapy_timeout)
-    return tuple(errors)
+    own = getattr(importlib.import_module("scrapy.exceptions"), "DownloadTimeoutError", None)
+    return (ConnectTimeout, own) if isinstance(own, type) else (ConnectTimeout,)
 
 
 TIMEOUT_ERRORS = _timeout_errors()

@@ -1,10 +1,8 @@
-"""An :class:`~scrapy_rep.policy.Entry` as text and back, without its rules' body.
+"""An :class:`~scrapy_rep.policy.Entry` as JSON and back, for Redis
+(:mod:`scrapy_rep.cluster.rules`) and the state directory (:mod:`scrapy_rep.state`).
 
-One serialization for the two places entries outlive the process: Redis
-(:mod:`scrapy_rep.cluster.rules`) and the state directory
-(:mod:`scrapy_rep.state`). The body of a parsed robots.txt is kept beside the
-text (a Redis hash field, a SQLite column) and parsed again when read back;
-the Crawl-delay a crawl applies depends on its own settings, so it is not kept.
+The rules' body is kept beside the text and parsed again when read back (the
+Crawl-delay a crawl applies depends on its own settings, so it is not kept).
 """
 
 from __future__ import annotations
@@ -14,8 +12,6 @@ from typing import Literal
 
 from scrapy_rep.policy import OUTCOMES, Entry
 from scrapy_rep.robotstxt import RobotsTxt
-
-__all__ = ["Rules", "decode", "encode"]
 
 Rules = Literal["body", "allow_all", "none"]
 """How an entry's rules are kept: its robots.txt body (beside the text), none

@@ -1,11 +1,9 @@
-"""Where robots.txt rules live between requests.
+"""Where robots.txt rules live between requests: :class:`RulesCache`, synchronous
+``get``/``put`` on the hot path (a shared Redis cache implements the same two).
 
-:class:`RulesCache` is the whole interface the middleware needs: synchronous
-``get``/``put`` on the hot path. :class:`MemoryRulesCache` (the default) is an
-LRU bounded by ``REP_CACHE_MAX_ORIGINS``; a shared (Redis) cache implements
-the same two methods. An unreachable origin pushed out of the LRU keeps its
-backoff in :mod:`scrapy_rep._backoff_table` until it answers again (its last
-good rules, when it had some, are not kept: evicted is evicted).
+:class:`MemoryRulesCache` is an LRU bounded by ``REP_CACHE_MAX_ORIGINS``; an
+unreachable origin pushed out keeps only its backoff
+(:mod:`scrapy_rep._backoff_table`) until it answers again.
 """
 
 from __future__ import annotations

@@ -1,31 +1,24 @@
 """Pins: robots.txt files the crawl expects unchanged (``REP_PIN_FILE``, docs/state.md).
 
-A pin file maps origins to the SHA-256 of their robots.txt (the bytes its
-rules were read from: :attr:`scrapy_rep.policy.Entry.sha256`), as a JSON
-object, ``origin sha256`` lines, or JSON lines such as an earlier crawl's
-``evidence.jsonl`` (:func:`read_pins`).
-
-When a fetched robots.txt differs from its pin, :class:`PinWatch` says so once
-with what changed in its rule lines (when the pinned body is at hand: seen
-earlier in the crawl, kept in ``REP_STATE_DIR``, or read back from an
-evidence archive's WARC files: :mod:`scrapy_rep.evidence.archived`), counts
-the requests refused since (and those the pinned rules allowed), and under
-``REP_PIN_ACTION = "stop_origin"`` has the middleware drop the origin's
-requests with :class:`~scrapy_rep.exceptions.RobotsTxtChanged`. At spider
-close, one line per changed origin sums it up.
+A pin maps an origin to the SHA-256 of the bytes its rules were read from
+(:attr:`scrapy_rep.policy.Entry.sha256`). :class:`PinWatch` says once what
+changed in a robots.txt that differs from its pin (when the pinned body is at
+hand: seen this crawl, in ``REP_STATE_DIR``, or in an evidence archive), counts
+the requests refused since, and under ``REP_PIN_ACTION = "stop_origin"`` has
+the middleware drop the origin's requests.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections import Counter, OrderedDict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from scrapy_rep.cache import lru_put
-from scrapy_rep.evidence.archived import ArchivedBodies, ArchiveUnreadable
+from scrapy_rep.evidence.archived import ArchivedBodies, ArchiveUnreadable, json_object
 from scrapy_rep.exceptions import InvalidSetting
 from scrapy_rep.origin import origin_of
 from scrapy_rep.policy import PARSED, UNAVAILABLE
@@ -62,27 +55,17 @@ def read_pins(path: str) -> dict[str, str]:
         raise InvalidSetting("REP_PIN_FILE", f"cannot read {path!r}: {exc}") from None
     pins: dict[str, str] = {}
     skipped = 0
-    whole = _json_object(text)
+    whole = json_object(text)
     if whole is not None and "origin" not in whole:
         items: list[tuple[Any, Any]] = list(whole.items())
     else:
         items = []
         for line in text.splitlines():
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            if line.startswith("{"):
-                found = _evidence_line(line)
-                if found is None:
-                    skipped += 1
-                elif found != ("", ""):
-                    items.append(found)
-                continue
-            parts = line.split()
-            if len(parts) == 2:
-                items.append((parts[0], parts[1]))
-            else:
+            found = _pin_line(line.strip())
+            if found is None:
                 skipped += 1
+            elif found != ("", ""):
+                items.append(found)
     for origin_text, digest in items:
         origin = _origin(origin_text)
         digest = digest.strip().lower() if isinstance(digest, str) else ""
@@ -97,18 +80,15 @@ def read_pins(path: str) -> dict[str, str]:
     return pins
 
 
-def _json_object(text: str) -> dict[str, Any] | None:
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _evidence_line(line: str) -> tuple[Any, Any] | None:
-    """(origin, digest) of a JSON line; ("", "") for a line that is not about
-    a robots.txt body (another file, no body); None when unreadable."""
-    data = _json_object(line)
+def _pin_line(line: str) -> tuple[Any, Any] | None:
+    """(origin, digest) of a stripped line; ("", "") for a line that pins nothing
+    (blank, a comment, JSON about no robots.txt body); None when unreadable."""
+    if not line or line.startswith("#"):
+        return "", ""
+    if not line.startswith("{"):
+        parts = line.split()
+        return (parts[0], parts[1]) if len(parts) == 2 else None
+    data = json_object(line)
     if data is None or "origin" not in data:
         return None
     url = data.get("url")
@@ -135,15 +115,12 @@ def rule_changes(before: RuleLines, after: RuleLines) -> str:
     """What changed in the Allow and Disallow lines (:func:`rule_lines`),
     counted over the whole file: "+2 Disallow lines, -1 Allow line", or "no
     rule line changed"."""
-    gained, lost = after - before, before - after
     parts = []
     for kind in ("disallow", "allow"):
-        added = sum(count for (found, _), count in gained.items() if found == kind)
-        removed = sum(count for (found, _), count in lost.items() if found == kind)
-        name = kind.capitalize()
-        for sign, count in (("+", added), ("-", removed)):
+        for sign, lines in (("+", after - before), ("-", before - after)):
+            count = sum(n for (found, _), n in lines.items() if found == kind)
             if count:
-                parts.append(f"{sign}{count} {name} line{'s' if count > 1 else ''}")
+                parts.append(f"{sign}{count} {kind.capitalize()} line{'s' if count > 1 else ''}")
     return ", ".join(parts) or "no rule line changed"
 
 
@@ -155,30 +132,18 @@ def rule_lines(body: bytes) -> RuleLines:
     )
 
 
+@dataclass(slots=True)
 class _Changed:
     """One origin's robots.txt that differs from its pin."""
 
-    __slots__ = (
-        "current",
-        "dropped",
-        "forbidden",
-        "newly_forbidden",
-        "pinned_rules",
-        "unread",
-        "what",
-    )
-
-    def __init__(
-        self, current: str, what: str, pinned_rules: RobotsTxt | None, unread: str = ""
-    ) -> None:
-        self.current = current
-        self.what = what
-        self.pinned_rules = pinned_rules
-        self.unread = unread
-        """Why the pinned body named by the evidence archive could not be read back."""
-        self.forbidden = 0
-        self.newly_forbidden = 0
-        self.dropped = 0
+    current: str
+    what: str
+    pinned_rules: RobotsTxt | None
+    unread: str = ""
+    """Why the pinned body named by the evidence archive could not be read back."""
+    forbidden: int = 0
+    newly_forbidden: int = 0
+    dropped: int = 0
 
 
 class PinWatch:
@@ -189,7 +154,6 @@ class PinWatch:
     ) -> None:
         self.pins = pins
         self.stop = config.pin_action == "stop_origin" and not config.dry_run
-        self.user_agent = config.user_agent
         self._max_size = config.max_size
         assert crawler.stats is not None
         self._stats = crawler.stats
@@ -276,9 +240,7 @@ class PinWatch:
         seen = self._pinned.get(origin)
         if seen is not None:
             return (*seen, "")
-        rules = None
-        if previous is not None and previous.sha256 == pin:
-            rules = previous.robots
+        rules = previous.robots if previous is not None and previous.sha256 == pin else None
         body = self._state.body(origin, pin) if self._state is not None else None
         if body is not None:
             assert self._state is not None

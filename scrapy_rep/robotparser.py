@@ -1,18 +1,9 @@
-"""``scrapy_rep.RobotParser``: scrapy-rep's parser for Scrapy's own middleware.
+"""``scrapy_rep.RobotParser``: RFC 9309 matching for Scrapy's own middleware
+(``ROBOTSTXT_PARSER = "scrapy_rep.RobotParser"``, docs/robotparser.md), also
+passed by scrapy-rep's middleware to handlers of Scrapy's ``robots_parsed``.
 
-For projects that keep Scrapy's ``RobotsTxtMiddleware``::
-
-    ROBOTSTXT_PARSER = "scrapy_rep.RobotParser"
-
-Scrapy's middleware still decides what is fetched and when (keyed by host,
-any status parsed, errors mean allow all, no Crawl-delay); this parser gives it
-RFC 9309 matching. scrapy-rep's middleware also passes one to handlers of
-Scrapy's ``robots_parsed`` signal.
-
-The user agent Scrapy passes (``ROBOTSTXT_USER_AGENT``, else the request's
-User-Agent header, else ``USER_AGENT``) is reduced to its product token, as
-scrapy-rep's middleware does; a string naming none (a browser's) gets the
-``*`` group.
+The user agent Scrapy passes is reduced to its product token, as scrapy-rep's
+middleware does; a string naming none (a browser's) gets the ``*`` group.
 """
 
 from __future__ import annotations

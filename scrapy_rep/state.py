@@ -1,19 +1,9 @@
 """robots.txt state that outlives the crawl: ``REP_STATE_DIR`` (docs/state.md).
 
-One SQLite file (``robots-state.sqlite3``) keeps each origin's latest entry
-(:mod:`scrapy_rep._entry_codec`) and the body its rules were read from. A
-crawl reads an origin's stored entry when it first needs its robots.txt
-(:meth:`StateStore.previous`: fresh, it is used with no request; expired, its
-validators make the fetch conditional and its rules serve as stale-if-error;
-fetched more than :data:`CLOCK_SKEW` in the future, it is not trusted), and
-writes the entries it fetched in batches, off the request path: every
-:data:`FLUSH_EVERY` changes, every :data:`FLUSH_INTERVAL` seconds, and when
-the engine stops.
-
-Several processes may share the directory: WAL mode, one transaction per
-batch, a wait of up to :data:`BUSY_TIMEOUT` seconds for another's. A file that
-is not ours or is corrupt is moved aside (``.unreadable``) with one WARNING; a
-write that fails logs one WARNING and the crawl goes on without the state.
+One SQLite file (``robots-state.sqlite3``, WAL mode, shared by processes) keeps
+each origin's latest entry (:mod:`scrapy_rep._entry_codec`) and the body its
+rules were read from; an entry is read when its origin is first needed, and
+written in batches off the request path.
 """
 
 from __future__ import annotations
@@ -79,18 +69,14 @@ CREATE TABLE IF NOT EXISTS pinned (
     written REAL NOT NULL
 )
 """
-_WRITE_NEW = (
+_WRITE = (
     "INSERT INTO robots (origin, outcome, meta, body, fetched, expires, written) "
     "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (origin) DO UPDATE SET "
-    "outcome = excluded.outcome, meta = excluded.meta, body = excluded.body, "
+    "outcome = excluded.outcome, meta = excluded.meta, {body}"
     "fetched = excluded.fetched, expires = excluded.expires, written = excluded.written"
 )
-_WRITE_KEEP = (  # the rules' body stays (a 304, stale rules); none stored: nothing to keep
-    "INSERT INTO robots (origin, outcome, meta, body, fetched, expires, written) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (origin) DO UPDATE SET "
-    "outcome = excluded.outcome, meta = excluded.meta, "
-    "fetched = excluded.fetched, expires = excluded.expires, written = excluded.written"
-)
+_WRITE_NEW = _WRITE.format(body="body = excluded.body, ")
+_WRITE_KEEP = _WRITE.format(body="")  # the body stays (a 304, stale rules), if one is stored
 
 
 class StateUnreadable(Exception):
@@ -126,11 +112,9 @@ class StateStore:
 
     def _open_waiting(self) -> sqlite3.Connection:
         """:meth:`_open`, again while another process holds the file, within
-        BUSY_TIMEOUT in all. SQLite answers "busy" at once, without waiting,
-        where waiting could deadlock: processes opening a new file at the same
-        moment, one switching it to WAL while another creates the tables; and
-        it may answer "disk I/O error" while another sets up the WAL files
-        (:func:`_passing`)."""
+        BUSY_TIMEOUT in all: SQLite answers "busy" at once where waiting could
+        deadlock (processes making a new file at the same moment), and "disk
+        I/O error" while another sets up the WAL files (:func:`_passing`)."""
         deadline = _clock.monotonic() + BUSY_TIMEOUT
         while True:
             try:
@@ -150,7 +134,8 @@ class StateStore:
                 # process making the file between the two reads showed its
                 # tables without marks, and the file was put aside as foreign.
                 with _transaction(db):
-                    if _marks(db) == (0, 0) and not _tables(db):  # a new file
+                    tables = db.execute("SELECT 1 FROM sqlite_master").fetchone()
+                    if _marks(db) == (0, 0) and tables is None:  # a new file
                         for statement in _SCHEMA.split(";"):
                             db.execute(statement)
                         db.execute(f"PRAGMA application_id={APPLICATION_ID}")
@@ -220,34 +205,27 @@ class StateStore:
         the future), its expiry bounded by this crawl's REP_CACHE_TTL and
         REP_RETRY_MAX: fresh, or what a fetch starts from."""
         now = _clock.now() if now is None else now
-        text = origin.text
-        if text in self._pending:  # fetched this crawl, then left its LRU
-            self.flush()
-        db = self._db
+        db = self._reader(origin)  # (fetched this crawl, then left its LRU)
         if db is None:
             return None
         try:
             row = db.execute(
                 "SELECT origin, meta, body FROM robots WHERE origin = ? AND fetched <= ?",
-                (text, now + CLOCK_SKEW),
+                (origin.text, now + CLOCK_SKEW),
             ).fetchone()
         except sqlite3.Error as exc:
             self._give_up("read", exc)
             return None
-        if row is None:
+        found = self._decode(row[0], row[1], row[2], now) if row is not None else None
+        if found is None or now - found.fetched > self._config.stale_max:
             return None
-        found = self._decode(row[0], row[1], row[2], now)
-        if found is None or now - found[1].fetched > self._config.stale_max:
-            return None
-        return found[1]
+        return found
 
     def body(self, origin: Origin, sha256: str) -> bytes | None:
         """The robots.txt body whose SHA-256 is ``sha256``, kept as a pinned
         one (:meth:`keep_pinned`) or as ``origin``'s latest: what a pin
         compares a new body with."""
-        if origin.text in self._pending:
-            self.flush()
-        db = self._db
+        db = self._reader(origin)
         if db is None:
             return None
         try:
@@ -280,9 +258,13 @@ class StateStore:
         except sqlite3.Error as exc:
             self._give_up("write", exc)
 
-    def _decode(
-        self, text: str, meta: str, body: bytes | None, now: float
-    ) -> tuple[Origin, Entry] | None:
+    def _reader(self, origin: Origin) -> sqlite3.Connection | None:
+        """The file to read ``origin``'s row from, its pending change written first."""
+        if origin.text in self._pending:
+            self.flush()
+        return self._db
+
+    def _decode(self, text: str, meta: str, body: bytes | None, now: float) -> Entry | None:
         origin = origin_of(urlparse(text))
         if origin is None or origin.text != text:
             return None
@@ -301,7 +283,7 @@ class StateStore:
             expires = min(entry.expires, now + config.retry_max)
         else:
             expires = min(entry.expires, fetched + config.cache_ttl)
-        return origin, dataclasses.replace(entry, fetched=fetched, expires=expires)
+        return dataclasses.replace(entry, fetched=fetched, expires=expires)
 
     # -- writing -------------------------------------------------------------------
 
@@ -411,10 +393,6 @@ def _marks(db: sqlite3.Connection) -> tuple[int, int]:
         "FROM pragma_application_id() AS a, pragma_user_version() AS v"
     ).fetchone()
     return int(app), int(version)
-
-
-def _tables(db: sqlite3.Connection) -> list[str]:
-    return [row[0] for row in db.execute("SELECT name FROM sqlite_master")]
 
 
 @contextlib.contextmanager

@@ -1,14 +1,7 @@
-"""What scrapy-rep fetched and read, kept: the evidence archive and provenance.
-
-- :class:`Evidence` (``REP_EVIDENCE``): every robots.txt and tdmrep.json
-  download as WARC 1.1 records, and ``evidence.jsonl`` (:mod:`._recorder`,
-  written by the small WARC writer of :mod:`._warc`);
-- :class:`Provenance`: ``response.meta["rep_provenance"]`` on every response
-  the robots middleware checked (:mod:`.provenance`);
-- :class:`ProvenanceMiddleware` (``REP_PROVENANCE_FIELD``): that provenance
-  copied into items (:mod:`.items`).
-
-See docs/evidence.md.
+"""What scrapy-rep fetched and read, kept (docs/evidence.md): the evidence
+archive (:class:`Evidence`, ``REP_EVIDENCE``: WARC records and
+``evidence.jsonl``), each checked response's provenance (:class:`Provenance`),
+and its copy into items (:class:`ProvenanceMiddleware`).
 """
 
 from scrapy_rep.evidence._recorder import JSONL, Evidence

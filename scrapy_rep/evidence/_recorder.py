@@ -1,16 +1,10 @@
-"""The evidence archive of one crawl (``REP_EVIDENCE``): WARC records and ``evidence.jsonl``.
+"""The evidence archive of one crawl (``REP_EVIDENCE``): WARC records and
+``evidence.jsonl`` (docs/evidence.md).
 
-Every download of scrapy-rep's own files goes through one core
-(:meth:`scrapy_rep._download.OwnDownloads.send`), which hands each answer here
-(:meth:`Evidence.exchange`: a ``request`` and a ``response`` record, or a
-``revisit`` one when the same payload was written before) and each failure
-(:meth:`Evidence.failed`). When a fetch ends, its reader (the robots.txt
-fetcher, the tdmrep.json files) hands over what it read
-(:meth:`Evidence.finished`): a ``metadata`` record and one line of
-``evidence.jsonl``. The body recorded is the one the rules were read from,
-after content decoding, its HTTP head rewritten to say so (docs/evidence.md).
-A disk error costs one ERROR and a count (``rep/evidence/write_errors``), or
-the crawl under ``REP_EVIDENCE_REQUIRED``.
+The one download core of scrapy-rep's own files
+(:meth:`scrapy_rep._download.OwnDownloads.send`) hands each answer
+(:meth:`Evidence.exchange`) and failure (:meth:`Evidence.failed`) here; when a
+fetch ends, its reader hands over what it read (:meth:`Evidence.finished`).
 """
 
 from __future__ import annotations
@@ -46,8 +40,6 @@ if TYPE_CHECKING:
     from scrapy.http import Response
 
     from scrapy_rep.config import Config
-
-__all__ = ["JSONL", "Evidence"]
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +144,7 @@ class Evidence:
                 content_type="application/json",
             )
             line["metadata_record_id"] = written.record_id
-            self._count_record()
+            self._stats.inc_value("rep/evidence/records")
             self._append_line(line)
         except Exception as exc:
             self._error(exc)
@@ -183,17 +175,15 @@ class Evidence:
             truncated=truncated,
             validators=_validators(response),
         )
-        sent_request = response.request if response.request is not None else request
         uri = response.url
-        request_block = _request_head(sent_request)
         request_written = self._files.write(
             "request",
             [("WARC-Target-URI", uri)],
-            request_block,
+            _request_head(response.request if response.request is not None else request),
             when=started,
             content_type="application/http;msgtype=request",
         )
-        self._count_record()
+        self._stats.inc_value("rep/evidence/records")
         decoded = request.meta.get(DECODED_META)
         head = _response_head(response, rewrite=bool(decoded) or truncated)
         fields = [
@@ -239,17 +229,13 @@ class Evidence:
         if kind == "revisit":
             self._stats.inc_value("rep/evidence/revisits")
         elif body and not truncated:
-            self._digests[payload_digest] = (written.record_id, uri, warc_date(when))
-            if len(self._digests) > _MAX_DIGESTS:
-                self._digests.popitem(last=False)
+            first = (written.record_id, uri, warc_date(when))
+            lru_put(self._digests, payload_digest, first, _MAX_DIGESTS)
         if body and response.status != 304:
             target = earlier or (written.record_id, uri, warc_date(when))
             lru_put(self._latest, uri, target, _MAX_DIGESTS)
-        self._count_record()
-        hop.update(warc_file=written.file, warc_offset=written.offset, record_id=written.record_id)
-
-    def _count_record(self) -> None:
         self._stats.inc_value("rep/evidence/records")
+        hop.update(warc_file=written.file, warc_offset=written.offset, record_id=written.record_id)
 
     def _append_line(self, line: dict[str, Any]) -> None:
         if self._jsonl is None:

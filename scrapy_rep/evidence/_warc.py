@@ -1,11 +1,8 @@
 """A small WARC 1.1 writer: records gzipped one by one, files rotated by size. No Scrapy.
 
-Each record is its own gzip member (so a reader can seek to any record's
-offset, as WARC tools expect of ``.warc.gz`` files), with SHA-256 digests in
-base32 (``WARC-Block-Digest``, and ``WARC-Payload-Digest`` for HTTP messages).
-A new file starts with a ``warcinfo`` record once the current one reaches
-``max_size`` bytes. Writes are synchronous and small (a few kilobytes per
-robots.txt): an ``OSError`` reaches the caller, which decides what it costs.
+Each record is its own gzip member (a reader can seek to any record's offset,
+as WARC tools expect), with SHA-256 digests in base32. Writes are synchronous
+and small: an ``OSError`` reaches the caller, which decides what it costs.
 """
 
 from __future__ import annotations
@@ -23,8 +20,6 @@ from typing import BinaryIO, NamedTuple
 
 from scrapy_rep import _clock
 
-__all__ = ["WarcFiles", "Written", "digest", "http_block", "record_id", "warc_date"]
-
 CRLF = b"\r\n"
 _SERIALS = itertools.count(1)
 """File numbers, for the whole process: several crawls of one process (or
@@ -34,10 +29,6 @@ one crawl's rotations) never pick the same name in one directory."""
 def digest(data: bytes) -> str:
     """A WARC digest value: ``sha256:<base32>``."""
     return "sha256:" + base64.b32encode(hashlib.sha256(data).digest()).decode("ascii")
-
-
-def record_id() -> str:
-    return f"<urn:uuid:{uuid.uuid4()}>"
 
 
 def warc_date(timestamp: float) -> str:
@@ -91,12 +82,28 @@ class WarcFiles:
         payload: bytes | None = None,
         when: float,
         content_type: str,
-        rid: str | None = None,
     ) -> Written:
         """Append one record (``fields``: its WARC headers after the standard
         ones; ``payload``: the HTTP body, digested apart)."""
         file = self._current()
-        return self._append(file, warc_type, fields, block, payload, when, content_type, rid)
+        rid = f"<urn:uuid:{uuid.uuid4()}>"
+        head = [
+            ("WARC-Type", warc_type),
+            ("WARC-Record-ID", rid),
+            ("WARC-Date", warc_date(when)),
+            *fields,
+            ("Content-Type", content_type),
+            ("WARC-Block-Digest", digest(block)),
+        ]
+        if payload is not None:
+            head.append(("WARC-Payload-Digest", digest(payload)))
+        head.append(("Content-Length", str(len(block))))
+        lines = b"".join(name.encode("ascii") + b": " + _field(v) + CRLF for name, v in head)
+        record = b"WARC/1.1" + CRLF + lines + CRLF + block + CRLF + CRLF
+        offset = file.tell()
+        file.write(gzip.compress(record, compresslevel=6, mtime=0))
+        file.flush()
+        return Written(self._name, offset, rid)
 
     def open(self) -> None:
         """Open the current file now (an unusable directory raises here)."""
@@ -121,44 +128,12 @@ class WarcFiles:
         file = open(os.path.join(self.directory, self._name), "xb")  # noqa: SIM115 (kept open)
         self._file = file
         info = "".join(f"{key}: {value}\r\n" for key, value in self._warcinfo().items())
-        self._append(
-            file,
+        # (written through write(), which finds this new file current)
+        self.write(
             "warcinfo",
             [("WARC-Filename", self._name)],
             info.encode("utf-8"),
-            None,
-            _clock.now(),
-            "application/warc-fields",
-            None,
+            when=_clock.now(),
+            content_type="application/warc-fields",
         )
         return file
-
-    def _append(
-        self,
-        file: BinaryIO,
-        warc_type: str,
-        fields: list[tuple[str, str]],
-        block: bytes,
-        payload: bytes | None,
-        when: float,
-        content_type: str,
-        rid: str | None,
-    ) -> Written:
-        rid = rid or record_id()
-        head = [
-            ("WARC-Type", warc_type),
-            ("WARC-Record-ID", rid),
-            ("WARC-Date", warc_date(when)),
-            *fields,
-            ("Content-Type", content_type),
-            ("WARC-Block-Digest", digest(block)),
-        ]
-        if payload is not None:
-            head.append(("WARC-Payload-Digest", digest(payload)))
-        head.append(("Content-Length", str(len(block))))
-        lines = b"".join(name.encode("ascii") + b": " + _field(v) + CRLF for name, v in head)
-        record = b"WARC/1.1" + CRLF + lines + CRLF + block + CRLF + CRLF
-        offset = file.tell()
-        file.write(gzip.compress(record, compresslevel=6, mtime=0))
-        file.flush()
-        return Written(self._name, offset, rid)

@@ -1,14 +1,9 @@
 """Pinned robots.txt bodies read back from an evidence archive. No Scrapy.
 
-A pin file that is an earlier crawl's ``evidence.jsonl`` names, for each
-origin, the SHA-256 of the bytes its rules were read from
-(``parsed_sha256``); the line also says where the response record is
-(``warc_file``, ``warc_offset``) and how many bytes were parsed
-(``parsed_bytes``). :class:`ArchivedBodies` reads that one gzip member, or,
-for a ``revisit`` record (the same payload written before), the member of
-the record it refers to (the hop whose ``record_id`` is its ``revisit_of``),
-and checks the bytes against the digest. Reading is bounded: one member,
-never more than the parsed bytes and the record's heads.
+An earlier crawl's ``evidence.jsonl`` as a pin file names, for each origin,
+the ``parsed_sha256`` and where its response record is: :class:`ArchivedBodies`
+reads that one gzip member (or the one a ``revisit`` record refers to), never
+more than the parsed bytes and the record's heads, and checks the digest.
 """
 
 from __future__ import annotations
@@ -82,7 +77,7 @@ class ArchivedBodies:
         try:
             with open(self.jsonl, encoding="utf-8", errors="replace") as file:
                 for text in file:
-                    if needle in text and (line := _json(text)) is not None:
+                    if needle in text and (line := json_object(text)) is not None:
                         yield line
         except OSError as exc:
             raise ArchiveUnreadable(f"cannot read {self.jsonl}: {exc.strerror or exc}") from None
@@ -91,16 +86,14 @@ class ArchivedBodies:
         """Origin -> (its pinned fetch's last hop, the bytes parsed); the last line wins."""
         if self._found is None:
             found: dict[str, tuple[_Pointer, int]] = {}
-            digests = set(self._pins.values())
-            for line in self._lines('"parsed_sha256"') if digests else ():
+            for line in self._lines('"parsed_sha256"') if self._pins else ():
                 origin, sha = line.get("origin"), line.get("parsed_sha256")
                 hops, size = line.get("hops"), line.get("parsed_bytes")
-                if sha not in digests or not isinstance(origin, str):
+                if not isinstance(origin, str) or self._pins.get(origin) != sha:
                     continue
-                if self._pins.get(origin) != sha or not hops or not isinstance(size, int):
-                    continue
-                if isinstance(hops[-1], dict):
-                    found[origin] = (_Pointer(hops[-1]), size)
+                last = hops[-1] if isinstance(hops, list) and hops else None
+                if isinstance(last, dict) and isinstance(size, int):
+                    found[origin] = (_Pointer(last), size)
             self._found = found
         return self._found
 
@@ -132,7 +125,8 @@ class ArchivedBodies:
         return _http_payload(data, pointer.record_id, size, f"{path} offset {offset}")
 
 
-def _json(text: str) -> dict[str, Any] | None:
+def json_object(text: str) -> dict[str, Any] | None:
+    """The JSON object ``text`` holds, else None (also read by :mod:`scrapy_rep.pins`)."""
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):  # a line nested past the parser's depth

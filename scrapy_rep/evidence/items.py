@@ -1,12 +1,8 @@
 """``scrapy_rep.ProvenanceMiddleware``: each item carries its response's provenance.
 
 A spider middleware, enabled by the add-on when ``REP_PROVENANCE_FIELD`` names
-a field: every item a callback yields gets a copy of
-``response.meta["rep_provenance"]`` in that field (through ``itemadapter``,
-so dicts, ``scrapy.Item``, dataclass and attrs items alike), and so reaches
-pipelines and ``FEEDS`` unchanged. An item whose type does not declare the
-field is left as it is: one WARNING per item type, and a count
-(``rep/provenance/unfilled``).
+a field, which every item a callback yields gets (through ``itemadapter``; an
+item type without the field is left as it is, with one WARNING). docs/evidence.md.
 """
 
 from __future__ import annotations

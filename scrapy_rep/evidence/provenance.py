@@ -1,12 +1,8 @@
-"""``response.meta["rep_provenance"]``: where each response's verdict came from.
-
-Set on every request the robots middleware checks (always overwritten), so
-each response carries it; docs/evidence.md lists its fields. Everything in it
-is JSON-safe (str, int, bool, None, lists, dicts).
+"""``response.meta["rep_provenance"]``: where each response's verdict came from
+(JSON-safe; docs/evidence.md lists its fields).
 
 The robots.txt part is built once per origin and fetch, then copied; per
-request it costs a small dict: the decision is the robots middleware's own match
-(:meth:`RobotsTxt.decide`), made once for the verdict and the provenance.
+request it costs a small dict around the middleware's own :meth:`RobotsTxt.decide`.
 """
 
 from __future__ import annotations
@@ -21,6 +17,7 @@ from scrapy_rep.cache import lru_put
 from scrapy_rep.evidence._warc import warc_date
 from scrapy_rep.origin import ROBOTS_PATH
 from scrapy_rep.policy import CHALLENGED, PARSED, UNREACHABLE
+from scrapy_rep.robotstxt import Decision
 from scrapy_rep.robotstxt._groups import parsed_bytes
 
 if TYPE_CHECKING:
@@ -30,11 +27,11 @@ if TYPE_CHECKING:
     from scrapy_rep.evidence._recorder import Evidence
     from scrapy_rep.origin import Origin
     from scrapy_rep.policy import Entry
-    from scrapy_rep.robotstxt import Decision, RobotsTxt
 
 __all__ = ["PROVENANCE_META", "Provenance", "unchecked"]
 
 PROVENANCE_META = "rep_provenance"
+_LET_THROUGH = Decision(True)
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +87,7 @@ class Provenance:
         line = None
         if self._evidence is not None:
             line = self._evidence.finished(
-                ROBOTS_PATH, origin.text, self._reading(origin, entry, robots, parsed, sha)
+                ROBOTS_PATH, origin.text, self._reading(origin, entry, parsed, sha)
             )
         if sha is not None:
             fetched_at = (line or {}).get("fetched_at") or warc_date(entry.fetched)
@@ -118,15 +115,10 @@ class Provenance:
         self._parts.pop(origin, None)
 
     def _reading(
-        self,
-        origin: Origin,
-        entry: Entry,
-        robots: RobotsTxt | None,
-        parsed: bytes | None,
-        sha: str | None,
+        self, origin: Origin, entry: Entry, parsed: bytes | None, sha: str | None
     ) -> dict[str, Any]:
         """scrapy-rep's reading of a fetch, for the evidence archive."""
-        token = self._token
+        token, robots = self._token, entry.robots
         reading: dict[str, Any] = {
             "outcome": entry.outcome,
             "reason": entry.reason,
@@ -165,22 +157,14 @@ class Provenance:
         """The provenance of a request ``agent``'s rules decided as ``found``
         (the middleware's own match; None: robots.txt unreachable and the
         request let through)."""
-        if found is None:
-            decision: dict[str, Any] = {
-                "allowed": True,
-                "token": agent,
-                "group": [],
-                "line": None,
-                "rule": None,
-            }
-        else:
-            decision = {
-                "allowed": found.allowed,
-                "token": agent,
-                "group": list(found.agents),
-                "line": found.line,
-                "rule": found.rule,
-            }
+        found = found or _LET_THROUGH
+        decision = {
+            "allowed": found.allowed,
+            "token": agent,
+            "group": list(found.agents),
+            "line": found.line,
+            "rule": found.rule,
+        }
         return {
             "origin": origin.text,
             "decided_at": self._stamp(_clock.now()),

@@ -1,26 +1,15 @@
 """The robots.txt parser: RFC 9309, read the way Google's reference reads it.
 
-``RobotsTxt.parse`` only finds the groups (their user agents and where their
-lines are) and the sitemaps (:mod:`scrapy_rep.robotstxt._groups`); the rules of a group
-are read and indexed the first time an agent that uses them asks
-(:mod:`scrapy_rep.robotstxt._rules`). A crawler asks with one token, so a file with a
-hundred groups costs one group's work, and the text of the groups nobody asked
-about is the only thing kept for them.
+``RobotsTxt.parse`` only finds the groups and the sitemaps
+(:mod:`._groups`); a group's rules are read and indexed the first time an
+agent that uses them asks (:mod:`._rules`), so a file with a hundred groups
+costs one group's work.
 
-Escaped reserved characters. RFC 9309 §2.2.2 decodes escapes of unreserved
-characters before comparing ("%61" is "a"), but reads two ways for a reserved
-character escaped on one side only: "Disallow: /*page=" against
-"/x/page%3D5" matches if "%3D" is "=", not if escapes of reserved characters
-are kept apart. Google's reference and Protego take "%3D" as "=". We fetch a URL
-only when both readings allow it: the first keeps escapes as they are, the
-second takes an escaped ``: / ? @ ! & ' ( ) + , ; =`` as the character and a
-bare '%' (one that starts no escape) as "%25" (``_url.decode_reserved``). In both,
-a rule's priority is its length in normal form, an escape counting three
-octets, as the reference counts them.
-
-Delay and usage lines do not end a group of rules; each belongs to the run of
-user-agent lines above it (:mod:`scrapy_rep.robotstxt._delay_lines`), and usage
-lines are read only when :meth:`RobotsTxt.usage` asks (:mod:`scrapy_rep.usage`).
+Escaped reserved characters: RFC 9309 §2.2.2 reads "%3D" against "=" two
+ways; a URL is fetched only when both readings allow it (docs/parser.md). The
+first keeps escapes as they are, the second decodes them
+(``_url.decode_reserved``); in both a rule's priority is its length in normal
+form, an escape counting three octets, as Google's reference counts them.
 """
 
 from __future__ import annotations
@@ -59,41 +48,17 @@ _ROBOTS_TXT = "/robots.txt"
 _AFTER_ROBOTS_TXT = slice(len(_ROBOTS_TXT), len(_ROBOTS_TXT) + 1)
 
 
+@dataclass(slots=True, unsafe_hash=True)
 class Decision:
     """The verdict for one URL, and the line of robots.txt that decided it."""
 
-    __slots__ = ("agents", "allowed", "line", "rule")
-
-    def __init__(
-        self,
-        allowed: bool,
-        line: int | None = None,
-        rule: str | None = None,
-        agents: tuple[str, ...] = (),
-    ) -> None:
-        self.allowed = allowed
-        self.line = line  # 1-based line of the deciding rule, None when no rule decided
-        self.rule = rule  # e.g. "Disallow: /private"
-        self.agents = agents  # user-agent tokens of the group(s) used
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Decision):
-            return NotImplemented
-        return (self.allowed, self.line, self.rule, self.agents) == (
-            other.allowed,
-            other.line,
-            other.rule,
-            other.agents,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.allowed, self.line, self.rule, self.agents))
-
-    def __repr__(self) -> str:
-        return (
-            f"Decision(allowed={self.allowed!r}, line={self.line!r}, "
-            f"rule={self.rule!r}, agents={self.agents!r})"
-        )
+    allowed: bool
+    line: int | None = None
+    """1-based line of the deciding rule, None when no rule decided."""
+    rule: str | None = None
+    """E.g. "Disallow: /private"."""
+    agents: tuple[str, ...] = ()
+    """User-agent tokens of the group(s) used."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +75,7 @@ class DelayLine:
 
 @dataclass(frozen=True, slots=True)
 class Delays:
-    """The Crawl-delay and Request-rate lines that apply to one user agent (see
-    :mod:`scrapy_rep.robotstxt._delay_lines` for which do)."""
+    """The Crawl-delay and Request-rate lines that apply to one user agent."""
 
     crawl_delay: DelayLine | None = None
     request_rate: DelayLine | None = None
@@ -193,12 +157,9 @@ class RobotsTxt:
         url: str | None = None,
         max_size: int = DEFAULT_MAX_SIZE,
     ) -> RobotsTxt:
-        """Parse a robots.txt body; never raises for any content.
-
-        ``url`` is where the body came from (resolves relative Sitemap lines);
-        only the first ``max_size`` bytes are read, and a line cut there is
-        dropped.
-        """
+        """Parse a robots.txt body; never raises for any content. ``url``
+        resolves relative Sitemap lines; only the first ``max_size`` bytes are
+        read, and a line cut there is dropped."""
         if max_size < 0:
             raise ValueError(f"max_size must be >= 0, got {max_size!r}")
         robots = cls()
@@ -216,9 +177,8 @@ class RobotsTxt:
         matcher = rules.matcher
         if matcher is None:
             return True
-        # The hot path of every crawl: url_path() inlined for the short plain
-        # URLs that most are, read in one match. Such a path holds no '%': only
-        # escaped rules can read otherwise the second way.
+        # The hot path: url_path() inlined for short plain URLs (no '%': only
+        # escaped rules can read otherwise the second way).
         if len(url) < LONG_URL:
             plain = PLAIN_URL.match(url)
             if plain is not None:

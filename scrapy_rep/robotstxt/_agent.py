@@ -1,12 +1,9 @@
 """The product token robots.txt groups are matched against (RFC 9309 §2.2.1).
 
-``ExampleBot/1.0 (+http://example.com/bot)`` -> ``ExampleBot``;
-``Mozilla/5.0 (compatible; ExampleBot/1.0; +http://...)`` -> ``ExampleBot``;
-a browser-like header with no ``compatible;`` product -> None (the caller warns).
-Like Google's reference matcher, the token is the leading run of letters,
-``_`` and ``-`` (the characters RFC 9309 allows in a product token), so
-``My Crawler`` is ``My`` and ``Agent5`` is ``Agent``: :func:`cut_short` says
-what was left out, for the start WARNING.
+``Mozilla/5.0 (compatible; ExampleBot/1.0; +http://...)`` -> ``ExampleBot``; a
+browser-like header with no ``compatible;`` product -> None (the caller warns).
+As in Google's reference, the token is the leading run of letters, ``_`` and
+``-``, so ``Agent5`` is ``Agent``: :func:`cut_short` says what was left out.
 """
 
 from __future__ import annotations
@@ -16,11 +13,6 @@ import re
 _TOKEN = re.compile(r"[A-Za-z_-]+")
 _COMPATIBLE = re.compile(r"\bcompatible\s*;\s*([^;)]*)", re.IGNORECASE)
 _BROWSER_PREFIXES = ("mozilla/", "opera/")
-
-
-def _leading_token(text: str) -> str | None:
-    match = _TOKEN.match(text.strip())
-    return match.group(0) if match else None
 
 
 def _product(user_agent: str | bytes | None) -> tuple[str, bool] | None:
@@ -46,7 +38,8 @@ def product_token(user_agent: str | bytes | None) -> str | None:
     product, compatible = found
     if product == "*" and not compatible:
         return "*"
-    token = _leading_token(product)
+    match = _TOKEN.match(product.strip())
+    token = match.group(0) if match else None
     # "compatible; MSIE 6.0" names a browser, not a crawler
     return None if compatible and token is not None and token.upper() == "MSIE" else token
 

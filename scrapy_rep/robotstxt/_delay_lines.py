@@ -1,18 +1,10 @@
 """Crawl-delay and Request-rate: which lines apply to a user agent, and the
-most cautious of them (docs/parser.md states the rule).
+most cautious of them (docs/parser.md, "Delays", states the rule).
 
-Google's parser ignores both lines, so they do not end a group, and user-agent
-lines on either side of them share one group of rules. Their delays are kept
-apart: each delay line belongs to the nearest *run* of user-agent lines above
-it (one or more in a row; a run ends at the first Allow, Disallow, delay or
-usage line after it). An agent reads the delay lines of the runs that name its
-token, else those of the runs that name "*"; a run that names the token but
-has no delay line means no delay. Of the lines that apply, the largest delay
-wins, a tie going to the first line.
-
-``User-agent: slurp / Crawl-delay: 60 / User-agent: * / Crawl-delay: 1`` is one
-group of rules for slurp and "*", but slurp's delay is 60 s and every other
-crawler's 1 s.
+Google's parser ignores both lines, so they end no group of rules; each
+belongs to the nearest *run* of user-agent lines above it (a run ends at the
+first Allow, Disallow, delay or usage line), and an agent reads those of the
+runs that name its token, else of those that name "*".
 """
 
 from __future__ import annotations
@@ -24,16 +16,6 @@ from typing import Final
 
 from scrapy_rep.robotstxt import _lines
 from scrapy_rep.robotstxt._groups import Groups, agent_token
-
-__all__ = [
-    "NO_DELAYS",
-    "AgentDelays",
-    "delay_line",
-    "lines_of_runs_naming",
-    "parse_delay",
-    "parse_rate",
-    "read_delays",
-]
 
 _DELAY = re.compile(r"\d+(?:\.\d*)?|\.\d+")
 _RATE = re.compile(r"(\d+)\s*/\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)(?![A-Za-z])", re.I)

@@ -1,18 +1,10 @@
-"""Finding the groups of a robots.txt body: its text, which user agents each
-group names, where each group's lines are, and the Sitemap lines.
+"""Finding the groups of a robots.txt body (all :meth:`RobotsTxt.parse` does):
+its text, the user agents each group names, where its lines are, the Sitemap lines.
 
-This is all that :meth:`RobotsTxt.parse` does; the lines inside a group are
-read later, for the agent that asks (:mod:`scrapy_rep.robotstxt._rules`).
-
-Groups are found as Google's reference parser finds them: a user-agent line
-that follows an Allow or Disallow line starts a new group; any other line
-(Crawl-delay, Sitemap, Content-Usage, Content-Signal, unknown keys, blank
-lines, comments) ends nothing.
-
-The text before the first group belongs to no group and is not kept, but for
-Content-Signal lines there, which apply to every agent (:mod:`scrapy_rep.usage`):
-its last 4 KiB are kept when they mention "signal" in any case, to be read on
-the first usage() call.
+As in Google's reference parser, a user-agent line that follows an Allow or
+Disallow line starts a new group; no other line ends one. The text before the
+first group is not kept, but for its last 4 KiB when they mention "signal":
+Content-Signal lines there apply to every agent (:mod:`scrapy_rep.usage`).
 """
 
 from __future__ import annotations
@@ -23,8 +15,6 @@ from array import array
 from urllib.parse import urljoin
 
 from scrapy_rep.robotstxt import _lines
-
-__all__ = ["GLOBAL", "NO_GROUPS", "Groups", "agent_token", "body_text", "find_groups", "sitemaps"]
 
 GLOBAL = "*"
 _TOKEN = re.compile(r"[A-Za-z_-]*")
@@ -60,12 +50,12 @@ class Groups:
         preamble: str = "",
         preamble_line: int = 0,
     ) -> None:
-        self.text = text  # from the first group on: the text before it is no group's
+        self.text = text  # from the first group on
         self.bounds = bounds
         self.agents = agents
         self.first_line = first_line  # the line number of the first group's first line
         # The lines before the first group that may hold Content-Signal lines
-        # (from a "\n"; "" when none may), and the number of the first of them.
+        # (from a "\n", or ""), and the number of the first of them.
         self.preamble = preamble
         self.preamble_line = preamble_line
 

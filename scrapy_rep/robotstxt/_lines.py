@@ -1,44 +1,14 @@
-"""robots.txt lines: splitting a line into key and value, and naming the key.
+"""robots.txt lines: splitting a line into key and value, and naming the key,
+as Google's reference parser does where RFC 9309 is silent (docs/parser.md).
 
-The reading follows Google's reference parser where RFC 9309 is silent: a
-``#`` starts a comment anywhere, keys are recognised by their start and
-case-insensitively (so common typos such as ``disalow`` or ``user agent``
-count), a missing colon is accepted when the line is exactly two words, and
-only the first 16,663 characters of a line are read.
-
-The whole-text scanners below look for candidate lines with one regular
-expression each, so that lines nobody asks about are never handled in Python;
-every candidate is then checked with :func:`parse_line`.
+The whole-text scanners find candidate lines with one regular expression
+each, so lines nobody asks about are never handled in Python; every candidate
+is then checked with :func:`parse_line`.
 """
 
 from __future__ import annotations
 
 import re
-
-__all__ = [
-    "ALLOW",
-    "ALLOW_KEY",
-    "CONTENT_SIGNAL",
-    "CONTENT_SIGNAL_KEY",
-    "CONTENT_USAGE",
-    "CONTENT_USAGE_KEY",
-    "CRAWL_DELAY",
-    "CRAWL_DELAY_KEY",
-    "DISALLOW",
-    "DISALLOW_KEY",
-    "LONG_LINE",
-    "MAX_LINE",
-    "OTHER",
-    "REQUEST_RATE",
-    "REQUEST_RATE_KEY",
-    "RULE_KEY",
-    "RULE_LINE",
-    "SITEMAP",
-    "SITEMAP_KEY",
-    "USER_AGENT",
-    "USER_AGENT_KEY",
-    "parse_line",
-]
 
 USER_AGENT, ALLOW, DISALLOW, SITEMAP, CRAWL_DELAY, REQUEST_RATE, OTHER = range(7)
 # Usage preferences (scrapy_rep.usage): read only when RobotsTxt.usage() asks.
@@ -86,35 +56,22 @@ for _kind, _spellings in _KEYS:
         _BY_START[_start] = tuple(_known.items())
 
 
-# The same spellings as _KEYS, factored into one expression per directive:
-# the scanners below try fewer alternatives on every line, and are smaller.
-_KEY_EXPRESSIONS = {
-    USER_AGENT: "user[- ]?agent",
-    ALLOW: "allow",
-    DISALLOW: "di(?:s(?:s?all?ow|allaw)|asllow)",
-    SITEMAP: "site-?map",
-    CRAWL_DELAY: "crawl[- ]?delay",
-    REQUEST_RATE: "request[- ]?rate",
-    CONTENT_USAGE: "content-usage",
-    CONTENT_SIGNAL: "content[- ]?signal",
-}
-
-
 def any_case(expression: str) -> str:
     """``expression`` with each letter matching in either case. Cheaper than
     re.IGNORECASE, which makes every character of a scan a case-folded compare."""
     return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in expression)
 
 
-# Patterns for the keys of each directive, every spelling in any case.
-USER_AGENT_KEY = any_case(_KEY_EXPRESSIONS[USER_AGENT])
-ALLOW_KEY = any_case(_KEY_EXPRESSIONS[ALLOW])
-DISALLOW_KEY = any_case(_KEY_EXPRESSIONS[DISALLOW])
-SITEMAP_KEY = any_case(_KEY_EXPRESSIONS[SITEMAP])
-CRAWL_DELAY_KEY = any_case(_KEY_EXPRESSIONS[CRAWL_DELAY])
-REQUEST_RATE_KEY = any_case(_KEY_EXPRESSIONS[REQUEST_RATE])
-CONTENT_USAGE_KEY = any_case(_KEY_EXPRESSIONS[CONTENT_USAGE])
-CONTENT_SIGNAL_KEY = any_case(_KEY_EXPRESSIONS[CONTENT_SIGNAL])
+# The spellings of _KEYS, one expression per directive (fewer alternatives
+# for the scanners to try on every line), in any case.
+USER_AGENT_KEY = any_case("user[- ]?agent")
+ALLOW_KEY = any_case("allow")
+DISALLOW_KEY = any_case("di(?:s(?:s?all?ow|allaw)|asllow)")
+SITEMAP_KEY = any_case("site-?map")
+CRAWL_DELAY_KEY = any_case("crawl[- ]?delay")
+REQUEST_RATE_KEY = any_case("request[- ]?rate")
+CONTENT_USAGE_KEY = any_case("content-usage")
+CONTENT_SIGNAL_KEY = any_case("content[- ]?signal")
 RULE_KEY = f"{ALLOW_KEY}|{DISALLOW_KEY}"
 # Scans the text after line ends were folded to "\n" and one "\n" was put in
 # front: each match is "\n" followed by a whole Allow/Disallow line.

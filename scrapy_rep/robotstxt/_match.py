@@ -1,30 +1,17 @@
 """Longest-match rule lookup for one user agent (RFC 9309 §2.2.2).
 
 A rule is ranked by one integer, ``length * 2 + allow``: the longer pattern
-wins, and Allow wins a tie (RFC 9309 §2.2.2). (A rule may also be matched in
-another form than the one its length is taken from, with its rank given: see
-:meth:`Matcher.ranked`; there a prefix's rank is the best of its own and its
-prefixes'.)
-Rules of equal rank and kind give the same verdict, so which of them is
-reported is settled later, by :meth:`Matcher.pattern_for` and the caller, only
-when a decision is explained.
-A plain rule costs one 64-bit slot and its pattern string.
+wins, and Allow wins a tie. Which of several rules of equal rank is reported
+is settled only when a decision is explained (:meth:`Matcher.pattern_for`).
+Three kinds of rules, each found without trying every rule:
 
-Rules are sorted into three kinds, each found without trying every rule:
-
-- plain prefixes (``/private``): the longest one that starts the path is found
-  with one binary search over the sorted patterns plus a walk up their
-  prefix-parent links (the answer is always an ancestor of the pattern the
-  search lands on);
+- plain prefixes (``/private``): one binary search over the sorted patterns,
+  then a walk up their prefix-parent links;
 - anchored literals (``/index.html$``): one dictionary lookup;
 - wildcard rules (``/*.pdf$``): indexed by their literal head, tried only while
-  they could still beat the best match so far, and ruled out cheaply when a
-  literal part they need (their last one, which an anchored rule's path must
-  end with) is not in the path.
-
-A wildcard rule matches part by part, each at its leftmost place (``str.find``),
-which is exact for ``*`` globs and linear in path x pattern: no input can make
-it backtrack.
+  they could beat the best match so far, and ruled out cheaply when a literal
+  part they need is not in the path. Each part matches at its leftmost place
+  (``str.find``): exact for ``*`` globs, linear, no backtracking.
 """
 
 from __future__ import annotations
@@ -34,8 +21,6 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
-
-__all__ = ["NO_PATTERNS", "Matcher", "allows", "matches"]
 
 _NO_KEYS: list[str] = []  # shared by matchers without prefixes or heads; never changed
 _NO_INDEXES = array("i")

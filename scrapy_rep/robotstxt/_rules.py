@@ -1,10 +1,7 @@
-"""Reading what applies to one user agent: the rules of its groups, indexed
-for matching, its delays (:mod:`scrapy_rep.robotstxt._delay_lines`), and (to explain a
-decision) the line a rule came from.
-
-RFC 9309 §2.2.1: the groups that name the agent's token apply, combined; when
-none does, the groups that name "*"; when there is none of those either, no
-rule applies.
+"""What applies to one user agent: its groups' rules indexed for matching, its
+delays, and (to explain a decision) the line a rule came from. RFC 9309
+§2.2.1: the groups naming the agent's token apply, combined; else those
+naming "*"; else no rule.
 """
 
 from __future__ import annotations
@@ -27,24 +24,12 @@ from scrapy_rep.robotstxt._url import (
 if TYPE_CHECKING:
     from scrapy_rep.robotstxt._usage_lines import AgentUsage
 
-__all__ = [
-    "ALLOW_ALL",
-    "DISALLOW_ALL",
-    "AgentRules",
-    "Reading",
-    "read_rules",
-    "rule_line",
-    "second_reading",
-]
-
 _KIND_NAMES = {True: _lines.KEY_NAMES[_lines.ALLOW], False: _lines.KEY_NAMES[_lines.DISALLOW]}
 _SPACE = " \t\v\f"
 
-# The lines of a group that matter once an agent asks, read in one pass: the
-# line up to its comment, the key (by its start, typos included), whether a
-# colon follows it, and the value, in one of three forms: a plain prefix
-# ("/path", most rules), a pattern with '*' or a final '$' that normalising
-# leaves as it is, or anything else.
+# A group's rule and delay lines, read in one pass: the line up to its
+# comment, the key, whether a colon follows, and the value as a plain prefix
+# (most rules), a pattern normalising leaves as it is, or anything else.
 _PLAIN_CHARS = re.escape(PLAIN_IN_PATH.decode().replace("#", ""))
 _DIRECTIVE = re.compile(
     rf"\n(?P<line>[ \t\v\f]*(?:(?P<allow>{_lines.ALLOW_KEY})|(?P<disallow>{_lines.DISALLOW_KEY})"
@@ -55,9 +40,8 @@ _DIRECTIVE = re.compile(
     r"|(?P<value>[^#\n]*)))",
     re.MULTILINE,
 )
-# findall() gives each line's groups as a tuple, in this order: the names are
-# checked against the expression here, so that the unpacking below cannot drift
-# from it (findall costs less than a match object per line).
+# findall()'s tuple order (cheaper than a match object per line), checked here
+# so that the unpacking below cannot drift from the expression.
 _DIRECTIVE_PARTS = (
     "line", "allow", "disallow", "crawl_delay", "colon", "prefix", "pattern", "value"
 )  # fmt: skip
@@ -94,16 +78,15 @@ class AgentRules:
         self.agents = agents  # user-agent tokens of the groups read
         self.groups = groups  # indexes of the groups read
         self.matcher = matcher
-        # For the second reading (see second_reading): the rules it reads otherwise,
-        # as it reads them; and the patterns of those that hold a bare '%', as
-        # `matcher` holds them. None when there are none.
+        # For second_reading(): the rules it reads otherwise, as it reads them,
+        # and the patterns of those with a bare '%' (None when there are none).
         self.escaped = escaped
         self.bare = bare
         self.delays = delays
         # RobotsTxt.delays(), built on its first call (line numbers cost a scan).
         self.delay_lines: Any = None
-        # For rule_line(), built on its first call: where the first rule line that
-        # makes each pattern starts ([Disallow, Allow]), and the answers given.
+        # For rule_line(), built on its first call: where the first rule line of
+        # each pattern starts ([Disallow, Allow]), and the answers given.
         self.rule_offsets: tuple[dict[str, int], dict[str, int]] | None = None
         self.explained: dict[tuple[str, bool], tuple[int | None, str]] | None = None
         # Content-Usage / Content-Signal lines, read on the first RobotsTxt.usage() call.
@@ -178,10 +161,9 @@ def read_rules(groups: Groups, user_agent: str) -> AgentRules:
 def _read_second_way(
     patterns: list[tuple[bool, str]],
 ) -> tuple[Matcher | None, frozenset[str] | None]:
-    """For AgentRules, from the rules whose pattern holds a '%': a matcher of
-    those that the second reading reads otherwise, as it reads them, each ranked
-    by its length in the first (its normal form, as written); and the first
-    reading's patterns of those that hold a bare '%'."""
+    """Of the rules whose pattern holds a '%': a matcher of those the second
+    reading reads otherwise, ranked by their length in the first; and the
+    patterns of those that hold a bare '%'."""
     escaped = []  # (rank, pattern read the second way, pattern read the first way)
     for allow, pattern in patterns:
         decoded = decode_reserved(pattern)
@@ -207,16 +189,11 @@ class Reading(NamedTuple):
 
 
 def second_reading(rules: AgentRules, path: str, first_rank: int) -> Reading:
-    """What decides ``path`` (in normal form) in the second reading of RFC 9309
-    §2.2.2; ``first_rank`` is ``rules.matcher.best(path)``.
-
-    The second reading takes an escaped reserved character as the character
-    and a bare '%' as "%25" (decode_reserved), on both sides. The rules it reads
-    otherwise (rules.escaped) hold such an escape, which no path so read holds,
-    so the first reading's matcher finds the best of the others given that path;
-    those that hold a bare '%' could match the start of any escape: they are
-    left out (rules.bare).
-    """
+    """What decides ``path`` in the second reading of RFC 9309 §2.2.2
+    (``first_rank``: ``rules.matcher.best(path)``). The rules it reads otherwise
+    (rules.escaped) hold an escape no path so read holds, so the first
+    matcher finds the best of the others; those with a bare '%' could match
+    the start of any escape, so they are left out (rules.bare)."""
     matcher = rules.matcher
     assert matcher is not None
     wide = decode_reserved(path)
@@ -259,9 +236,8 @@ def rule_line(
 def _rule_offsets(
     groups: Groups, indexes: tuple[int, ...]
 ) -> tuple[dict[str, int], dict[str, int]]:
-    """Where the first rule line of the groups ``indexes`` that makes each
-    normalised pattern starts, for Disallow rules and for Allow rules: one pass,
-    so explaining many decisions stays linear."""
+    """Where the first rule line of each normalised pattern starts in the groups
+    ``indexes``, for Disallow and Allow rules (one pass: explaining stays linear)."""
     offsets: tuple[dict[str, int], dict[str, int]] = ({}, {})
     text, bounds = groups.text, groups.bounds
     for index in indexes:

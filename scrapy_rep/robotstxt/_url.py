@@ -1,17 +1,11 @@
 """URL paths as robots.txt rules see them (RFC 9309 §2.2.2).
 
-Both sides of a comparison are brought to one form before matching:
-percent-escapes of unreserved characters are decoded, other escapes get
-upper-case hex, and characters that may not stand raw in a URL (non-ASCII ones
-as UTF-8, controls, space and '"<>[\\]^`{|}') are percent-encoded. On the URL
-side a literal ``*`` or ``$`` becomes ``%2A`` / ``%24`` (RFC 9309 §2.2.3), so
-that a rule can name them without their special meaning. Lone surrogates from
-robots.txt bodies decoded with ``surrogateescape`` encode back to their
-original bytes, so invalid UTF-8 keeps its exact octets.
-
-That normal form keeps escapes of reserved characters apart from the
-characters; :func:`decode_reserved` gives the other reading RFC 9309 allows
-(see :mod:`scrapy_rep.robotstxt` for how the two are used).
+Both sides of a comparison are brought to one normal form (docs/parser.md,
+"Percent-encoding"); on the URL side a literal ``*`` or ``$`` becomes ``%2A`` /
+``%24`` (§2.2.3). Lone surrogates from ``surrogateescape`` encode back to
+their bytes, so invalid UTF-8 keeps its exact octets. :func:`decode_reserved`
+gives the other reading of escaped reserved characters (see
+:mod:`scrapy_rep.robotstxt`).
 """
 
 from __future__ import annotations
@@ -19,15 +13,6 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Iterable
-
-__all__ = [
-    "decode_reserved",
-    "has_bare_percent",
-    "normalize_path",
-    "normalize_pattern",
-    "path_of",
-    "url_path",
-]
 
 # RFC 3986 §2.2-2.3.
 _RESERVED = ":/?#[]@" + "!$&'()*+,;="
@@ -87,11 +72,8 @@ _PLAIN_PATH_BYTES = PLAIN_IN_PATH.replace(b"#", b"")
 
 
 def path_of(url: str) -> str:
-    """The path, params and query of ``url``, without the fragment; "/" at least.
-
-    Accepts absolute URLs ("https://h/a?b") and path-absolute ones ("/a?b"),
-    and extracts the path the way Google's reference matcher does.
-    """
+    """The path, params and query of an absolute or path-absolute ``url``,
+    without the fragment, "/" at least, as Google's reference matcher takes it."""
     path = URL_PATH.match(url)[1]  # type: ignore[index]  # the pattern matches any text
     return path if path[:1] == "/" else "/" + path
 
@@ -205,11 +187,7 @@ def _decode_escape(match: re.Match[str]) -> str:
 def decode_reserved(text: str) -> str:
     """A path or pattern in normal form, read the other way RFC 9309 §2.2.2 can be
     read: an escaped reserved character is that character ("%3D" is "="), and a
-    '%' that starts no escape is "%25".
-
-    Only ``* $ [ ] #`` keep their escapes: '*' and '$' have a meaning in rules,
-    '[' and ']' are always escaped in normal form, and '#' is never raw.
-    """
+    '%' that starts no escape is "%25". Only ``* $ [ ] #`` keep their escapes."""
     if "%" not in text:
         return text
     return _READ_SECOND_WAY.sub(_decode_escape, text)

@@ -14,8 +14,6 @@ from typing import Final
 
 from scrapy_rep.robotstxt import _usage_labels as labels
 
-__all__ = ["MAX_FIELD", "content_signal", "content_usage", "parse_dictionary", "restrict", "shown"]
-
 MAX_FIELD: Final = 16_384
 """Characters of a header's value read; a longer value states nothing."""
 _SHOWN = 200  # characters of a value quoted in a reason

@@ -1,37 +1,15 @@
 """Which label of each usage mechanism speaks for which purpose: data, in one place.
 
-The vocabularies are still moving, so every mapping below is a row of data
-naming the text and revision it comes from. Updating scrapy-rep to a new
-revision means editing these rows; their readers
-(:mod:`scrapy_rep.robotstxt._usage_formats`, :mod:`scrapy_rep.usage`) only read
-them, and the documentation's mapping table (docs/usage.md, where the purposes
-``train-ai``, ``search`` and ``ai-input`` are defined) is checked against them
-by the tests.
-
-A label mapped to no purpose is known and deliberately not read: the rows say
-why. A label in no row is unknown, and ignored, as AIPREF requires.
+The vocabularies are still moving: each row names the text and revision it
+comes from, and a new revision means editing rows only (the tests check
+docs/usage.md's mapping table against them). A label mapped to no purpose is
+known and deliberately not read; a label in no row is unknown, and ignored.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final
-
-__all__ = [
-    "AI_INPUT",
-    "CONTENT_SIGNAL",
-    "CONTENT_SIGNAL_VALUES",
-    "CONTENT_USAGE",
-    "CONTENT_USAGE_VALUES",
-    "PURPOSES",
-    "ROBOTS_DIRECTIVES",
-    "SEARCH",
-    "TDMREP",
-    "TDMREP_VALUES",
-    "TRAIN_AI",
-    "Label",
-    "purposes_of",
-]
 
 TRAIN_AI: Final = "train-ai"
 SEARCH: Final = "search"

@@ -1,11 +1,8 @@
 """robots.txt's usage lines: which Content-Usage and Content-Signal lines apply, and say what.
 
-Each line belongs to the run of user-agent lines written above it (as delay
-lines do: :mod:`scrapy_rep.robotstxt._delay_lines`), so the groups that Allow and Disallow are
-read from stay as Google's parser reads them. Within a mechanism the longest
-matching path wins and lines of equal length combine (AIPREF attach §3.1);
-across the two, any "no" wins. A Content-Signal line above every group applies
-to every agent. Scrapy-free.
+Each line belongs to the run of user-agent lines above it, as delay lines do
+(:mod:`._delay_lines`); a Content-Signal line above every group applies to
+every agent. How they combine: docs/usage.md. Scrapy-free.
 """
 
 from __future__ import annotations
@@ -13,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Final
 
 from scrapy_rep.robotstxt import _lines
@@ -21,8 +19,6 @@ from scrapy_rep.robotstxt._groups import Groups
 from scrapy_rep.robotstxt._match import Matcher, matches
 from scrapy_rep.robotstxt._url import normalize_pattern
 from scrapy_rep.robotstxt._usage_formats import content_signal, content_usage
-
-__all__ = ["NO_USAGE", "AgentUsage", "UsageDecision", "UsageLine", "read_usage"]
 
 _SPACE = " \t"
 
@@ -104,13 +100,9 @@ class AgentUsage:
                     elif known[0] == allowed:
                         known[1].append(rule.line)
         return {
-            purpose: UsageDecision(allowed, tuple(sorted(lines, key=_line_number)))
+            purpose: UsageDecision(allowed, tuple(sorted(lines, key=attrgetter("line"))))
             for purpose, (allowed, lines) in found.items()
         }
-
-
-def _line_number(line: UsageLine) -> int:
-    return line.line
 
 
 NO_USAGE: Final = AgentUsage([], [])
