@@ -1,60 +1,27 @@
 """``scrapy_rep.RedisPoliteQueue``: scrapy-redis's shared queue, kept per download slot.
 
-For scrapy-redis's ``SCHEDULER_QUEUE_CLASS``. scrapy-redis's own queues hand a
-worker whatever comes next, whatever its site; a request whose site must wait
-(its Crawl-delay, a 429/503 pause, its robots.txt) then waits inside the
-worker and takes one of its downloader's places. This queue keeps each
-download slot's requests in a sorted set of their own (priorities as
-scrapy-redis's ``PriorityQueue`` keeps them) and hands a worker, in one
-server-side script, only a request whose slot is ready for the whole
-cluster:
+For scrapy-redis's ``SCHEDULER_QUEUE_CLASS``. Each download slot's requests
+are a sorted set of their own (priorities as scrapy-redis's ``PriorityQueue``
+keeps them), and one server-side script (:mod:`._redis_scripts`) hands a
+worker only a request whose slot is ready for the whole cluster: its turn
+(the Crawl-delay key of :mod:`scrapy_rep.cluster.pacing`, taken as the
+request is handed out) and its pause (:mod:`scrapy_rep.cluster.pauses`) have
+passed, it has fewer requests out in all workers than its concurrency (leases
+given back when a request leaves the downloader, or when they end), and its
+origin's robots.txt is known (a worker that meets an unknown origin starts
+the fetch and parks its slot, at most ``AWAIT_ROBOTS``). docs/cluster.md, "A
+queue per download slot", says what a crawl sees, the keys (under
+scrapy-redis's ``SCHEDULER_QUEUE_KEY``, ``K``) and the faults.
 
-- the slot's turn has come: its next free send time (the Crawl-delay key of
-  :mod:`scrapy_rep.cluster.pacing`, which a 429/503 pause pushes past its end)
-  and its pause (:mod:`scrapy_rep.cluster.pauses`) have passed. The script
-  takes the turn as it hands out the request (``next free = now + spacing``),
-  so two workers never take the same one, and holds a slot with a spacing
-  (``K:hold:<slot>``) until the worker tells that the request reached the site
-  (``headers_received``, or it left the downloader unanswered): the next
-  turn counts from then (``SENT``), so however late a busy worker sends it,
-  the site sees the spacing;
-- the slot has fewer requests out, in all workers, than its concurrency: each
-  request handed out holds a place (a sorted set of leases) until it leaves
-  the downloader (``request_left_downloader``, told by the crawl's
-  :class:`~scrapy_rep._slots.Ledger`), or until its lease ends
-  (a dead worker's places come back);
-- the robots.txt of the slot's origin is known: a request of an origin this
-  worker does not know starts the fetch (through the cluster's fetch lock,
-  :mod:`scrapy_rep.cluster.rules`) and parks its slot until the fetch ends, at
-  most ``AWAIT_ROBOTS`` seconds (then any worker may take it: the robots
-  middleware fetches or waits as without this queue).
-
-Redis keys, under scrapy-redis's queue key ``K`` (``SCHEDULER_QUEUE_KEY``):
-``K:slots`` (sorted set: slot -> when it may be ready, microseconds of Redis's
-clock), ``K:q:<slot>`` (the slot's requests), ``K:meta:<slot>`` (its spacing
-and concurrency), ``K:out:<slot>`` (leases), ``K:hold:<slot>``, ``K:count``,
-``K:given:<worker>`` (the worker's last request handed out, with its token).
-The turn and the pause are scrapy-rep's own keys (``REP_REDIS_PREFIX``),
-shared with requests that reach the robots middleware by other ways.
-
-A pop whose reply never came (the connection broke after Redis ran the
-script: Redis killed as it answered, a network cut) is sent again with the
-same token, by redis-py's own retries or by this worker's next pop once
-Redis answers: the script hands the request it recorded under that token
-out again (``rep/redis/frontier/replayed``), so no request leaves Redis
-unseen. The record lasts as long as the request's lease (a worker that dies
-still loses the requests it held).
-
-When no slot is ready, ``pop`` returns None and the engine is woken when the
-first slot will be (:mod:`scrapy_rep._slots.wakeup`), or after ``IDLE_POLL``
-seconds if that is sooner (another worker may have made a slot ready). When Redis fails, this
-worker keeps what it pushes meanwhile in memory and hands it out (paced
-locally by the robots middleware), waits for the rest, and pushes its own
-back once Redis answers, with the word that the slots of origins whose
-robots.txt came meanwhile are ready (else they would wait ``AWAIT_ROBOTS``).
-An error answer is a failure too: a full Redis
-(``maxmemory``, ``noeviction``) refuses pushes with an OOM error. One
-WARNING per outage (:class:`~scrapy_rep.cluster.link.Outage`).
+A slot with a Crawl-delay is held (``K:hold:<slot>``) from the hand-out until
+the worker tells that the request reached the site (``SENT``): the next turn
+counts from then, however late a busy worker sends it. A pop whose reply
+never came is sent again with the same token and hands out the request
+recorded under it (``K:given:<worker>``), so no request leaves Redis unseen.
+When Redis fails, this worker hands out what it pushes meanwhile (paced
+locally), waits for the rest, and pushes its own back once Redis answers; an
+error answer (a full Redis refusing pushes) is a failure too. One WARNING
+per outage (:class:`~scrapy_rep.cluster.link.Outage`).
 """
 
 from __future__ import annotations
@@ -73,8 +40,9 @@ from scrapy_rep._robots import ALLOWED, REFUSED, UNKNOWN, robots_service
 from scrapy_rep._slots.readiness import SlotReadiness
 from scrapy_rep._slots.wakeup import EngineWakeup
 from scrapy_rep.cluster.link import Outage
-from scrapy_rep.cluster.pacing import hand_over_turn
+from scrapy_rep.cluster.pacing import HOLD_MARGIN, HOLD_MAX, hand_over_turn
 from scrapy_rep.frontier._redis_scripts import KNOWN, POP, PUSH, RELEASE, SENT
+from scrapy_rep.frontier.queue import AWAIT_ROBOTS
 from scrapy_rep.frontier.robots import Prefetch
 
 if TYPE_CHECKING:
@@ -86,8 +54,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-AWAIT_ROBOTS = 30.0
-"""Seconds a slot waits at most for a robots.txt fetch another worker started."""
 SCAN = 64
 """Due slots one pop looks at, at most, before it answers None."""
 LEASE_MARGIN = 60.0
@@ -98,11 +64,6 @@ IDLE_POLL = 0.2
 """Seconds at most between two pops of a worker that found no slot ready while
 requests are queued: other workers make slots ready (a robots.txt they
 fetched, a place they gave back) without a word to this one."""
-HOLD_MAX = 30.0
-"""Seconds at most a Crawl-delay slot is held for a request handed out (less
-with a shorter DOWNLOAD_TIMEOUT): the hold ends when the request reaches the
-site; a worker that dies meanwhile holds the slot no longer than this."""
-HOLD_MARGIN = 1.0
 SWEEP_AFTER = 2.0
 """Seconds after which a request handed out and no longer under way (dropped
 before its slot: robots.txt forbids it) gives its place back; one detached
