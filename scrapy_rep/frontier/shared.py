@@ -46,15 +46,13 @@ REP_CACHE_MAX_ORIGINS (past it, turns older than any delay are forgotten)."""
 
 
 class Listener(Protocol):
+    """A frontier queue (see :class:`~scrapy_rep.frontier.queue.PolitePriorityQueue`)."""
+
     def robots_known(self, origin: Origin) -> None: ...
 
-    def slot_freed(self, key: str) -> None:
-        """A request of download slot ``key`` left the downloader: a place is free."""
-        ...
+    def slot_freed(self, key: str) -> None: ...
 
-    def turn_moved(self, key: str) -> None:
-        """Slot ``key``'s Crawl-delay request was sent: its next turn is known now."""
-        ...
+    def turn_moved(self, key: str) -> None: ...
 
 
 class CrawlFrontier:
@@ -148,15 +146,11 @@ class CrawlFrontier:
         crawl without Crawl-delay sites pays none)."""
         if not self._told_of_sends:
             self._told_of_sends = True
-            sent = self._crawler.signals
-            sent.connect(self._answer_began, signal=signals.headers_received)
-            crawl_context(self._crawler).waiting.ledger.follow("left", self._left_downloader)
+            self._crawler.signals.connect(self._arrived, signal=signals.headers_received)
+            self.ledger.follow("left", self._arrived)
 
-    def _answer_began(self, request: Request, **_: object) -> None:
-        if self.turns.holding:
-            self._sent(request)
-
-    def _left_downloader(self, request: Request) -> None:
+    def _arrived(self, request: Request, **_: object) -> None:
+        """``request``'s answer began, or it left the downloader."""
         if self.turns.holding:
             self._sent(request)
 
