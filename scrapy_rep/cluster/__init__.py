@@ -1,22 +1,12 @@
 """Politeness shared by many Scrapy processes through Redis (``REP_REDIS_URL``).
 
 Three pieces, each on by its own setting, all keyed under ``REP_REDIS_PREFIX``
-and every key with a TTL, so Redis holds a bounded amount per origin and slot
-(docs/cluster.md describes each, its keys and its faults):
-
-- robots.txt (``REP_REDIS_ROBOTS``, :mod:`~scrapy_rep.cluster.rules`): one
-  fetch per origin for the cluster, under a lock that expires; the others
-  re-parse the stored body (parser objects are never pickled).
-- Crawl-delay (``REP_REDIS_DELAY``, :mod:`~scrapy_rep.cluster.pacing`): each
-  request takes its slot's next turn on Redis's clock; the slot's local delay
-  is then zero, its own delay folded into the spacing.
-- Slow-down pauses (``REP_REDIS_SLOWDOWN``, :mod:`~scrapy_rep.cluster.pauses`):
-  a 429/503 (or challenge) record per slot, published to every worker.
-
-Redis down or slow (:mod:`~scrapy_rep.cluster.link`): calls time out after
-``REP_REDIS_TIMEOUT``, one WARNING per outage, and for ``REP_REDIS_RETRY``
-seconds the worker keeps all state local. Shared state needs the asyncio
-reactor (``redis.asyncio``); on another reactor :meth:`SharedState.connect`
+with a TTL (docs/cluster.md describes each, its keys and its faults):
+robots.txt (``REP_REDIS_ROBOTS``, :mod:`~scrapy_rep.cluster.rules`),
+Crawl-delay (``REP_REDIS_DELAY``, :mod:`~scrapy_rep.cluster.pacing`) and
+slow-down pauses (``REP_REDIS_SLOWDOWN``, :mod:`~scrapy_rep.cluster.pauses`).
+Redis down or slow: :mod:`~scrapy_rep.cluster.link`. Shared state needs the
+asyncio reactor (``redis.asyncio``); on another, :meth:`SharedState.connect`
 logs a WARNING and keeps all state local.
 """
 

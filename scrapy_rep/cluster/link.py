@@ -1,19 +1,13 @@
 """The Redis client of a worker, and whether Redis is worth trying now.
 
-Calls time out after ``REP_REDIS_TIMEOUT`` seconds and are not retried, but
-for a busy worker: a call that times out while this worker's own event loop
-was stalled long enough to explain it (:mod:`~scrapy_rep.cluster.stalls`) is
-made again, up to ``STALLED_ATTEMPTS`` times. Calls beyond ``CALLS_AT_ONCE``
-queue for a place, below the pool's size, so a call never finds the pool
-empty. Redis failing to answer (refused, reset, timed out) switches to local
-state for ``REP_REDIS_RETRY`` seconds, with one WARNING per outage; Redis
-refusing a call (an error reply, such as OOM under ``noeviction``) keeps only
-what that call would have shared local. A failure within ``SAME_OUTAGE``
-seconds of Redis answering again belongs to the same outage (:class:`Outage`),
-logged at DEBUG. docs/cluster.md, "When Redis is down or slow", says what a crawl sees.
-
-Needs an asyncio loop (``redis.asyncio``): :func:`reactor_problem` says when
-there is none.
+Calls time out after ``REP_REDIS_TIMEOUT`` and are not retried, but for a
+busy worker: a timeout that this worker's own stalled event loop explains
+(:mod:`~scrapy_rep.cluster.stalls`) is made again, up to ``STALLED_ATTEMPTS``
+times. Calls beyond ``CALLS_AT_ONCE`` queue for a place, below the pool's
+size, so a call never finds the pool empty. A failure switches to local
+state for ``REP_REDIS_RETRY`` seconds, one WARNING per outage (:class:`Outage`).
+docs/cluster.md, "When Redis is down or slow", says what a crawl sees.
+Needs an asyncio loop (:func:`reactor_problem`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from scrapy_rep import _clock
-from scrapy_rep._entry_codec import Rules, decode, encode
+from scrapy_rep._entry_codec import decode, encode
 from scrapy_rep.cache import MemoryRulesCache
 from scrapy_rep.cluster.link import RedisUnavailable
 from scrapy_rep.policy import PARSED, REFUSED_LOCALLY, UNAVAILABLE, Entry
@@ -166,15 +166,15 @@ class RedisRulesCache:
         of a ``parsed`` result."""
         fallback = ""
         if entry.robots is None:
-            meta, mode = _meta(entry, "none"), "plain"
+            meta, mode = encode(entry, "none"), "plain"
         elif entry.outcome in (UNAVAILABLE, REFUSED_LOCALLY):
-            meta, mode = _meta(entry, "allow_all"), "plain"
+            meta, mode = encode(entry, "allow_all"), "plain"
         elif entry.outcome == PARSED and body is not None:
-            meta, mode = _meta(entry, "body"), "body"
+            meta, mode = encode(entry, "body"), "body"
         else:  # stale, or a 304: the rules whose body Redis may still hold
-            meta, mode = _meta(entry, "body"), "keep"
+            meta, mode = encode(entry, "body"), "keep"
             # (a 304 whose body Redis lost: an unreadable state, fetched again)
-            fallback = "" if entry.outcome == PARSED else _meta(entry, "none")
+            fallback = "" if entry.outcome == PARSED else encode(entry, "none")
         ttl_ms = max(int((entry.expires - _clock.now() + self._keep) * 1000), 1000)
         args = [
             meta,
@@ -207,7 +207,3 @@ class RedisRulesCache:
                 exc,
             )
             return None
-
-
-def _meta(entry: Entry, rules: Rules) -> str:
-    return encode(entry, rules)
