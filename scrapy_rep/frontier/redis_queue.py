@@ -46,6 +46,8 @@ from scrapy_rep.frontier.queue import AWAIT_ROBOTS
 from scrapy_rep.frontier.robots import Prefetch
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
 
@@ -83,7 +85,6 @@ class RedisPoliteQueue:
         self.spider = spider
         self.key = self._codec.key
         crawler: Crawler = spider.crawler
-        self._crawler = crawler
         stats = crawler.stats
         assert stats is not None
         self._stats = stats
@@ -93,18 +94,12 @@ class RedisPoliteQueue:
         config = self._robots.config if self._robots is not None else crawl_context(crawler).config
         self._prefix = config.redis_prefix
         self._retry = config.redis_retry
-        self._prefetch = (
+        self._prefetch: Prefetch | None = None
+        if self._robots is not None:
             # The queue's requests live in Redis, not here: no count of them
             # to hold fetches back with (``queued``/``taken``), the window only.
-            Prefetch(
-                self._robots,
-                stats,
-                self._robots_known,
-                ahead=config.cache_max_origins // 2,
-            )
-            if self._robots is not None
-            else None
-        )
+            ahead = config.cache_max_origins // 2
+            self._prefetch = Prefetch(self._robots, stats, self._robots_known, ahead=ahead)
         timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT")
         self._lease = int((timeout + LEASE_MARGIN) * 1e6)
         self._hold_ms = int((min(timeout, HOLD_MAX) + HOLD_MARGIN) * 1000)
@@ -140,7 +135,7 @@ class RedisPoliteQueue:
         self._next_try = 0.0
         self._ledger = crawl_context(crawler).waiting.ledger
         self._ledger.follow("left", self._left_downloader)
-        crawler.signals.connect(self._answer_began, signal=signals.headers_received)
+        crawler.signals.connect(self._reached_site, signal=signals.headers_received)
 
     # -- scrapy-redis's queue interface ------------------------------------------------
 
@@ -185,8 +180,7 @@ class RedisPoliteQueue:
             if self._known_later:  # rules learnt while Redis was down
                 self._tell_known()
             if self._unreleased:  # places left while Redis was down
-                slot, token = self._unreleased.pop()
-                self._release(slot, token)
+                self._give_back()
             if self._unsent:  # requests that reached their site meanwhile
                 self._tell_sent()
             token = self._unanswered = self._unanswered or next(self._tokens)
@@ -311,14 +305,7 @@ class RedisPoliteQueue:
         # parked in Redis until AWAIT_ROBOTS, with nobody fetching.
         _, slots = self._known_later.setdefault(origin, (awaiting[0], set()))
         slots |= awaiting[1]
-        if self._down():
-            return  # told once Redis answers
-        try:
-            self._tell_known()
-        except self._errors() as exc:
-            self._failed(exc)
-            return
-        self._wakeup.now()
+        self._tell(self._tell_known)
 
     def _tell_known(self) -> None:
         """Make ready the slots of the origins whose rules this worker learnt,
@@ -335,26 +322,14 @@ class RedisPoliteQueue:
                 slots.discard(slot)
             del self._known_later[origin]
 
-    def _answer_began(self, request: Request) -> None:
-        if self._holding:
-            self._reached_site(request)
-
     def _reached_site(self, request: Request) -> None:
         """``request`` reached its site (its answer began), or left without an
         answer: its slot's next Crawl-delay turn, any worker's, is a spacing
         from now (see ``SENT``)."""
         held = self._holding.pop(request, None)
-        if held is None:
-            return
-        self._unsent.append(held)
-        if self._down():
-            return  # told once Redis answers (or the hold ends by its expiry)
-        try:
-            self._tell_sent()
-        except self._errors() as exc:
-            self._failed(exc)
-            return
-        self._wakeup.now()
+        if held is not None:
+            self._unsent.append(held)
+            self._tell(self._tell_sent)  # (Redis down: or the hold ends by its expiry)
 
     def _tell_sent(self) -> None:
         """End the holds of the requests that reached their site, in order: a
@@ -375,8 +350,7 @@ class RedisPoliteQueue:
             self._unsent.popleft()
 
     def _left_downloader(self, request: Request) -> None:
-        if self._holding:
-            self._reached_site(request)
+        self._reached_site(request)
         held = self._out.pop(request, None)
         if held is not None:
             self._ledger.returned(request)
@@ -401,20 +375,25 @@ class RedisPoliteQueue:
 
     def _release(self, slot: str, token: str) -> None:
         self._unreleased.append((slot, token))
+        self._tell(self._give_back)  # (Redis down: or its lease ends)
+
+    def _give_back(self) -> None:
+        """Give back the places of the requests that left, in order."""
+        while self._unreleased:
+            slot, token = self._unreleased[0]
+            self._release_script(
+                keys=[f"{self.key}:out:{slot}", f"{self.key}:q:{slot}", f"{self.key}:slots"],
+                args=[token, slot],
+            )
+            self._unreleased.popleft()
+
+    def _tell(self, flush: Callable[[], None]) -> None:
+        """Tell Redis what ``flush`` sends, now; Redis down: at the first pop
+        once it answers."""
         if self._down():
-            return  # given back once Redis answers (or its lease ends)
+            return
         try:
-            while self._unreleased:
-                held_slot, held_token = self._unreleased[0]
-                self._release_script(
-                    keys=[
-                        f"{self.key}:out:{held_slot}",
-                        f"{self.key}:q:{held_slot}",
-                        f"{self.key}:slots",
-                    ],
-                    args=[held_token, held_slot],
-                )
-                self._unreleased.popleft()
+            flush()
         except self._errors() as exc:
             self._failed(exc)
             return
