@@ -155,12 +155,8 @@ class RedisLink:
     def call_now(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         """One script call made at once, blocking the event loop for its round
         trip (``REP_REDIS_TIMEOUT`` at most); RedisUnavailable when it fails.
-
-        For a slow-down pause, which other workers must learn before this one
-        does anything else: a call through :meth:`call` waits for the loop's
-        next turn and may queue for a place behind hundreds of others (a
-        crawl's start), and the pause reached the other workers up to 1.5 s
-        late. Rare (a 429/503 answer), and one round trip."""
+        For what other workers must learn before this one goes on (a pause):
+        through :meth:`call`, queued behind a crawl's start, it came 1.5 s late."""
         if not self.up:
             raise RedisUnavailable
         self._stats.inc_value("rep/redis/calls")

@@ -195,14 +195,9 @@ class ChallengeRun(NamedTuple):
 
 
 class ClusterPauses(Channel["Apply"]):
-    """This worker's side of the cluster-wide pauses (see :mod:`scrapy_rep.cluster`).
-
-    ``publish`` and ``resume`` are called on the answers that change a pause:
-    ``publish`` writes the pause to Redis at once (one blocking round trip, so
-    that the other workers learn it before this one does anything else),
-    ``resume`` in the background; the subscriber, started with :meth:`start`, applies
-    the other workers' pauses. No Redis call is made per request.
-    """
+    """This worker's side of the cluster-wide pauses: ``publish``/``challenge``
+    and ``resume`` on the answers that change a pause, the subscriber
+    (:meth:`start`) for the other workers'. No Redis call is made per request."""
 
     what = "Slow-down"
 
@@ -232,11 +227,8 @@ class ClusterPauses(Channel["Apply"]):
     # -- this worker's answers -----------------------------------------------------
 
     def publish(self, slot: str, origin: str, retry_after: float | None) -> None:
-        """A slow-down answer from ``slot`` (``retry_after``: seconds asked, capped).
-
-        Written to Redis at once (:meth:`RedisLink.call_now`): before this
-        worker schedules the answer's retry or hands out another request, and
-        never queued behind its other Redis calls."""
+        """A slow-down answer from ``slot`` (``retry_after``: seconds asked, capped),
+        written at once (:meth:`RedisLink.call_now`), before this worker goes on."""
         asked = -1 if retry_after is None else int(retry_after * 1e6)
         args = [slot, asked, self._min_us, self._max_us, self._keep_ms]
         args += [self.channel, self._me, origin]

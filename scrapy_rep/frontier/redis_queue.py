@@ -39,7 +39,7 @@ from scrapy_rep._context import crawl_context
 from scrapy_rep._robots import ALLOWED, REFUSED, UNKNOWN, robots_service
 from scrapy_rep._slots.readiness import SlotReadiness
 from scrapy_rep._slots.wakeup import EngineWakeup
-from scrapy_rep.cluster.link import Outage
+from scrapy_rep.cluster.link import Outage, _redis_errors
 from scrapy_rep.cluster.pacing import HOLD_MARGIN, HOLD_MAX, hand_over_turn
 from scrapy_rep.frontier._redis_scripts import KNOWN, POP, PUSH, RELEASE, SENT
 from scrapy_rep.frontier.queue import AWAIT_ROBOTS
@@ -133,6 +133,7 @@ class RedisPoliteQueue:
         self._known_count = 0
         self._outage = Outage()
         self._next_try = 0.0
+        self._errors: tuple[type[BaseException], ...] = (*_redis_errors(), _Down)
         self._ledger = crawl_context(crawler).waiting.ledger
         self._ledger.follow("left", self._left_downloader)
         crawler.signals.connect(self._reached_site, signal=signals.headers_received)
@@ -147,7 +148,7 @@ class RedisPoliteQueue:
             return local + self._known_count  # wait for Redis rather than close
         try:
             self._known_count = max(int(self.server.get(f"{self.key}:count") or 0), 0)
-        except self._errors() as exc:
+        except self._errors as exc:
             self._failed(exc)
         return local + self._known_count
 
@@ -188,7 +189,7 @@ class RedisPoliteQueue:
                 keys=[f"{self.key}:slots", f"{self.key}:count", self._given_key],
                 args=[self.key, self._prefix, SCAN, self._lease, token, self._hold_ms],
             )
-        except self._errors() as exc:
+        except self._errors as exc:
             self._failed(exc)
             return self._pop_local_or_wake()
         self._unanswered = None
@@ -234,7 +235,7 @@ class RedisPoliteQueue:
                         self._unlink(batch)
                         batch = []
                 self._unlink(batch)
-        except self._errors() as exc:
+        except self._errors as exc:
             self._failed(exc)
 
     def _unlink(self, names: list[Any]) -> None:
@@ -282,7 +283,7 @@ class RedisPoliteQueue:
                     int(AWAIT_ROBOTS * 1e6),
                 ],
             )
-        except self._errors() as exc:
+        except self._errors as exc:
             self._failed(exc)
             return False
         self._answered()
@@ -394,7 +395,7 @@ class RedisPoliteQueue:
             return
         try:
             flush()
-        except self._errors() as exc:
+        except self._errors as exc:
             self._failed(exc)
             return
         self._wakeup.now()
@@ -428,12 +429,6 @@ class RedisPoliteQueue:
             self._local.popleft()
 
     # -- outages ----------------------------------------------------------------------
-
-    @staticmethod
-    def _errors() -> tuple[type[BaseException], ...]:
-        from redis.exceptions import RedisError
-
-        return (RedisError, OSError, _Down)
 
     def _down(self) -> bool:
         return self._outage.on and _clock.monotonic() < self._next_try

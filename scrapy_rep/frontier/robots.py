@@ -6,22 +6,16 @@ off, or the robots middleware not installed), the queue still paces slots by
 their delay and concurrency.
 
 :class:`Prefetch` starts the robots.txt fetch of an origin when a request
-for it enters the queue, so that its verdict is known by its turn
-(docs/scheduling.md, "robots.txt ahead of time"). The window holds
-``REP_MAX_FETCHES`` fetches at once (0: no cap), counted from when one is
-asked for (one run of pushes would otherwise start every waiting origin's
-fetch at once), and at most half of ``REP_CACHE_MAX_ORIGINS`` origins whose
-requests still wait in the queue (further ahead, their rules would leave the
-cache first). Origins met while it is full wait, in the order met.
-
-A fetch still under way after ``1 / SLOW_SHARES`` of ``REP_FETCH_TIMEOUT``
-gives its place up to the next origin, into an allowance of
-``(SLOW_SHARES - 1) x REP_MAX_FETCHES`` slow fetches (when full, it keeps its
-place until a slow one ends): servers that never answer cannot hold new
-origins back for a timeout each. A timer that fires more than half its bound
-late found our own loop busy, not the server slow: it starts over. A fetch
-the robots middleware starts itself is not counted here (the requests
-waiting for it bound it, as without the queue).
+for it enters the queue, so that its verdict is known by its turn. The
+window (docs/scheduling.md, "robots.txt ahead of time"): ``REP_MAX_FETCHES``
+fetches at once, counted from when one is asked for (one run of pushes would
+otherwise start them all at once); at most half of ``REP_CACHE_MAX_ORIGINS``
+origins whose requests still wait in the queue (further ahead, their rules
+would leave the cache first); a fetch still under way after ``1 /
+SLOW_SHARES`` of ``REP_FETCH_TIMEOUT`` gives its place up, into an allowance
+of slow fetches, so that servers that never answer cannot hold new origins
+back for a timeout each. A fetch the robots middleware starts itself is not
+counted here (the requests waiting for it bound it).
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """What the queues of one crawl share: slot turns, robots.txt, prefetch, the engine's wake-up.
 
-Scrapy's scheduler builds two priority queues, one in memory and, with
-``JOBDIR``, one on disk; both hand out requests of the same download slots,
-so the turns, the requests out and the prefetch window are the crawl's, one
-:class:`CrawlFrontier` per crawler (:func:`frontier_of`). It also tells the
-queues what frees a slot: a request leaving the downloader
-(:mod:`scrapy_rep._slots.departures`: a place of its slot is free), and a
-Crawl-delay slot's request sent (its answer began: the next turn counts from
-then, :mod:`scrapy_rep.frontier.turns`).
+Scrapy's scheduler builds a memory queue and, with ``JOBDIR``, a disk queue;
+both hand out requests of the same download slots, so this state is the
+crawl's, one :class:`CrawlFrontier` per crawler (:func:`frontier_of`). It
+tells the queues what frees a slot: a request leaving the downloader, and a
+Crawl-delay slot's request sent (:mod:`scrapy_rep.frontier.turns`).
 """
 
 from __future__ import annotations
