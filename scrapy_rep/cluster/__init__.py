@@ -2,9 +2,16 @@
 
 Three pieces, each on by its own setting, all keyed under ``REP_REDIS_PREFIX``
 with a TTL (docs/cluster.md describes each, its keys and its faults):
-robots.txt (``REP_REDIS_ROBOTS``, :mod:`~scrapy_rep.cluster.rules`),
-Crawl-delay (``REP_REDIS_DELAY``, :mod:`~scrapy_rep.cluster.pacing`) and
-slow-down pauses (``REP_REDIS_SLOWDOWN``, :mod:`~scrapy_rep.cluster.pauses`).
+
+- robots.txt (``REP_REDIS_ROBOTS``, :mod:`~scrapy_rep.cluster.rules`): one
+  fetch per origin for the cluster, under a lock that expires; the others
+  re-parse the stored body (parser objects are never pickled).
+- Crawl-delay (``REP_REDIS_DELAY``, :mod:`~scrapy_rep.cluster.pacing`): each
+  request takes its slot's next turn on Redis's clock; the slot's local delay
+  is then zero, its own delay folded into the spacing.
+- Slow-down pauses (``REP_REDIS_SLOWDOWN``, :mod:`~scrapy_rep.cluster.pauses`):
+  a 429/503 (or challenge) record per slot, published to every worker.
+
 Redis down or slow: :mod:`~scrapy_rep.cluster.link`. Shared state needs the
 asyncio reactor (``redis.asyncio``); on another, :meth:`SharedState.connect`
 logs a WARNING and keeps all state local.
@@ -85,15 +92,8 @@ class SharedState:
         if shared_pauses is not None:  # the subscriber stops before the client closes
             crawler.signals.connect(shared_pauses.close, signal=signals.engine_stopped)
         crawler.signals.connect(link.close, signal=signals.engine_stopped)
-        names = [
-            name
-            for name, on in (
-                ("robots.txt", robots),
-                ("Crawl-delay", delay),
-                ("slow-down pauses", pauses),
-            )
-            if on
-        ]
+        asked = {"robots.txt": robots, "Crawl-delay": delay, "slow-down pauses": pauses}
+        names = [name for name, on in asked.items() if on]
         shared = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
         logger.info(
             "Sharing %s with other workers through Redis at %s (keys %s*)",

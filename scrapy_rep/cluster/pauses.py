@@ -90,13 +90,9 @@ return {math.floor(untl - now), level, changed}
 # (challenges.py). KEYS as _PAUSE's. ARGV: slot, first pause, longest pause
 # (us), challenged probes in a row that stop the slot, then as _PAUSE's.
 # -> {us left, challenged probes in a row, challenge pauses in the run, what}:
-# what 0: a pause runs (the answer was sent before it began: it counts for
-# nothing), 1: a new pause (the first of the run, or after a challenged
-# probe: twice the last), 2: the probe was the last one, stop the slot, 3: the
-# slot was stopped already (an answer to a request sent before this worker
-# learnt it: no probe). The
-# fields 'challenges' and 'probes' go with the state: a good answer after the
-# pause (_RESUME) clears them.
+# what is RUNNING, PAUSED, STOP or STOPPED (below). The fields 'challenges'
+# and 'probes' go with the state: a good answer after the pause (_RESUME)
+# clears them.
 _CHALLENGE = (
     _WRITE
     + """
@@ -173,12 +169,14 @@ return found
 RUNNING: Final = 0
 """A challenged answer inside the cluster's running pause: sent before it, counts for nothing."""
 PAUSED: Final = 1
-"""A challenged answer that began a new pause of the run."""
+"""A challenged answer that began a new pause of the run (its first, or after
+a challenged probe: twice the last)."""
 STOP: Final = 2
 """The challenged probe that ends the run: stop the slot."""
 STOPPED: Final = 3
 """A challenged answer after the run ended (another worker's stop, its message
-still on the way): no probe; stop the slot as that worker did."""
+still on the way, or a request sent before this worker learnt it): no probe;
+stop the slot as that worker did."""
 
 
 class ChallengeRun(NamedTuple):

@@ -1,6 +1,6 @@
 """robots.txt shared through Redis: one fetch per origin for the whole cluster.
 
-See :mod:`scrapy_rep.cluster` for the protocol (claim, fetch lock, publish).
+docs/cluster.md, "robots.txt", describes the protocol (claim, fetch lock, publish).
 """
 
 from __future__ import annotations
@@ -89,12 +89,9 @@ class Claim:
 
 
 class RedisRulesCache:
-    """The rules cache on Redis, an in-process LRU in front (see the module docstring).
-
-    ``get``/``put`` are the middleware's synchronous cache interface and only
-    touch the local LRU; ``claim``/``publish`` are called by the middleware's
-    robots.txt fetch, the only place that talks to Redis.
-    """
+    """The rules cache on Redis, an in-process LRU in front: ``get``/``put``
+    touch the LRU only; ``claim``/``publish``, called by the robots.txt fetch,
+    are the only calls to Redis."""
 
     def __init__(self, link: RedisLink, config: Config, stats: StatsCollector) -> None:
         self.link = link
