@@ -41,10 +41,9 @@ connection for the slow-down subscriber and one spare."""
 
 
 STALLED_ATTEMPTS = 3
-"""Tries of a call whose timeouts this worker's stalled event loop explains
-(:mod:`~scrapy_rep.cluster.stalls`): Redis may have answered in time, the
-worker was busy. The scripts are safe to run again (a claim of a lock this
-worker holds already answers that the lock is its own)."""
+"""Tries of a call whose timeouts this worker's stalled event loop explains. The
+scripts are safe to run again (a claim of a lock this worker holds already
+answers that the lock is its own)."""
 
 SAME_OUTAGE = 60.0
 """Seconds after Redis answers again during which a new failure continues the
@@ -97,9 +96,12 @@ class RedisLink:
     """The Redis client, and whether Redis is worth trying now."""
 
     def __init__(self, config: Config, stats: StatsCollector) -> None:
+        import redis
         from redis.asyncio import BlockingConnectionPool, Redis
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
+        from redis.exceptions import TimeoutError as RedisTimeout
+        from redis.retry import Retry as SyncRetry
 
         assert config.redis_url is not None
         self.url = safe_url(config.redis_url)
@@ -118,9 +120,6 @@ class RedisLink:
         self.client: Any = Redis(connection_pool=pool)
         # Slow-down pauses are written at once, by a blocking client of their
         # own (see ``call_now``).
-        import redis
-        from redis.retry import Retry as SyncRetry
-
         self._now_client: Any = redis.Redis.from_url(
             config.redis_url,
             socket_timeout=config.redis_timeout,
@@ -132,7 +131,7 @@ class RedisLink:
         # too), so it has no timeout; calls do.
         self._places = asyncio.Semaphore(CALLS_AT_ONCE)
         self._errors: tuple[type[BaseException], ...] = _redis_errors()
-        self._timeouts = _timeouts()
+        self._timeouts = (RedisTimeout, asyncio.TimeoutError, TimeoutError)
         self._timeout = config.redis_timeout
         self._stalls = LoopStalls()
         self._retry = config.redis_retry
@@ -252,12 +251,6 @@ def _redis_errors() -> tuple[type[BaseException], ...]:
     from redis.exceptions import RedisError
 
     return (RedisError, OSError, asyncio.TimeoutError)
-
-
-def _timeouts() -> tuple[type[BaseException], ...]:
-    from redis.exceptions import TimeoutError as RedisTimeout
-
-    return (RedisTimeout, asyncio.TimeoutError, TimeoutError)
 
 
 def reactor_problem() -> str | None:

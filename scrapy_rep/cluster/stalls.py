@@ -29,10 +29,6 @@ class LoopStalls:
         self._last = 0.0  # _clock.monotonic() of the last tick
         self._handle: asyncio.TimerHandle | None = None
 
-    @property
-    def running(self) -> bool:
-        return self._handle is not None
-
     def start(self) -> None:
         """Start ticking (needs a running asyncio loop); again: nothing."""
         if self._handle is None:

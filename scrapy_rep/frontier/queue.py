@@ -285,10 +285,8 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         again: ``_seen_ready``); None if none is ready.
 
         Ready slots looked at and not chosen (they had requests out) go
-        behind the others, in their order: the next pop looks first at the
-        slots not looked at, one of which may have none out. They stay
-        candidates meanwhile (``_where``): in a crawl whose slots all have
-        requests out, every pop passes over all of them."""
+        behind the others, in their order, and stay candidates: the next pop
+        looks first at the slots not looked at, one of which may have none out."""
         candidates = self._candidates
         seen = self._seen_ready
         where = self._where

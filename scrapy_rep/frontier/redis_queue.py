@@ -333,10 +333,8 @@ class RedisPoliteQueue:
             self._tell(self._tell_sent)  # (Redis down: or the hold ends by its expiry)
 
     def _tell_sent(self) -> None:
-        """End the holds of the requests that reached their site, in order: a
-        hold whose word was lost to an outage (a full Redis refuses the write)
-        ends now rather than at its expiry, its slot's next turn a spacing from
-        now."""
+        """End the holds of the requests that reached their site, in order (one
+        told late, after an outage, ends now rather than at its expiry)."""
         while self._unsent:
             slot, token, spacing = self._unsent[0]
             self._sent_script(
