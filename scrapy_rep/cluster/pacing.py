@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
 HOLD_MAX = 30.0
 """Seconds at most a slot is held for a request on its way (less with a
-shorter DOWNLOAD_TIMEOUT), past its turn: a worker that dies meanwhile holds
-the slot no longer."""
+shorter DOWNLOAD_TIMEOUT), past its turn: a worker that dies meanwhile, or a
+request never reported sent, holds the slot no longer (the frontier's too)."""
 HOLD_MARGIN = 1.0
 SWEEP_EVERY = 2.0
 """Seconds between looks for requests that ended without a signal this module

@@ -130,10 +130,8 @@ return 1
 
 # KEYS: the slot's hold, its turn (scrapy-rep's delay key), the slots, the
 # slot's queue. ARGV: the token that holds it, spacing (us), slot.
-# The request handed out with that token reached the site (its answer began),
-# or left without an answer: the slot's next turn is a spacing from now, on
-# Redis's clock, however late the worker sent it (never earlier than a turn
-# already set: another worker's, a pause's end).
+# The request handed out with that token reached the site, or left without an
+# answer: cluster/pacing.py's _ARRIVED, and the slot is due at its next turn.
 SENT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])

@@ -64,11 +64,9 @@ class CrawlFrontier:
         bound = self.robots.config.cache_max_origins if self.robots else DEFAULT_BOUND
         self.turns = SlotTurns(self.slots, bound)
         self.wakeup = EngineWakeup(crawler, self._woke)
-        self.prefetch = (
-            Prefetch(self.robots, stats, self._robots_known, ahead=bound // 2)
-            if self.robots is not None
-            else None
-        )
+        self.prefetch: Prefetch | None = None
+        if self.robots is not None:
+            self.prefetch = Prefetch(self.robots, stats, self._robots_known, ahead=bound // 2)
         self._listeners: weakref.WeakSet[Listener] = weakref.WeakSet()
         self._ready = 0  # hand-outs not in the stats yet
         self._released = 0
@@ -122,12 +120,9 @@ class CrawlFrontier:
         """``request`` left ``Downloader.active``: for good (``final``), or to
         wait in a middleware (one the frontier handed out is still out then:
         the ledger counts it until it leaves for good)."""
-        if final:
-            key = self.ledger.returned(request)
-        elif request in self.ledger.handed:
+        if not final and request in self.ledger.handed:
             return
-        else:
-            key = None
+        key = self.ledger.returned(request) if final else None
         if key is None:  # not handed out by a frontier queue (scrapy-rep's own downloads)
             key = request.meta.get("download_slot")
             if key is None:  # it never reached its slot
