@@ -189,7 +189,7 @@ class ChallengeRun(NamedTuple):
     pauses: int
     """Challenge pauses in the run, across the cluster."""
     what: int
-    """RUNNING, PAUSED or STOP."""
+    """RUNNING, PAUSED, STOP or STOPPED."""
 
 
 class ClusterPauses(Channel["Apply"]):
@@ -216,11 +216,8 @@ class ClusterPauses(Channel["Apply"]):
         self._unshared = False  # warned that pauses stay local (until Redis answers)
 
     def _keys(self, slot: str) -> list[str]:
-        return [
-            f"{self._prefix}slowdown:{slot}",
-            f"{self._prefix}pauses",
-            f"{self._prefix}delay:{slot}",
-        ]
+        prefix = self._prefix
+        return [f"{prefix}slowdown:{slot}", f"{prefix}pauses", f"{prefix}delay:{slot}"]
 
     # -- this worker's answers -----------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 For scrapy-redis's ``SCHEDULER_QUEUE_CLASS``. Each download slot's requests
 are a sorted set of their own (priorities as scrapy-redis's ``PriorityQueue``
-keeps them), and one server-side script (:mod:`._redis_scripts`) hands a
+keeps them), and one server-side script (``_redis_scripts.POP``) hands a
 worker only a request whose slot is ready for the whole cluster: its turn
 (the Crawl-delay key of :mod:`scrapy_rep.cluster.pacing`, taken as the
 request is handed out) and its pause (:mod:`scrapy_rep.cluster.pauses`) have
@@ -13,15 +13,11 @@ the fetch and parks its slot, at most ``AWAIT_ROBOTS``). docs/cluster.md, "A
 queue per download slot", says what a crawl sees, the keys (under
 scrapy-redis's ``SCHEDULER_QUEUE_KEY``, ``K``) and the faults.
 
-A slot with a Crawl-delay is held (``K:hold:<slot>``) from the hand-out until
-the worker tells that the request reached the site (``SENT``): the next turn
-counts from then, however late a busy worker sends it. A pop whose reply
-never came is sent again with the same token and hands out the request
-recorded under it (``K:given:<worker>``), so no request leaves Redis unseen.
-When Redis fails, this worker hands out what it pushes meanwhile (paced
-locally), waits for the rest, and pushes its own back once Redis answers; an
-error answer (a full Redis refusing pushes) is a failure too. One WARNING
-per outage (:class:`~scrapy_rep.cluster.link.Outage`).
+A Crawl-delay slot stays held until the request reaches the site, and a pop
+whose reply was lost is replayed (``POP``, ``SENT``). When Redis fails (an
+error answer too: a full Redis refusing pushes), this worker hands out what
+it pushes meanwhile, paced locally, waits for the rest, and pushes back what
+it still holds once Redis answers. One WARNING per outage.
 """
 
 from __future__ import annotations
