@@ -47,7 +47,8 @@ if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
 
-    from scrapy_rep._robots import Readiness, RobotsService
+    from scrapy_rep._robots import RobotsService
+    from scrapy_rep.frontier._verdicts import Found
     from scrapy_rep.origin import Origin
 
 logger = logging.getLogger(__name__)
@@ -149,8 +150,8 @@ class RedisPoliteQueue:
         return local + self._known_count
 
     def push(self, request: Request) -> None:
-        verdict, delay, origin = self._readiness(request)
-        if verdict == REFUSED:  # the robots middleware drops it at once
+        found = self._readiness(request)
+        if found[0] == REFUSED:  # the robots middleware drops it at once
             self._forbidden.append(request)
             return
         if self._down():
@@ -158,7 +159,7 @@ class RedisPoliteQueue:
             self._stats.inc_value("rep/redis/frontier/local")
             return
         data = self._codec._encode_request(request)
-        if not self._push_redis(request, data, verdict, delay, origin):
+        if not self._push_redis(request, data, found):
             # A queue member is kept once: pushed again with the same bytes, it
             # stays one request, whether or not Redis ran the failed push.
             self._uncertain.append((request, data))
@@ -243,7 +244,7 @@ class RedisPoliteQueue:
 
     # -- Redis ----------------------------------------------------------------------
 
-    def _readiness(self, request: Request) -> tuple[Readiness, float, Origin | None]:
+    def _readiness(self, request: Request) -> Found:
         if self._robots is None:
             return ALLOWED, 0.0, None
         return self._robots.readiness(request)
@@ -251,14 +252,8 @@ class RedisPoliteQueue:
     def _spacing(self, slot: str, delay: float) -> int:
         return int(max(delay, self._slots.delay(slot)) * 1e6)
 
-    def _push_redis(
-        self,
-        request: Request,
-        data: bytes,
-        verdict: Readiness,
-        delay: float,
-        origin: Origin | None,
-    ) -> bool:
+    def _push_redis(self, request: Request, data: bytes, found: Found) -> bool:
+        verdict, delay, origin = found
         slot = self._slots.key(request)
         known = verdict != UNKNOWN
         try:
@@ -407,18 +402,15 @@ class RedisPoliteQueue:
         """Requests pushed while Redis was down go to Redis once it answers."""
         while self._uncertain:  # pushed again, refused or not: Redis may hold them already
             request, data = self._uncertain[0]
-            verdict, delay, origin = self._readiness(request)
-            if not self._push_redis(request, data, verdict, delay, origin):
+            if not self._push_redis(request, data, self._readiness(request)):
                 raise _Down
             self._uncertain.popleft()
         while self._local:
             request = self._local[0]
-            verdict, delay, origin = self._readiness(request)
-            if verdict == REFUSED:  # learnt meanwhile: the middleware drops it
+            found = self._readiness(request)
+            if found[0] == REFUSED:  # learnt meanwhile: the middleware drops it
                 self._forbidden.append(request)
-            elif not self._push_redis(
-                request, self._codec._encode_request(request), verdict, delay, origin
-            ):
+            elif not self._push_redis(request, self._codec._encode_request(request), found):
                 raise _Down
             self._local.popleft()
 
