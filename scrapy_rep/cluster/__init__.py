@@ -1,8 +1,7 @@
 """Politeness shared by many Scrapy processes through Redis (``REP_REDIS_URL``).
 
 Three pieces, each on by its own setting, all keyed under ``REP_REDIS_PREFIX``
-and every key with a TTL, so Redis holds a bounded amount per origin and slot
-(docs/cluster.md describes each, its keys and its faults):
+with a TTL (docs/cluster.md describes each, its keys and its faults):
 
 - robots.txt (``REP_REDIS_ROBOTS``, :mod:`~scrapy_rep.cluster.rules`): one
   fetch per origin for the cluster, under a lock that expires; the others
@@ -13,10 +12,8 @@ and every key with a TTL, so Redis holds a bounded amount per origin and slot
 - Slow-down pauses (``REP_REDIS_SLOWDOWN``, :mod:`~scrapy_rep.cluster.pauses`):
   a 429/503 (or challenge) record per slot, published to every worker.
 
-Redis down or slow (:mod:`~scrapy_rep.cluster.link`): calls time out after
-``REP_REDIS_TIMEOUT``, one WARNING per outage, and for ``REP_REDIS_RETRY``
-seconds the worker keeps all state local. Shared state needs the asyncio
-reactor (``redis.asyncio``); on another reactor :meth:`SharedState.connect`
+Redis down or slow: :mod:`~scrapy_rep.cluster.link`. Shared state needs the
+asyncio reactor (``redis.asyncio``); on another, :meth:`SharedState.connect`
 logs a WARNING and keeps all state local.
 """
 
@@ -95,15 +92,8 @@ class SharedState:
         if shared_pauses is not None:  # the subscriber stops before the client closes
             crawler.signals.connect(shared_pauses.close, signal=signals.engine_stopped)
         crawler.signals.connect(link.close, signal=signals.engine_stopped)
-        names = [
-            name
-            for name, on in (
-                ("robots.txt", robots),
-                ("Crawl-delay", delay),
-                ("slow-down pauses", pauses),
-            )
-            if on
-        ]
+        asked = {"robots.txt": robots, "Crawl-delay": delay, "slow-down pauses": pauses}
+        names = [name for name, on in asked.items() if on]
         shared = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
         logger.info(
             "Sharing %s with other workers through Redis at %s (keys %s*)",

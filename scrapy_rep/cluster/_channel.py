@@ -1,14 +1,10 @@
 """A cluster-wide state kept by publish/subscribe: the pauses' and the stops' common part.
 
-Each worker subscribes to a channel when the spider opens, reads the state
-already written (``_catch_up``) each time it subscribes, and hands each
-message to ``_received``. A subscriber that fails subscribes again after
-``REP_REDIS_RETRY`` seconds (at least :data:`RESUBSCRIBE_MIN`). The crawl waits
-for the first subscription at most twice ``REP_REDIS_TIMEOUT`` of the worker's
-own time: while its event loop is stalled (a busy machine, a crawl's start) the
-wait is not used up, and a first subscription that timed out in such a stall is
-made again at once (:mod:`~scrapy_rep.cluster.stalls`), so that a worker joining
-late acts on the cluster's state from its first request, as the calls do.
+Each worker subscribes when the spider opens, reads the state already written
+(``_catch_up``) each time it subscribes, and hands each message to
+``_received``; a subscriber that fails subscribes again later. The crawl waits
+for the first subscription (:meth:`Channel._first_subscription`), so that a
+worker joining late acts on the cluster's state from its first request.
 """
 
 from __future__ import annotations

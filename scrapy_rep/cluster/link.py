@@ -1,19 +1,13 @@
 """The Redis client of a worker, and whether Redis is worth trying now.
 
-Calls time out after ``REP_REDIS_TIMEOUT`` seconds and are not retried, but
-for a busy worker: a call that times out while this worker's own event loop
-was stalled long enough to explain it (:mod:`~scrapy_rep.cluster.stalls`) is
-made again, up to ``STALLED_ATTEMPTS`` times. Calls beyond ``CALLS_AT_ONCE``
-queue for a place, below the pool's size, so a call never finds the pool
-empty. Redis failing to answer (refused, reset, timed out) switches to local
-state for ``REP_REDIS_RETRY`` seconds, with one WARNING per outage; Redis
-refusing a call (an error reply, such as OOM under ``noeviction``) keeps only
-what that call would have shared local. A failure within ``SAME_OUTAGE``
-seconds of Redis answering again belongs to the same outage (:class:`Outage`),
-logged at DEBUG. docs/cluster.md, "When Redis is down or slow", says what a crawl sees.
-
-Needs an asyncio loop (``redis.asyncio``): :func:`reactor_problem` says when
-there is none.
+Calls time out after ``REP_REDIS_TIMEOUT`` and are not retried, but for a
+busy worker: a timeout that this worker's own stalled event loop explains
+(:mod:`~scrapy_rep.cluster.stalls`) is made again, up to ``STALLED_ATTEMPTS``
+times. Calls beyond ``CALLS_AT_ONCE`` queue for a place, below the pool's
+size, so a call never finds the pool empty. A failure switches to local
+state for ``REP_REDIS_RETRY`` seconds, one WARNING per outage (:class:`Outage`).
+docs/cluster.md, "When Redis is down or slow", says what a crawl sees.
+Needs an asyncio loop (:func:`reactor_problem`).
 """
 
 from __future__ import annotations
@@ -47,10 +41,9 @@ connection for the slow-down subscriber and one spare."""
 
 
 STALLED_ATTEMPTS = 3
-"""Tries of a call whose timeouts this worker's stalled event loop explains
-(:mod:`~scrapy_rep.cluster.stalls`): Redis may have answered in time, the
-worker was busy. The scripts are safe to run again (a claim of a lock this
-worker holds already answers that the lock is its own)."""
+"""Tries of a call whose timeouts this worker's stalled event loop explains. The
+scripts are safe to run again (a claim of a lock this worker holds already
+answers that the lock is its own)."""
 
 SAME_OUTAGE = 60.0
 """Seconds after Redis answers again during which a new failure continues the
@@ -103,9 +96,12 @@ class RedisLink:
     """The Redis client, and whether Redis is worth trying now."""
 
     def __init__(self, config: Config, stats: StatsCollector) -> None:
+        import redis
         from redis.asyncio import BlockingConnectionPool, Redis
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
+        from redis.exceptions import TimeoutError as RedisTimeout
+        from redis.retry import Retry as SyncRetry
 
         assert config.redis_url is not None
         self.url = safe_url(config.redis_url)
@@ -124,9 +120,6 @@ class RedisLink:
         self.client: Any = Redis(connection_pool=pool)
         # Slow-down pauses are written at once, by a blocking client of their
         # own (see ``call_now``).
-        import redis
-        from redis.retry import Retry as SyncRetry
-
         self._now_client: Any = redis.Redis.from_url(
             config.redis_url,
             socket_timeout=config.redis_timeout,
@@ -138,7 +131,7 @@ class RedisLink:
         # too), so it has no timeout; calls do.
         self._places = asyncio.Semaphore(CALLS_AT_ONCE)
         self._errors: tuple[type[BaseException], ...] = _redis_errors()
-        self._timeouts = _timeouts()
+        self._timeouts = (RedisTimeout, asyncio.TimeoutError, TimeoutError)
         self._timeout = config.redis_timeout
         self._stalls = LoopStalls()
         self._retry = config.redis_retry
@@ -161,12 +154,8 @@ class RedisLink:
     def call_now(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         """One script call made at once, blocking the event loop for its round
         trip (``REP_REDIS_TIMEOUT`` at most); RedisUnavailable when it fails.
-
-        For a slow-down pause, which other workers must learn before this one
-        does anything else: a call through :meth:`call` waits for the loop's
-        next turn and may queue for a place behind hundreds of others (a
-        crawl's start), and the pause reached the other workers up to 1.5 s
-        late. Rare (a 429/503 answer), and one round trip."""
+        For what other workers must learn before this one goes on (a pause):
+        through :meth:`call`, queued behind a crawl's start, it came 1.5 s late."""
         if not self.up:
             raise RedisUnavailable
         self._stats.inc_value("rep/redis/calls")
@@ -262,12 +251,6 @@ def _redis_errors() -> tuple[type[BaseException], ...]:
     from redis.exceptions import RedisError
 
     return (RedisError, OSError, asyncio.TimeoutError)
-
-
-def _timeouts() -> tuple[type[BaseException], ...]:
-    from redis.exceptions import TimeoutError as RedisTimeout
-
-    return (RedisTimeout, asyncio.TimeoutError, TimeoutError)
 
 
 def reactor_problem() -> str | None:

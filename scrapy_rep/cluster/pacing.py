@@ -1,15 +1,11 @@
 """Crawl-delay held cluster-wide: send times reserved per download slot in Redis.
 
 See :mod:`scrapy_rep.cluster` for why the slot's local delay is then zero.
-
 A request's turn holds its slot (``<prefix>hold:<slot>``) until the request
-reaches the site: when its answer begins (``headers_received``), or it leaves
-the downloader or the middlewares without one, the next turn, any worker's,
-is a spacing from that moment on Redis's clock. A turn counted from when it
-was reserved let the site see two requests closer than the delay whenever a
-busy worker took the reply late or sent its request late (the downloader of a
-loaded worker took up to 0.55 s to send one): 0.028 s for 0.25 s asked, four
-workers on two cores.
+reaches the site (its answer begins, or it ends without one): the next turn,
+any worker's, is a spacing from then on Redis's clock. Counted from the
+reservation, a busy worker that sent late let the site see 0.028 s for 0.25 s
+asked (four workers on two cores). docs/cluster.md, "Crawl-delay".
 """
 
 from __future__ import annotations
@@ -38,8 +34,8 @@ if TYPE_CHECKING:
 
 HOLD_MAX = 30.0
 """Seconds at most a slot is held for a request on its way (less with a
-shorter DOWNLOAD_TIMEOUT), past its turn: a worker that dies meanwhile holds
-the slot no longer."""
+shorter DOWNLOAD_TIMEOUT), past its turn: a worker that dies meanwhile, or a
+request never reported sent, holds the slot no longer (the frontier's too)."""
 HOLD_MARGIN = 1.0
 SWEEP_EVERY = 2.0
 """Seconds between looks for requests that ended without a signal this module

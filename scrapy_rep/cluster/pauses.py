@@ -90,13 +90,9 @@ return {math.floor(untl - now), level, changed}
 # (challenges.py). KEYS as _PAUSE's. ARGV: slot, first pause, longest pause
 # (us), challenged probes in a row that stop the slot, then as _PAUSE's.
 # -> {us left, challenged probes in a row, challenge pauses in the run, what}:
-# what 0: a pause runs (the answer was sent before it began: it counts for
-# nothing), 1: a new pause (the first of the run, or after a challenged
-# probe: twice the last), 2: the probe was the last one, stop the slot, 3: the
-# slot was stopped already (an answer to a request sent before this worker
-# learnt it: no probe). The
-# fields 'challenges' and 'probes' go with the state: a good answer after the
-# pause (_RESUME) clears them.
+# what is RUNNING, PAUSED, STOP or STOPPED (below). The fields 'challenges'
+# and 'probes' go with the state: a good answer after the pause (_RESUME)
+# clears them.
 _CHALLENGE = (
     _WRITE
     + """
@@ -173,12 +169,14 @@ return found
 RUNNING: Final = 0
 """A challenged answer inside the cluster's running pause: sent before it, counts for nothing."""
 PAUSED: Final = 1
-"""A challenged answer that began a new pause of the run."""
+"""A challenged answer that began a new pause of the run (its first, or after
+a challenged probe: twice the last)."""
 STOP: Final = 2
 """The challenged probe that ends the run: stop the slot."""
 STOPPED: Final = 3
 """A challenged answer after the run ended (another worker's stop, its message
-still on the way): no probe; stop the slot as that worker did."""
+still on the way, or a request sent before this worker learnt it): no probe;
+stop the slot as that worker did."""
 
 
 class ChallengeRun(NamedTuple):
@@ -191,18 +189,13 @@ class ChallengeRun(NamedTuple):
     pauses: int
     """Challenge pauses in the run, across the cluster."""
     what: int
-    """RUNNING, PAUSED or STOP."""
+    """RUNNING, PAUSED, STOP or STOPPED."""
 
 
 class ClusterPauses(Channel["Apply"]):
-    """This worker's side of the cluster-wide pauses (see :mod:`scrapy_rep.cluster`).
-
-    ``publish`` and ``resume`` are called on the answers that change a pause:
-    ``publish`` writes the pause to Redis at once (one blocking round trip, so
-    that the other workers learn it before this one does anything else),
-    ``resume`` in the background; the subscriber, started with :meth:`start`, applies
-    the other workers' pauses. No Redis call is made per request.
-    """
+    """This worker's side of the cluster-wide pauses: ``publish``/``challenge``
+    and ``resume`` on the answers that change a pause, the subscriber
+    (:meth:`start`) for the other workers'. No Redis call is made per request."""
 
     what = "Slow-down"
 
@@ -223,20 +216,14 @@ class ClusterPauses(Channel["Apply"]):
         self._unshared = False  # warned that pauses stay local (until Redis answers)
 
     def _keys(self, slot: str) -> list[str]:
-        return [
-            f"{self._prefix}slowdown:{slot}",
-            f"{self._prefix}pauses",
-            f"{self._prefix}delay:{slot}",
-        ]
+        prefix = self._prefix
+        return [f"{prefix}slowdown:{slot}", f"{prefix}pauses", f"{prefix}delay:{slot}"]
 
     # -- this worker's answers -----------------------------------------------------
 
     def publish(self, slot: str, origin: str, retry_after: float | None) -> None:
-        """A slow-down answer from ``slot`` (``retry_after``: seconds asked, capped).
-
-        Written to Redis at once (:meth:`RedisLink.call_now`): before this
-        worker schedules the answer's retry or hands out another request, and
-        never queued behind its other Redis calls."""
+        """A slow-down answer from ``slot`` (``retry_after``: seconds asked, capped),
+        written at once (:meth:`RedisLink.call_now`), before this worker goes on."""
         asked = -1 if retry_after is None else int(retry_after * 1e6)
         args = [slot, asked, self._min_us, self._max_us, self._keep_ms]
         args += [self.channel, self._me, origin]

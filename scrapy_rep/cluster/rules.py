@@ -1,6 +1,6 @@
 """robots.txt shared through Redis: one fetch per origin for the whole cluster.
 
-See :mod:`scrapy_rep.cluster` for the protocol (claim, fetch lock, publish).
+docs/cluster.md, "robots.txt", describes the protocol (claim, fetch lock, publish).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from scrapy_rep import _clock
-from scrapy_rep._entry_codec import Rules, decode, encode
+from scrapy_rep._entry_codec import decode, encode
 from scrapy_rep.cache import MemoryRulesCache
 from scrapy_rep.cluster.link import RedisUnavailable
 from scrapy_rep.policy import PARSED, REFUSED_LOCALLY, UNAVAILABLE, Entry
@@ -89,12 +89,9 @@ class Claim:
 
 
 class RedisRulesCache:
-    """The rules cache on Redis, an in-process LRU in front (see the module docstring).
-
-    ``get``/``put`` are the middleware's synchronous cache interface and only
-    touch the local LRU; ``claim``/``publish`` are called by the middleware's
-    robots.txt fetch, the only place that talks to Redis.
-    """
+    """The rules cache on Redis, an in-process LRU in front: ``get``/``put``
+    touch the LRU only; ``claim``/``publish``, called by the robots.txt fetch,
+    are the only calls to Redis."""
 
     def __init__(self, link: RedisLink, config: Config, stats: StatsCollector) -> None:
         self.link = link
@@ -166,15 +163,15 @@ class RedisRulesCache:
         of a ``parsed`` result."""
         fallback = ""
         if entry.robots is None:
-            meta, mode = _meta(entry, "none"), "plain"
+            meta, mode = encode(entry, "none"), "plain"
         elif entry.outcome in (UNAVAILABLE, REFUSED_LOCALLY):
-            meta, mode = _meta(entry, "allow_all"), "plain"
+            meta, mode = encode(entry, "allow_all"), "plain"
         elif entry.outcome == PARSED and body is not None:
-            meta, mode = _meta(entry, "body"), "body"
+            meta, mode = encode(entry, "body"), "body"
         else:  # stale, or a 304: the rules whose body Redis may still hold
-            meta, mode = _meta(entry, "body"), "keep"
+            meta, mode = encode(entry, "body"), "keep"
             # (a 304 whose body Redis lost: an unreadable state, fetched again)
-            fallback = "" if entry.outcome == PARSED else _meta(entry, "none")
+            fallback = "" if entry.outcome == PARSED else encode(entry, "none")
         ttl_ms = max(int((entry.expires - _clock.now() + self._keep) * 1000), 1000)
         args = [
             meta,
@@ -207,7 +204,3 @@ class RedisRulesCache:
                 exc,
             )
             return None
-
-
-def _meta(entry: Entry, rules: Rules) -> str:
-    return encode(entry, rules)

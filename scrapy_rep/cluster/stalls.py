@@ -1,13 +1,9 @@
 """How long this worker's own event loop was stalled: a timeout is judged by it.
 
-A Redis call times out on the event loop's clock. When the loop itself is busy
-(a crawl's start: thousands of start requests pushed, a burst of robots.txt
-lookups), a call that Redis answered at once is still read only when the loop
-runs again, past its timeout: the worker's own slowness, not Redis's.
-:class:`LoopStalls` ticks every ``TICK`` seconds and notes each tick that
-came late; :meth:`LoopStalls.stalled` says how much of a span the loop spent
-stalled, the stall still under way included (a call's timeout may be handled
-before the late tick).
+A busy loop (a crawl's start: thousands of start requests pushed) reads a
+Redis answer that came at once only when it runs again, past the call's
+timeout: the worker's slowness, not Redis's. :class:`LoopStalls` ticks every
+``TICK`` seconds and notes each tick that came late.
 """
 
 from __future__ import annotations
@@ -32,10 +28,6 @@ class LoopStalls:
         self._stalls: deque[tuple[float, float]] = deque(maxlen=KEPT)  # (began, ended)
         self._last = 0.0  # _clock.monotonic() of the last tick
         self._handle: asyncio.TimerHandle | None = None
-
-    @property
-    def running(self) -> bool:
-        return self._handle is not None
 
     def start(self) -> None:
         """Start ticking (needs a running asyncio loop); again: nothing."""

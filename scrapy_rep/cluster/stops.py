@@ -2,12 +2,9 @@
 
 A worker that stops a slot (:mod:`scrapy_rep.challenges`) writes it to the
 hash ``stopped`` (who stopped it and why, as JSON) and publishes it on the
-channel ``stopped``; each worker subscribes when the spider opens and reads
-the hash then, so a late worker learns the stops already made
-(docs/stop-signals.md, "Many workers"). A worker that learns a stop ends the
-slot's requests as its own stop would, whatever queue hands them out. It rides
-on the slow-down's Redis link (``REP_REDIS_SLOWDOWN``); no Redis call is made
-per request.
+channel ``stopped``; a late worker reads the hash when it subscribes
+(docs/stop-signals.md, "Many workers"). It rides on the slow-down's Redis
+link (``REP_REDIS_SLOWDOWN``); no Redis call is made per request.
 """
 
 from __future__ import annotations

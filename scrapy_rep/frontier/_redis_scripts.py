@@ -33,14 +33,11 @@ return added
 # -> {slot, request, spacing (-1: unknown), count, replayed (1/0)} or
 # {'', now, first due or -1, count} (count: requests still queued, for len()).
 # A slot with a Crawl-delay (spacing > 0) is held (K:hold:<slot>: the token)
-# from the request handed out until the worker tells that it reached the site
-# (SENT): the next turn counts from then.
-# The request handed out is also kept under the worker's key, with its token,
-# until its next hand-out overwrites it (one write): a worker that did not get
-# the reply (a cut connection) calls again with the same token and is handed
-# the same request ("replayed"). Its Crawl-delay turn was taken then: if the
-# slot's hold is no longer that token's, the reply says -1 and the robots
-# middleware waits for the slot's turn itself.
+# until SENT. The request handed out is kept under the worker's key with its
+# token (overwritten by the next): a worker that lost the reply calls again
+# with that token and gets it back ("replayed"); if the slot's hold is no
+# longer that token's, spacing is -1 and the robots middleware waits for the
+# slot's turn itself.
 POP = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -133,10 +130,8 @@ return 1
 
 # KEYS: the slot's hold, its turn (scrapy-rep's delay key), the slots, the
 # slot's queue. ARGV: the token that holds it, spacing (us), slot.
-# The request handed out with that token reached the site (its answer began),
-# or left without an answer: the slot's next turn is a spacing from now, on
-# Redis's clock, however late the worker sent it (never earlier than a turn
-# already set: another worker's, a pause's end).
+# The request handed out with that token reached the site, or left without an
+# answer: cluster/pacing.py's _ARRIVED, and the slot is due at its next turn.
 SENT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])

@@ -1,17 +1,12 @@
 """The readiness of each slot's first request, remembered between pops.
 
-``PolitePriorityQueue.pop`` looks at every candidate slot until one has no
-request out, and full slots become candidates again on every pop: in a broad
-crawl a slot's first request is looked at about eight times before it leaves
-(measured: 32,045 looks for 4,229 pops, 200 origins x 20 pages). Each look
-asked :meth:`RobotsService.readiness`, which parses nothing but matches the URL
-against robots.txt again. Its answer only changes with the request or its
-origin's rules, so it is kept per slot while the slot's first request is the
-same object, its origin's cache entry is the same object (a new fetch, a
-refresh or an eviction stores a new one) and the origin is not stopped by a
-changed pin nor its slot by a stop signal (scrapy_rep.challenges). UNKNOWN
-answers and unreachable origins (whose answer depends on the time) are never
-kept.
+Full slots become candidates again on every pop, so in a broad crawl a slot's
+first request is looked at about eight times before it leaves (32,045 looks
+for 4,229 pops, 200 origins x 20 pages), each matching the URL against
+robots.txt again. The answer is kept per slot while the first request, its
+origin's cache entry (a fetch, refresh or eviction stores a new one) and the
+origin's stops (a changed pin, a stop signal) are unchanged. UNKNOWN answers
+and unreachable origins (whose answer depends on the time) are never kept.
 """
 
 from __future__ import annotations

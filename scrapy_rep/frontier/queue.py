@@ -1,29 +1,10 @@
 """``scrapy_rep.PolitePriorityQueue``: requests wait in the scheduler until their site is ready.
 
-Scrapy's default ``DownloaderAwarePriorityQueue`` keeps one priority queue per
-download slot and hands out the slot with the fewest downloads under way. It
-knows nothing of time: a request for a slot that must wait (its Crawl-delay,
-a 429/503 pause, its robots.txt) leaves at once and waits in the downloader,
-where it takes one of the ``CONCURRENT_REQUESTS`` places every other site
-needs. This queue keeps it in the scheduler instead. A slot is **ready** when:
-
-- the robots.txt of its first request's origin is known (or robots.txt does
-  not cover the request); a request whose origin is unknown starts its fetch
-  when it enters the queue (:class:`~scrapy_rep.frontier.robots.Prefetch`);
-- it is not paused for a 429/503 answer: its requests are handed out again
-  just before the pause ends, up to its concurrency, to wait at the slot's
-  gate (:mod:`scrapy_rep._gates`), which does the slow start;
-- it has fewer requests out than its concurrency;
-- its delay (Crawl-delay, ``DOWNLOAD_DELAY``, AutoThrottle) has passed since
-  its last request.
-
-Among ready slots, the one with the fewest requests out goes first, in turn
-among ties; within a slot, Scrapy's priorities (and the memory or disk queues
-of ``SCHEDULER_MEMORY_QUEUE`` / ``SCHEDULER_DISK_QUEUE``) apply. A request
-robots.txt forbids waits for nothing: it is handed out at once, and the robots
-middleware drops it (``ForbiddenByRobots``). When no slot is ready, the engine
-is woken when the first one will be (:mod:`scrapy_rep._slots.wakeup`), when a
-robots.txt arrives, or when a download ends.
+Scrapy's default ``DownloaderAwarePriorityQueue`` hands a request out at once,
+and one whose slot must wait (its Crawl-delay, a 429/503 pause, its
+robots.txt) takes a ``CONCURRENT_REQUESTS`` place in the downloader that
+every other site needs. This queue keeps it here until its slot is ready:
+docs/scheduling.md says when that is, and the order among ready slots.
 
 Each queue (a download slot's, an origin's pending one, the release one) is
 in one place: ``candidates`` (to look at), ``sleeping`` until a time (its
@@ -62,19 +43,14 @@ RELEASE_SLOT = "\x00scrapy-rep:forbidden"
 """Where requests robots.txt forbids wait: always ready (no download slot has this key)."""
 PROBE_LEAD = 0.25
 """Seconds before a slot's 429/503 pause ends when its requests are handed out
-again: they wait at the slot's gate, which lets the first go when the pause
-ends and more as good answers come (its slow start)."""
+again, to wait at the slot's gate (:mod:`scrapy_rep.slowdown.gates`: the slow start)."""
 AWAIT_ROBOTS = 30.0
 """Seconds after which a slot waiting for its origin's robots.txt is looked at
-again (as in the Redis queue): unless the prefetch window started or ended a
-fetch meanwhile and has the origin's in hand, its requests are handed out,
-and the robots middleware waits for the fetch or starts one, as without this
-queue (a fault: fetches end within their timeout)."""
+again (see :meth:`PolitePriorityQueue._wake_overdue`)."""
 FULL_RECHECK = 1.0
 """Seconds after which full slots are looked at again, though no request of
-theirs was seen leaving the downloader: what frees a place without one (a
-project's code raising a slot's concurrency) is not missed for long. Without
-the downloader's departures (an internal, logged at start), on every pop."""
+theirs was seen leaving (a project's code may raise a slot's concurrency).
+Without the downloader's departures (an internal, logged at start), on every pop."""
 OVERDUE_ORIGINS = 10_000
 """Origins past AWAIT_ROBOTS remembered (the oldest forgotten first)."""
 PENDING = "\x00scrapy-rep:robots.txt:"
@@ -245,17 +221,16 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         queue.close()
         if self.key:
             remove_slot_dir(self.key, pending)
-        groups: dict[str, list[Request]] = {}
+        joined: dict[str, None] = {}  # the slots joined, in order
         for request in taken:
             refused = robots.readiness(request)[0] == REFUSED
             slot = RELEASE_SLOT if refused else self._frontier.slots.key(request)
-            groups.setdefault(slot, []).append(request)
-        for slot, group in groups.items():
             target = self.pqueues.get(slot)
             if target is None:
                 target = self.pqueues[slot] = self.pqfactory(slot)
-            for request in group:
-                target.push(request)
+            target.push(request)
+            joined[slot] = None
+        for slot in joined:
             self._heads.pop(slot, None)
             self._seen_ready.pop(slot, None)
             if self._where.get(slot) in (None, AWAITING):
@@ -310,10 +285,8 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         again: ``_seen_ready``); None if none is ready.
 
         Ready slots looked at and not chosen (they had requests out) go
-        behind the others, in their order: the next pop looks first at the
-        slots not looked at, one of which may have none out. They stay
-        candidates meanwhile (``_where``): in a crawl whose slots all have
-        requests out, every pop passes over all of them."""
+        behind the others, in their order, and stay candidates: the next pop
+        looks first at the slots not looked at, one of which may have none out."""
         candidates = self._candidates
         seen = self._seen_ready
         where = self._where
@@ -425,21 +398,19 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             self._candidates.append(slot)
         if request is None:
             return None
-        robots, prefetch = self._frontier.robots, self._frontier.prefetch
-        if robots is not None and prefetch is not None:
-            # The origin push counted (readiness: none for dont_obey_robotstxt)
-            meta = request.meta
-            origin = None if meta.get("dont_obey_robotstxt") else robots.origin_of(request)
+        frontier = self._frontier
+        robots, prefetch = frontier.robots, frontier.prefetch
+        # The origin push counted (readiness: none for dont_obey_robotstxt)
+        if robots and prefetch and not request.meta.get("dont_obey_robotstxt"):
+            origin = robots.origin_of(request)
             if origin is not None:
                 prefetch.taken(origin)
         if ready:
-            frontier = self._frontier
             frontier.ledger.hand_out(request, slot)
-            turns = frontier.turns
-            turns.handed(slot, request, now)
-            if turns.holding:
+            frontier.turns.handed(slot, request, now)
+            if frontier.turns.holding:
                 frontier.hold_began()
-        self._frontier.handed_out(ready=ready)
+        frontier.handed_out(ready=ready)
         return request
 
     def _head(self, slot: str) -> Request | None:

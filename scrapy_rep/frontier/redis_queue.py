@@ -1,60 +1,23 @@
 """``scrapy_rep.RedisPoliteQueue``: scrapy-redis's shared queue, kept per download slot.
 
-For scrapy-redis's ``SCHEDULER_QUEUE_CLASS``. scrapy-redis's own queues hand a
-worker whatever comes next, whatever its site; a request whose site must wait
-(its Crawl-delay, a 429/503 pause, its robots.txt) then waits inside the
-worker and takes one of its downloader's places. This queue keeps each
-download slot's requests in a sorted set of their own (priorities as
-scrapy-redis's ``PriorityQueue`` keeps them) and hands a worker, in one
-server-side script, only a request whose slot is ready for the whole
-cluster:
+For scrapy-redis's ``SCHEDULER_QUEUE_CLASS``. Each download slot's requests
+are a sorted set of their own (priorities as scrapy-redis's ``PriorityQueue``
+keeps them), and one server-side script (``_redis_scripts.POP``) hands a
+worker only a request whose slot is ready for the whole cluster: its turn
+(the Crawl-delay key of :mod:`scrapy_rep.cluster.pacing`, taken as the
+request is handed out) and its pause (:mod:`scrapy_rep.cluster.pauses`) have
+passed, it has fewer requests out in all workers than its concurrency (leases
+given back when a request leaves the downloader, or when they end), and its
+origin's robots.txt is known (a worker that meets an unknown origin starts
+the fetch and parks its slot, at most ``AWAIT_ROBOTS``). docs/cluster.md, "A
+queue per download slot", says what a crawl sees, the keys (under
+scrapy-redis's ``SCHEDULER_QUEUE_KEY``, ``K``) and the faults.
 
-- the slot's turn has come: its next free send time (the Crawl-delay key of
-  :mod:`scrapy_rep.cluster.pacing`, which a 429/503 pause pushes past its end)
-  and its pause (:mod:`scrapy_rep.cluster.pauses`) have passed. The script
-  takes the turn as it hands out the request (``next free = now + spacing``),
-  so two workers never take the same one, and holds a slot with a spacing
-  (``K:hold:<slot>``) until the worker tells that the request reached the site
-  (``headers_received``, or it left the downloader unanswered): the next
-  turn counts from then (``SENT``), so however late a busy worker sends it,
-  the site sees the spacing;
-- the slot has fewer requests out, in all workers, than its concurrency: each
-  request handed out holds a place (a sorted set of leases) until it leaves
-  the downloader (``request_left_downloader``, told by the crawl's
-  :class:`~scrapy_rep._slots.Ledger`), or until its lease ends
-  (a dead worker's places come back);
-- the robots.txt of the slot's origin is known: a request of an origin this
-  worker does not know starts the fetch (through the cluster's fetch lock,
-  :mod:`scrapy_rep.cluster.rules`) and parks its slot until the fetch ends, at
-  most ``AWAIT_ROBOTS`` seconds (then any worker may take it: the robots
-  middleware fetches or waits as without this queue).
-
-Redis keys, under scrapy-redis's queue key ``K`` (``SCHEDULER_QUEUE_KEY``):
-``K:slots`` (sorted set: slot -> when it may be ready, microseconds of Redis's
-clock), ``K:q:<slot>`` (the slot's requests), ``K:meta:<slot>`` (its spacing
-and concurrency), ``K:out:<slot>`` (leases), ``K:hold:<slot>``, ``K:count``,
-``K:given:<worker>`` (the worker's last request handed out, with its token).
-The turn and the pause are scrapy-rep's own keys (``REP_REDIS_PREFIX``),
-shared with requests that reach the robots middleware by other ways.
-
-A pop whose reply never came (the connection broke after Redis ran the
-script: Redis killed as it answered, a network cut) is sent again with the
-same token, by redis-py's own retries or by this worker's next pop once
-Redis answers: the script hands the request it recorded under that token
-out again (``rep/redis/frontier/replayed``), so no request leaves Redis
-unseen. The record lasts as long as the request's lease (a worker that dies
-still loses the requests it held).
-
-When no slot is ready, ``pop`` returns None and the engine is woken when the
-first slot will be (:mod:`scrapy_rep._slots.wakeup`), or after ``IDLE_POLL``
-seconds if that is sooner (another worker may have made a slot ready). When Redis fails, this
-worker keeps what it pushes meanwhile in memory and hands it out (paced
-locally by the robots middleware), waits for the rest, and pushes its own
-back once Redis answers, with the word that the slots of origins whose
-robots.txt came meanwhile are ready (else they would wait ``AWAIT_ROBOTS``).
-An error answer is a failure too: a full Redis
-(``maxmemory``, ``noeviction``) refuses pushes with an OOM error. One
-WARNING per outage (:class:`~scrapy_rep.cluster.link.Outage`).
+A Crawl-delay slot stays held until the request reaches the site, and a pop
+whose reply was lost is replayed (``POP``, ``SENT``). When Redis fails (an
+error answer too: a full Redis refusing pushes), this worker hands out what
+it pushes meanwhile, paced locally, waits for the rest, and pushes back what
+it still holds once Redis answers. One WARNING per outage.
 """
 
 from __future__ import annotations
@@ -72,22 +35,24 @@ from scrapy_rep._context import crawl_context
 from scrapy_rep._robots import ALLOWED, REFUSED, UNKNOWN, robots_service
 from scrapy_rep._slots.readiness import SlotReadiness
 from scrapy_rep._slots.wakeup import EngineWakeup
-from scrapy_rep.cluster.link import Outage
-from scrapy_rep.cluster.pacing import hand_over_turn
+from scrapy_rep.cluster.link import Outage, _redis_errors
+from scrapy_rep.cluster.pacing import HOLD_MARGIN, HOLD_MAX, hand_over_turn
 from scrapy_rep.frontier._redis_scripts import KNOWN, POP, PUSH, RELEASE, SENT
+from scrapy_rep.frontier.queue import AWAIT_ROBOTS
 from scrapy_rep.frontier.robots import Prefetch
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
 
-    from scrapy_rep._robots import Readiness, RobotsService
+    from scrapy_rep._robots import RobotsService
+    from scrapy_rep.frontier._verdicts import Found
     from scrapy_rep.origin import Origin
 
 logger = logging.getLogger(__name__)
 
-AWAIT_ROBOTS = 30.0
-"""Seconds a slot waits at most for a robots.txt fetch another worker started."""
 SCAN = 64
 """Due slots one pop looks at, at most, before it answers None."""
 LEASE_MARGIN = 60.0
@@ -98,11 +63,6 @@ IDLE_POLL = 0.2
 """Seconds at most between two pops of a worker that found no slot ready while
 requests are queued: other workers make slots ready (a robots.txt they
 fetched, a place they gave back) without a word to this one."""
-HOLD_MAX = 30.0
-"""Seconds at most a Crawl-delay slot is held for a request handed out (less
-with a shorter DOWNLOAD_TIMEOUT): the hold ends when the request reaches the
-site; a worker that dies meanwhile holds the slot no longer than this."""
-HOLD_MARGIN = 1.0
 SWEEP_AFTER = 2.0
 """Seconds after which a request handed out and no longer under way (dropped
 before its slot: robots.txt forbids it) gives its place back; one detached
@@ -122,7 +82,6 @@ class RedisPoliteQueue:
         self.spider = spider
         self.key = self._codec.key
         crawler: Crawler = spider.crawler
-        self._crawler = crawler
         stats = crawler.stats
         assert stats is not None
         self._stats = stats
@@ -132,18 +91,12 @@ class RedisPoliteQueue:
         config = self._robots.config if self._robots is not None else crawl_context(crawler).config
         self._prefix = config.redis_prefix
         self._retry = config.redis_retry
-        self._prefetch = (
+        self._prefetch: Prefetch | None = None
+        if self._robots is not None:
             # The queue's requests live in Redis, not here: no count of them
             # to hold fetches back with (``queued``/``taken``), the window only.
-            Prefetch(
-                self._robots,
-                stats,
-                self._robots_known,
-                ahead=config.cache_max_origins // 2,
-            )
-            if self._robots is not None
-            else None
-        )
+            ahead = config.cache_max_origins // 2
+            self._prefetch = Prefetch(self._robots, stats, self._robots_known, ahead=ahead)
         timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT")
         self._lease = int((timeout + LEASE_MARGIN) * 1e6)
         self._hold_ms = int((min(timeout, HOLD_MAX) + HOLD_MARGIN) * 1000)
@@ -177,9 +130,10 @@ class RedisPoliteQueue:
         self._known_count = 0
         self._outage = Outage()
         self._next_try = 0.0
+        self._errors: tuple[type[BaseException], ...] = (*_redis_errors(), _Down)
         self._ledger = crawl_context(crawler).waiting.ledger
         self._ledger.follow("left", self._left_downloader)
-        crawler.signals.connect(self._answer_began, signal=signals.headers_received)
+        crawler.signals.connect(self._reached_site, signal=signals.headers_received)
 
     # -- scrapy-redis's queue interface ------------------------------------------------
 
@@ -191,13 +145,13 @@ class RedisPoliteQueue:
             return local + self._known_count  # wait for Redis rather than close
         try:
             self._known_count = max(int(self.server.get(f"{self.key}:count") or 0), 0)
-        except self._errors() as exc:
+        except self._errors as exc:
             self._failed(exc)
         return local + self._known_count
 
     def push(self, request: Request) -> None:
-        verdict, delay, origin = self._readiness(request)
-        if verdict == REFUSED:  # the robots middleware drops it at once
+        found = self._readiness(request)
+        if found[0] == REFUSED:  # the robots middleware drops it at once
             self._forbidden.append(request)
             return
         if self._down():
@@ -205,7 +159,7 @@ class RedisPoliteQueue:
             self._stats.inc_value("rep/redis/frontier/local")
             return
         data = self._codec._encode_request(request)
-        if not self._push_redis(request, data, verdict, delay, origin):
+        if not self._push_redis(request, data, found):
             # A queue member is kept once: pushed again with the same bytes, it
             # stays one request, whether or not Redis ran the failed push.
             self._uncertain.append((request, data))
@@ -224,8 +178,7 @@ class RedisPoliteQueue:
             if self._known_later:  # rules learnt while Redis was down
                 self._tell_known()
             if self._unreleased:  # places left while Redis was down
-                slot, token = self._unreleased.pop()
-                self._release(slot, token)
+                self._give_back()
             if self._unsent:  # requests that reached their site meanwhile
                 self._tell_sent()
             token = self._unanswered = self._unanswered or next(self._tokens)
@@ -233,7 +186,7 @@ class RedisPoliteQueue:
                 keys=[f"{self.key}:slots", f"{self.key}:count", self._given_key],
                 args=[self.key, self._prefix, SCAN, self._lease, token, self._hold_ms],
             )
-        except self._errors() as exc:
+        except self._errors as exc:
             self._failed(exc)
             return self._pop_local_or_wake()
         self._unanswered = None
@@ -279,7 +232,7 @@ class RedisPoliteQueue:
                         self._unlink(batch)
                         batch = []
                 self._unlink(batch)
-        except self._errors() as exc:
+        except self._errors as exc:
             self._failed(exc)
 
     def _unlink(self, names: list[Any]) -> None:
@@ -291,7 +244,7 @@ class RedisPoliteQueue:
 
     # -- Redis ----------------------------------------------------------------------
 
-    def _readiness(self, request: Request) -> tuple[Readiness, float, Origin | None]:
+    def _readiness(self, request: Request) -> Found:
         if self._robots is None:
             return ALLOWED, 0.0, None
         return self._robots.readiness(request)
@@ -299,14 +252,8 @@ class RedisPoliteQueue:
     def _spacing(self, slot: str, delay: float) -> int:
         return int(max(delay, self._slots.delay(slot)) * 1e6)
 
-    def _push_redis(
-        self,
-        request: Request,
-        data: bytes,
-        verdict: Readiness,
-        delay: float,
-        origin: Origin | None,
-    ) -> bool:
+    def _push_redis(self, request: Request, data: bytes, found: Found) -> bool:
+        verdict, delay, origin = found
         slot = self._slots.key(request)
         known = verdict != UNKNOWN
         try:
@@ -327,7 +274,7 @@ class RedisPoliteQueue:
                     int(AWAIT_ROBOTS * 1e6),
                 ],
             )
-        except self._errors() as exc:
+        except self._errors as exc:
             self._failed(exc)
             return False
         self._answered()
@@ -350,14 +297,7 @@ class RedisPoliteQueue:
         # parked in Redis until AWAIT_ROBOTS, with nobody fetching.
         _, slots = self._known_later.setdefault(origin, (awaiting[0], set()))
         slots |= awaiting[1]
-        if self._down():
-            return  # told once Redis answers
-        try:
-            self._tell_known()
-        except self._errors() as exc:
-            self._failed(exc)
-            return
-        self._wakeup.now()
+        self._tell(self._tell_known)
 
     def _tell_known(self) -> None:
         """Make ready the slots of the origins whose rules this worker learnt,
@@ -374,32 +314,18 @@ class RedisPoliteQueue:
                 slots.discard(slot)
             del self._known_later[origin]
 
-    def _answer_began(self, request: Request) -> None:
-        if self._holding:
-            self._reached_site(request)
-
     def _reached_site(self, request: Request) -> None:
         """``request`` reached its site (its answer began), or left without an
         answer: its slot's next Crawl-delay turn, any worker's, is a spacing
         from now (see ``SENT``)."""
         held = self._holding.pop(request, None)
-        if held is None:
-            return
-        self._unsent.append(held)
-        if self._down():
-            return  # told once Redis answers (or the hold ends by its expiry)
-        try:
-            self._tell_sent()
-        except self._errors() as exc:
-            self._failed(exc)
-            return
-        self._wakeup.now()
+        if held is not None:
+            self._unsent.append(held)
+            self._tell(self._tell_sent)  # (Redis down: or the hold ends by its expiry)
 
     def _tell_sent(self) -> None:
-        """End the holds of the requests that reached their site, in order: a
-        hold whose word was lost to an outage (a full Redis refuses the write)
-        ends now rather than at its expiry, its slot's next turn a spacing from
-        now."""
+        """End the holds of the requests that reached their site, in order (one
+        told late, after an outage, ends now rather than at its expiry)."""
         while self._unsent:
             slot, token, spacing = self._unsent[0]
             self._sent_script(
@@ -414,8 +340,7 @@ class RedisPoliteQueue:
             self._unsent.popleft()
 
     def _left_downloader(self, request: Request) -> None:
-        if self._holding:
-            self._reached_site(request)
+        self._reached_site(request)
         held = self._out.pop(request, None)
         if held is not None:
             self._ledger.returned(request)
@@ -440,21 +365,26 @@ class RedisPoliteQueue:
 
     def _release(self, slot: str, token: str) -> None:
         self._unreleased.append((slot, token))
+        self._tell(self._give_back)  # (Redis down: or its lease ends)
+
+    def _give_back(self) -> None:
+        """Give back the places of the requests that left, in order."""
+        while self._unreleased:
+            slot, token = self._unreleased[0]
+            self._release_script(
+                keys=[f"{self.key}:out:{slot}", f"{self.key}:q:{slot}", f"{self.key}:slots"],
+                args=[token, slot],
+            )
+            self._unreleased.popleft()
+
+    def _tell(self, flush: Callable[[], None]) -> None:
+        """Tell Redis what ``flush`` sends, now; Redis down: at the first pop
+        once it answers."""
         if self._down():
-            return  # given back once Redis answers (or its lease ends)
+            return
         try:
-            while self._unreleased:
-                held_slot, held_token = self._unreleased[0]
-                self._release_script(
-                    keys=[
-                        f"{self.key}:out:{held_slot}",
-                        f"{self.key}:q:{held_slot}",
-                        f"{self.key}:slots",
-                    ],
-                    args=[held_token, held_slot],
-                )
-                self._unreleased.popleft()
-        except self._errors() as exc:
+            flush()
+        except self._errors as exc:
             self._failed(exc)
             return
         self._wakeup.now()
@@ -472,28 +402,19 @@ class RedisPoliteQueue:
         """Requests pushed while Redis was down go to Redis once it answers."""
         while self._uncertain:  # pushed again, refused or not: Redis may hold them already
             request, data = self._uncertain[0]
-            verdict, delay, origin = self._readiness(request)
-            if not self._push_redis(request, data, verdict, delay, origin):
+            if not self._push_redis(request, data, self._readiness(request)):
                 raise _Down
             self._uncertain.popleft()
         while self._local:
             request = self._local[0]
-            verdict, delay, origin = self._readiness(request)
-            if verdict == REFUSED:  # learnt meanwhile: the middleware drops it
+            found = self._readiness(request)
+            if found[0] == REFUSED:  # learnt meanwhile: the middleware drops it
                 self._forbidden.append(request)
-            elif not self._push_redis(
-                request, self._codec._encode_request(request), verdict, delay, origin
-            ):
+            elif not self._push_redis(request, self._codec._encode_request(request), found):
                 raise _Down
             self._local.popleft()
 
     # -- outages ----------------------------------------------------------------------
-
-    @staticmethod
-    def _errors() -> tuple[type[BaseException], ...]:
-        from redis.exceptions import RedisError
-
-        return (RedisError, OSError, _Down)
 
     def _down(self) -> bool:
         return self._outage.on and _clock.monotonic() < self._next_try

@@ -6,37 +6,16 @@ off, or the robots middleware not installed), the queue still paces slots by
 their delay and concurrency.
 
 :class:`Prefetch` starts the robots.txt fetch of an origin when a request
-for it enters the queue, so that its verdict is known by its turn. Origins
-met while the window is full wait, in the order met, and start as fetches
-end, turn slow or requests leave (or when the engine next asks the queue for
-a request). The window:
-
-- **REP_MAX_FETCHES fetches at once**, counted from the moment one is asked
-  for (not once its download runs: one run of pushes would start every
-  waiting origin's fetch at once);
-- **a slow fetch gives its place up**: one still under way after an eighth of
-  ``REP_FETCH_TIMEOUT`` (``SLOW_SHARES``) leaves the window for a separate
-  allowance of ``(SLOW_SHARES - 1) x REP_MAX_FETCHES`` slow fetches, where it
-  waits out its timeout, and the next origin starts; when that allowance is
-  full, it keeps its place until a slow one ends. (The time counts from the
-  event loop's next turn, and a timer that fires more than half its bound
-  late found our own loop busy, not the server slow: it starts over.) New
-  origins thus start at up to ``REP_MAX_FETCHES`` per eighth of
-  ``REP_FETCH_TIMEOUT`` whatever the servers before them do:
-  behind ``H`` robots.txt files that never answer, an ordinary origin waits
-  about ``H / REP_MAX_FETCHES`` eighths of ``REP_FETCH_TIMEOUT``, one timeout
-  for ``SLOW_SHARES x REP_MAX_FETCHES`` of them (a first-in-first-out window
-  cost one per ``REP_MAX_FETCHES``). What a server that never answers costs
-  is one place of the slow allowance for one timeout: the fetches started
-  here stay at most ``SLOW_SHARES x REP_MAX_FETCHES`` (512 by default), of
-  which at most ``REP_MAX_FETCHES`` are younger than an eighth of the
-  timeout. ``REP_MAX_FETCHES = 0``: no cap. (A fetch the robots middleware
-  starts itself, for a request that left the queue with its robots.txt
-  unknown, is not counted here: the requests waiting for it bound it, as
-  without the queue.)
-- **at most half of REP_CACHE_MAX_ORIGINS ahead**: origins fetched here whose
-  requests still wait in the queue (further ahead, their rules would leave
-  the cache before their requests leave the queue).
+for it enters the queue, so that its verdict is known by its turn. The
+window (docs/scheduling.md, "robots.txt ahead of time"): ``REP_MAX_FETCHES``
+fetches at once, counted from when one is asked for (one run of pushes would
+otherwise start them all at once); at most half of ``REP_CACHE_MAX_ORIGINS``
+origins whose requests still wait in the queue (further ahead, their rules
+would leave the cache first); a fetch still under way after ``1 /
+SLOW_SHARES`` of ``REP_FETCH_TIMEOUT`` gives its place up, into an allowance
+of slow fetches, so that servers that never answer cannot hold new origins
+back for a timeout each. A fetch the robots middleware starts itself is not
+counted here (the requests waiting for it bound it).
 """
 
 from __future__ import annotations
@@ -66,10 +45,8 @@ class Prefetch:
     """robots.txt fetches started ahead of the requests that need them.
 
     ``on_known(origin)`` is called when a fetch started here ends (its verdict
-    is known now, or the origin is found unreachable). At most ``ahead``
-    origins fetched here may still have requests in the queue (the queue
-    reports them with :meth:`queued` and :meth:`taken`); see the module
-    docstring for the window.
+    is known, or the origin unreachable). At most ``ahead`` origins fetched
+    here may still have requests in the queue (:meth:`queued`, :meth:`taken`).
     """
 
     def __init__(

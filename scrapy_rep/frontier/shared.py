@@ -1,13 +1,10 @@
 """What the queues of one crawl share: slot turns, robots.txt, prefetch, the engine's wake-up.
 
-Scrapy's scheduler builds two priority queues, one in memory and, with
-``JOBDIR``, one on disk; both hand out requests of the same download slots,
-so the turns, the requests out and the prefetch window are the crawl's, one
-:class:`CrawlFrontier` per crawler (:func:`frontier_of`). It also tells the
-queues what frees a slot: a request leaving the downloader
-(:mod:`scrapy_rep._slots.departures`: a place of its slot is free), and a
-Crawl-delay slot's request sent (its answer began: the next turn counts from
-then, :mod:`scrapy_rep.frontier.turns`).
+Scrapy's scheduler builds a memory queue and, with ``JOBDIR``, a disk queue;
+both hand out requests of the same download slots, so this state is the
+crawl's, one :class:`CrawlFrontier` per crawler (:func:`frontier_of`). It
+tells the queues what frees a slot: a request leaving the downloader, and a
+Crawl-delay slot's request sent (:mod:`scrapy_rep.frontier.turns`).
 """
 
 from __future__ import annotations
@@ -46,15 +43,13 @@ REP_CACHE_MAX_ORIGINS (past it, turns older than any delay are forgotten)."""
 
 
 class Listener(Protocol):
+    """A frontier queue (see :class:`~scrapy_rep.frontier.queue.PolitePriorityQueue`)."""
+
     def robots_known(self, origin: Origin) -> None: ...
 
-    def slot_freed(self, key: str) -> None:
-        """A request of download slot ``key`` left the downloader: a place is free."""
-        ...
+    def slot_freed(self, key: str) -> None: ...
 
-    def turn_moved(self, key: str) -> None:
-        """Slot ``key``'s Crawl-delay request was sent: its next turn is known now."""
-        ...
+    def turn_moved(self, key: str) -> None: ...
 
 
 class CrawlFrontier:
@@ -69,11 +64,9 @@ class CrawlFrontier:
         bound = self.robots.config.cache_max_origins if self.robots else DEFAULT_BOUND
         self.turns = SlotTurns(self.slots, bound)
         self.wakeup = EngineWakeup(crawler, self._woke)
-        self.prefetch = (
-            Prefetch(self.robots, stats, self._robots_known, ahead=bound // 2)
-            if self.robots is not None
-            else None
-        )
+        self.prefetch: Prefetch | None = None
+        if self.robots is not None:
+            self.prefetch = Prefetch(self.robots, stats, self._robots_known, ahead=bound // 2)
         self._listeners: weakref.WeakSet[Listener] = weakref.WeakSet()
         self._ready = 0  # hand-outs not in the stats yet
         self._released = 0
@@ -127,12 +120,9 @@ class CrawlFrontier:
         """``request`` left ``Downloader.active``: for good (``final``), or to
         wait in a middleware (one the frontier handed out is still out then:
         the ledger counts it until it leaves for good)."""
-        if final:
-            key = self.ledger.returned(request)
-        elif request in self.ledger.handed:
+        if not final and request in self.ledger.handed:
             return
-        else:
-            key = None
+        key = self.ledger.returned(request) if final else None
         if key is None:  # not handed out by a frontier queue (scrapy-rep's own downloads)
             key = request.meta.get("download_slot")
             if key is None:  # it never reached its slot
@@ -148,15 +138,11 @@ class CrawlFrontier:
         crawl without Crawl-delay sites pays none)."""
         if not self._told_of_sends:
             self._told_of_sends = True
-            sent = self._crawler.signals
-            sent.connect(self._answer_began, signal=signals.headers_received)
-            crawl_context(self._crawler).waiting.ledger.follow("left", self._left_downloader)
+            self._crawler.signals.connect(self._arrived, signal=signals.headers_received)
+            self.ledger.follow("left", self._arrived)
 
-    def _answer_began(self, request: Request, **_: object) -> None:
-        if self.turns.holding:
-            self._sent(request)
-
-    def _left_downloader(self, request: Request) -> None:
+    def _arrived(self, request: Request, **_: object) -> None:
+        """``request``'s answer began, or it left the downloader."""
         if self.turns.holding:
             self._sent(request)
 

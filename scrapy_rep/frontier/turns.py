@@ -1,31 +1,24 @@
 """Per download slot: the next turn, as the frontier keeps it.
 
-A slot is ready for another request when it has fewer requests out than its
-concurrency (the crawl's :class:`~scrapy_rep._slots.ledger.Ledger` counts
-them: the frontier tells it each request it hands out) and its delay has
-passed since its last start. The downloader knows when a slot last started a
-request (:class:`~scrapy_rep._slots.readiness.SlotReadiness`); what it cannot
-know yet is a request handed out that has not reached the slot: on the
-asyncio reactor, downloader middlewares run at the next loop turn, so the
-engine takes several requests before the first reaches its slot.
+The downloader knows when a slot last started a request
+(:class:`~scrapy_rep._slots.readiness.SlotReadiness`); what it cannot know
+yet is a request handed out that has not reached the slot: on the asyncio
+reactor, downloader middlewares run at the next loop turn, so the engine
+takes several requests before the first reaches its slot.
 :class:`SlotTurns` remembers the time of each slot's last hand-out.
 
 A slot whose site asks for a Crawl-delay is also **held** by the request
-handed out, until that request has really been sent: its answer began
-(``headers_received``) or it left the downloader (answered, failed, or
-dropped before its slot). Its next turn counts from then, so the site sees
-the Crawl-delay between two requests however late a busy event loop sends
-one (the rule of the Redis queue's ``K:hold:<slot>``). Slots with only a
-``DOWNLOAD_DELAY`` or AutoThrottle delay keep counting from the hand-out, as
-Scrapy counts from the start.
-
-This is the per-slot state a cluster would keep in Redis (one worker's turns
-there, taken atomically): :class:`TurnState` is what the queue asks of it.
+handed out until that request is sent (its answer began, or it left the
+downloader), and its next turn counts from then (docs/scheduling.md; the
+rule of the Redis queue's ``K:hold:<slot>``). ``DOWNLOAD_DELAY`` and
+AutoThrottle alone count from the hand-out, as Scrapy counts from the start.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
+
+from scrapy_rep.cluster.pacing import HOLD_MAX  # the Redis queue's bound too
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -35,26 +28,17 @@ if TYPE_CHECKING:
 HORIZON = 300.0
 """Seconds a slot's last hand-out is remembered: longer than any delay that
 matters (REP_MAX_CRAWL_DELAY is 60 s by default)."""
-HOLD_MAX = 30.0
-"""Seconds a Crawl-delay slot is held at most for one request (as the Redis
-queue's): a request the crawler never reports sent holds its slot no longer."""
 
 
 class TurnState(Protocol):
-    """What the queue asks of the per-slot state (in memory here)."""
+    """What the queue asks of the per-slot state (in memory here; in Redis
+    for a cluster). ``sent`` answers the key of the slot the request held."""
 
-    def wait(self, key: str, delay: float, now: float) -> float:
-        """Seconds until slot ``key``'s next turn, for a Crawl-delay of ``delay`` s."""
-        ...
+    def wait(self, key: str, delay: float, now: float) -> float: ...
 
-    def handed(self, key: str, request: Request, now: float) -> None:
-        """``request`` of slot ``key`` was handed out at ``now``: it takes the turn."""
-        ...
+    def handed(self, key: str, request: Request, now: float) -> None: ...
 
-    def sent(self, request: Request, now: float) -> str | None:
-        """``request`` was sent (its answer began, or it left the downloader) at
-        ``now``: the key of the slot it held, whose next turn counts from now."""
-        ...
+    def sent(self, request: Request, now: float) -> str | None: ...
 
 
 class SlotTurns:
