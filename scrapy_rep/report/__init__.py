@@ -1,20 +1,11 @@
 """What robots.txt did to each origin of a crawl, told at INFO and written for audits.
 
-The middleware and the fetcher call four methods; nothing else does:
-:meth:`CrawlReport.fetched` (a robots.txt fetch ended), :meth:`~CrawlReport.forbidden`,
-:meth:`~CrawlReport.dropped` (robots.txt unreachable) and :meth:`~CrawlReport.paced`
-(a request spaced by the origin's delay; called for every such request, so it
-is a dictionary lookup, a comparison and an increment). docs/report.md says
-what is logged and written.
-
-Memory is bounded: at most ``REP_CACHE_MAX_ORIGINS`` origin records are held.
-Past that, the least recently active record is evicted (second chance: the
-queue is in creation order, and a record active since it was last looked at
-goes to the back instead; so ``paced`` needs no bookkeeping of its own), and
-written to the ``REP_REPORT`` file at once (``"evicted": true``).
-
-The records and totals are in :mod:`scrapy_rep.report._records`; the
-``REP_REPORT`` file and the text of the lines in :mod:`scrapy_rep.report._output`.
+The middleware and the fetcher call the four hooks; ``paced`` runs for every
+request spaced by a delay, so it is a lookup, a comparison and an increment.
+At most ``REP_CACHE_MAX_ORIGINS`` records are held, evicted by second chance
+over their creation order, so ``paced`` needs no bookkeeping of its own
+(docs/report.md, "Memory"). Records and totals: ``_records``; the
+``REP_REPORT`` file and the text: ``_output``.
 """
 
 from __future__ import annotations
@@ -46,7 +37,6 @@ if TYPE_CHECKING:
 __all__ = ["CrawlReport"]
 
 logger = logging.getLogger("scrapy_rep.report")
-
 
 _WOULD_FORBID = "would forbid requests (dry run: let through)"
 
@@ -216,10 +206,9 @@ class CrawlReport:
         alone = self._stop_signals(held)
         for record in held:
             self._finish(record)
-        if self.file is not None:  # robots.txt did nothing to them: in the file only
-            for record in alone:
-                self.file.write(record.as_json())
         if self.file is not None:
+            for record in alone:  # robots.txt did nothing to them: in the file only
+                self.file.write(record.as_json())
             self.file.close()  # first: a failing close is told before the summary
         evicted = [item[2] for item in sorted(self._evicted_top, key=lambda item: item[1])]
         listed, unlisted = self._listed.choose(self._top, evicted, held)

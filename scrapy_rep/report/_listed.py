@@ -9,6 +9,7 @@ are still told apart, in one line of their own (the file has each one).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from scrapy_rep.report._records import OriginRecord, Totals
@@ -67,9 +68,7 @@ class Listed:
         outages = [
             pair for pair in merged.values() if unreachable(pair[0]) and id(pair[0]) not in listed
         ]
-        unlisted = Totals()
-        for name in Totals.__slots__:
-            setattr(unlisted, name, getattr(self.unlisted, name))
+        unlisted = replace(self.unlisted)
         for record, parts in outages[UNREACHABLE_LISTED:]:
             unlisted.add(record)
             unlisted.records += parts - 1

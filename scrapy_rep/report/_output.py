@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import os
+from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any
 
 from scrapy_rep.report._records import Totals
@@ -138,9 +139,7 @@ class Summary:
                 f"  more origins than REP_CACHE_MAX_ORIGINS = {bound}: {totals.evicted} records "
                 "left memory early; an origin met again after that has another record"
             )
-        rest = Totals()
-        for name in Totals.__slots__:
-            setattr(rest, name, getattr(totals, name))
+        rest = replace(totals)
         for record, parts in self.top:
             lines += _origin_lines(record)
             rest.records -= parts
