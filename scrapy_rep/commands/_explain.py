@@ -1,9 +1,8 @@
 """What ``scrapy robots`` reports: verdicts and robots.txt facts, as text or JSON.
 
-Scrapy-free: the command hands over an :class:`~scrapy_rep.policy.Entry` (fetched
-through a crawl, or built from a local file) and the URLs of its origin; this
-module decides what a crawl with the same settings would do with each URL and
-says why, in the words of the settings a user can change.
+Scrapy-free: given an :class:`~scrapy_rep.policy.Entry` (fetched through a
+crawl, or built from a local file) and URLs of its origin, what a crawl with
+the same settings would do with each URL, and why, in the settings' words.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 from scrapy_rep import _clock
 from scrapy_rep.config import Config, UnreachableMode
@@ -22,13 +21,7 @@ from scrapy_rep.robotstxt import Delays, RobotsTxt
 from scrapy_rep.usage import UsageLine
 
 UrlVerdictWord = Literal["allowed", "forbidden", "deferred"]
-"""What a crawl would do with a URL (printed in capitals, and in the JSON output)."""
-ALLOWED: Final = "allowed"
-FORBIDDEN: Final = "forbidden"
-DEFERRED: Final = "deferred"
-
-_CACHED_AFTER = 5.0
-"""An entry older than this (seconds) came from a cache, not from this run."""
+_CACHED_AFTER = 5.0  # seconds: an older entry came from a cache, not from this run
 USAGE_NOTE = (
     "from robots.txt only; a page's headers and meta (Content-Usage, Content-Signal, "
     "tdm-reservation, noai) and its origin's tdmrep.json are only known when it is fetched"
@@ -41,15 +34,9 @@ class PurposeVerdict:
     """What robots.txt says about one purpose for one URL (``scrapy robots --purpose``)."""
 
     purpose: str
-    allowed: bool | None
-    """None: robots.txt says nothing (or has no rules, or the URL is not fetched)."""
+    allowed: bool | None  # None: robots.txt says nothing (or the URL is not fetched)
     lines: tuple[UsageLine, ...] = ()
-    reason: str = ""
-    """Why there are no lines, when there are none."""
-
-    @property
-    def word(self) -> str:
-        return _USAGE_WORDS[self.allowed]
+    reason: str = ""  # why there are no lines, when there are none
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,52 +47,33 @@ class UrlVerdict:
     verdict: UrlVerdictWord
     line: int | None = None
     rule: str | None = None
-    reason: str = ""
-    """Why, when no rule of robots.txt decided."""
-    usage: tuple[PurposeVerdict, ...] = ()
-    """Per declared purpose (REP_PURPOSES or --purpose), what robots.txt says."""
+    reason: str = ""  # why, when no rule of robots.txt decided
+    usage: tuple[PurposeVerdict, ...] = ()  # per declared purpose (REP_PURPOSES, --purpose)
 
     @property
     def allowed(self) -> bool:
-        return self.verdict == ALLOWED
+        return self.verdict == "allowed"
 
 
 @dataclass(frozen=True, slots=True)
 class Delay:
     crawl_delay: float | None
     request_rate: tuple[int, float] | None
-    lines: Delays
-    """The Crawl-delay / Request-rate lines that apply, with their line numbers."""
-    asked: float
-    """Seconds between requests the group asks for (the larger of the two lines)."""
-    applied: float
-    """``asked`` capped at REP_MAX_CRAWL_DELAY; 0 with REP_OBEY_CRAWL_DELAY off."""
+    lines: Delays  # the Crawl-delay / Request-rate lines that apply
+    asked: float  # seconds between requests the group asks for (the larger line)
+    applied: float  # capped at REP_MAX_CRAWL_DELAY; 0 with REP_OBEY_CRAWL_DELAY off
 
 
 @dataclass(frozen=True, slots=True)
 class Report:
     """One robots.txt (an origin's, or a local file) and the URLs checked against it."""
 
-    source: str
-    """The robots.txt URL, or the local file's path."""
+    source: str  # the robots.txt URL, or the local file's path
     from_file: bool
     entry: Entry
-    group: tuple[str, ...] | None
-    """User-agent tokens of the group(s) that apply; None without rules."""
+    group: tuple[str, ...] | None  # User-agent tokens of the groups that apply; None: no rules
     delay: Delay | None
     verdicts: tuple[UrlVerdict, ...]
-
-
-def delay_of(robots: RobotsTxt, agent: str, config: Config) -> Delay:
-    """The slot delay a crawl would set (the middleware's rule: policy.delay_for)."""
-    applied, asked = delay_for(robots, agent, config.max_crawl_delay)
-    return Delay(
-        robots.crawl_delay(user_agent=agent),
-        robots.request_rate(user_agent=agent),
-        robots.delays(user_agent=agent),
-        asked,
-        applied if config.obey_crawl_delay else 0.0,
-    )
 
 
 def explain(
@@ -121,7 +89,7 @@ def explain(
     verdicts = tuple(
         UrlVerdict(
             url,
-            ALLOWED if decision.allowed else FORBIDDEN,
+            "allowed" if decision.allowed else "forbidden",
             decision.line,
             decision.rule,
             "" if decision.line else no_rule,
@@ -130,7 +98,15 @@ def explain(
         for url, decision in decisions
     )
     group = robots.decide("/", user_agent=agent).agents
-    return Report(source, from_file, entry, group, delay_of(robots, agent, config), verdicts)
+    applied, asked = delay_for(robots, agent, config.max_crawl_delay)  # as a crawl's slot delay
+    delay = Delay(
+        robots.crawl_delay(user_agent=agent),
+        robots.request_rate(user_agent=agent),
+        robots.delays(user_agent=agent),
+        asked,
+        applied if config.obey_crawl_delay else 0.0,
+    )
+    return Report(source, from_file, entry, group, delay, verdicts)
 
 
 def _usage(
@@ -157,9 +133,9 @@ def _usage(
 def _unreachable_verdict(url: str, config: Config) -> UrlVerdict:
     # the robots.txt block's "effect" line says more; this says what happens to the URL
     what: dict[UnreachableMode, tuple[UrlVerdictWord, str]] = {
-        "allow": (ALLOWED, "let through"),
-        "defer": (DEFERRED, "kept until it answers"),
-        "disallow": (FORBIDDEN, "dropped"),
+        "allow": ("allowed", "let through"),
+        "defer": ("deferred", "kept until it answers"),
+        "disallow": ("forbidden", "dropped"),
     }
     verdict, action = what[config.unreachable]
     usage = tuple(
@@ -274,7 +250,7 @@ def _verdict_lines(verdicts: Sequence[UrlVerdict]) -> list[str]:
         for purpose in verdict.usage:
             said = "; ".join(f"line {line.line}: {line.text}" for line in purpose.lines)
             lines.append(
-                f"  {'':<9}  {'':<{width}}  {purpose.purpose} {purpose.word}"
+                f"  {'':<9}  {'':<{width}}  {purpose.purpose} {_USAGE_WORDS[purpose.allowed]}"
                 f" ({said or purpose.reason})"
             )
     return lines

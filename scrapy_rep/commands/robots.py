@@ -1,13 +1,8 @@
-"""``scrapy robots URL [URL ...]``: would a crawl fetch these URLs, and why.
+"""``scrapy robots URL [URL ...]``: would a crawl fetch these URLs, and why (docs/command.md).
 
-Each URL's robots.txt is fetched the way a crawl fetches it: a real crawl with
-the project's settings (proxies, headers, user agent, retries, caches), in which
-an internal spider asks the crawl's robots service (started by
-``scrapy_rep.RobotsTxtMiddleware``) for each origin's entry, so the command
-and a crawl cannot disagree. ``--file`` checks against a local robots.txt
-instead, with no crawl. Exit status: 0 when every URL would be
-fetched, 1 when one would not (forbidden, or held back because robots.txt is
-unreachable), 2 on usage errors or when the check could not run.
+robots.txt is fetched by a real crawl with the project's settings, whose spider
+asks the crawl's robots service for each origin's entry, so that the command
+and a crawl cannot disagree; ``--file`` reads a local robots.txt, with no crawl.
 """
 
 from __future__ import annotations
@@ -204,28 +199,23 @@ class Command(ScrapyCommand):
                 return
             reports = fetched
         config = self._config
-        pins = self._pins if config.pin_file is not None and self._file_body is None else None
+        pin_file = config.pin_file if self._file_body is None else None
         if opts.json:
             text = render_json(reports, config)
-            if pins is not None:
+            if pin_file is not None:
                 data = json.loads(text)
-                data["pins"] = pins
+                data["pins"] = self._pins
                 text = json.dumps(data, indent=2)
             print(text)
         else:
-            print(self._header())
-            print()
+            print(f"agent {config.user_agent!r} ({self._agent_source})")
+            print("".join(f"note: {note}\n" for note in self._notes))
             print(render_text(reports, config))
-            if pins is not None and config.pin_file is not None:
+            if pin_file is not None:
                 print()
-                print(render_pins(pins, config.pin_file))
+                print(render_pins(self._pins, pin_file))
         allowed = all(verdict.allowed for report in reports for verdict in report.verdicts)
         self.exitcode = 0 if allowed else 1
-
-    def _header(self) -> str:
-        lines = [f"agent {self._config.user_agent!r} ({self._agent_source})"]
-        lines.extend(f"note: {note}" for note in self._notes)
-        return "\n".join(lines)
 
     def _check_file(self, path: str, body: bytes) -> Report:
         config = self._config
@@ -292,28 +282,25 @@ class _RobotsSpider(Spider):
         self.pins = pins
 
     async def start(self) -> AsyncIterator[Any]:
-        await self._ask_all()
-        return
-        yield  # an async generator that yields no request
-
-    async def _ask_all(self) -> None:
         robots = robots_service(self.crawler)
         if robots is None:
             why = robots_off(self.crawler)
             self.problems.append(f"robots.txt is not obeyed in this project: {why}")
-            return
-        self.pins["watch"] = robots.pins
+        else:
+            self.pins["watch"] = robots.pins
 
-        async def ask(url: str) -> None:
-            self.entries[url] = await robots.entry_for(url)
+            async def ask(url: str) -> None:
+                self.entries[url] = await robots.entry_for(url)
 
-        # all origins at once, on any reactor
-        outcomes = await maybe_deferred_to_future(
-            DeferredList([deferred_from_coro(ask(url)) for url in self.urls], consumeErrors=True)
-        )
-        for url, (_ok, result) in zip(self.urls, outcomes, strict=True):
-            if isinstance(result, Failure):
-                self.problems.append(f"checking {url} failed: {result.getErrorMessage()}")
+            # all origins at once, on any reactor
+            outcomes = await maybe_deferred_to_future(
+                DeferredList([deferred_from_coro(ask(u)) for u in self.urls], consumeErrors=True)
+            )
+            for url, (_ok, result) in zip(self.urls, outcomes, strict=True):
+                if isinstance(result, Failure):
+                    self.problems.append(f"checking {url} failed: {result.getErrorMessage()}")
+        for _ in ():  # an async generator that yields no request
+            yield
 
 
 # -- helpers --------------------------------------------------------------------
