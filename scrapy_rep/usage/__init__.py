@@ -13,7 +13,7 @@ here ever raises for what a site sends: an unreadable statement says nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
@@ -53,11 +53,6 @@ PURPOSES: Final = labels.PURPOSES
 
 Source = Literal["robotstxt", "content-usage", "content-signal", "tdmrep", "noai"]
 """Where a statement comes from (the rep/usage/denied_by/<source> stats)."""
-ROBOTSTXT: Final = "robotstxt"
-CONTENT_USAGE_HEADER: Final = "content-usage"
-CONTENT_SIGNAL_HEADER: Final = "content-signal"
-TDMREP: Final = "tdmrep"
-NOAI: Final = "noai"
 SOURCES: Final[tuple[Source, ...]] = get_args(Source)
 
 MAX_TDMREP_RULES: Final = 1_000
@@ -203,28 +198,18 @@ def response_statements(
 ) -> list[Statement]:
     """What a response says, as statements.
 
-    ``headers``: lowercase name -> values (``content-usage``, ``content-signal``,
-    ``tdm-reservation``); ``meta_tags``: ``(name, content)`` of its
-    ``<meta name="tdm-reservation">`` tags; ``directives``: ``(where, noai,
+    ``headers``: lowercase name -> values; ``meta_tags``: ``(name, content)`` of
+    its ``<meta name="tdm-reservation">`` tags; ``directives``: ``(where, noai,
     noimageai)`` per meta tag or header that speaks to the crawler; ``image``:
-    the response is an image (``noimageai`` applies); ``tdmrep_rule``: what the
-    origin's tdmrep.json says of the URL; ``tdmrep``: read TDMRep at all.
+    ``noimageai`` applies; ``tdmrep_rule``: what the origin's tdmrep.json says
+    of the URL; ``tdmrep``: read TDMRep at all.
     """
     statements: list[Statement] = []
-    values = headers.get("content-usage")
-    if values:
-        joined = ", ".join(values)  # field lines combine into one (RFC 9651 §4.2)
-        said = content_usage(joined)
+    for source, name, read in _HEADERS:
+        joined = ", ".join(headers.get(source, ()))  # field lines are one (RFC 9651 §4.2)
+        said = read(joined) if joined else None
         if said:
-            where = f"Content-Usage header: {shown(joined)}"
-            statements.append(Statement(CONTENT_USAGE_HEADER, said, where))
-    values = headers.get("content-signal")
-    if values:
-        joined = ", ".join(values)
-        said = content_signal(joined)
-        if said:
-            where = f"Content-Signal header: {shown(joined)}"
-            statements.append(Statement(CONTENT_SIGNAL_HEADER, said, where))
+            statements.append(Statement(source, said, f"{name} header: {shown(joined)}"))
     if tdmrep:
         statement = _tdmrep_statement(headers.get("tdm-reservation", ()), meta_tags, tdmrep_rule)
         if statement is not None:
@@ -232,10 +217,14 @@ def response_statements(
     for where, noai, noimageai in directives:
         if noai or (noimageai and image):
             said = dict.fromkeys(_NOAI_PURPOSES[noai], False)
-            statements.append(Statement(NOAI, said, f"{where} {'noai' if noai else 'noimageai'}"))
+            statements.append(Statement("noai", said, f"{where} {'noai' if noai else 'noimageai'}"))
     return statements
 
 
+_HEADERS: tuple[tuple[Source, str, Callable[[str], dict[str, bool]]], ...] = (
+    ("content-usage", "Content-Usage", content_usage),
+    ("content-signal", "Content-Signal", content_signal),
+)
 _DIRECTIVES = labels.purposes_of(labels.ROBOTS_DIRECTIVES)
 _NOAI_PURPOSES = {True: _DIRECTIVES["noai"], False: _DIRECTIVES["noimageai"]}
 
@@ -258,4 +247,4 @@ def _tdmrep_statement(
         allowed, where = found, f'<meta name="tdm-reservation" content="{value}">'
     if allowed is None:
         return None
-    return Statement(TDMREP, dict.fromkeys(labels.TDMREP.purposes, allowed), where)
+    return Statement("tdmrep", dict.fromkeys(labels.TDMREP.purposes, allowed), where)
