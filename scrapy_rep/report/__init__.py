@@ -212,10 +212,7 @@ class CrawlReport:
             self.file.close()  # first: a failing close is told before the summary
         evicted = [item[2] for item in sorted(self._evicted_top, key=lambda item: item[1])]
         listed, unlisted = self._listed.choose(self._top, evicted, held)
-        summary = Summary(
-            self.totals, listed, bound=self._max, report_file=self.file, unlisted=unlisted
-        )
-        logger.info("%s", summary)
+        logger.info("%s", Summary(self.totals, listed, unlisted, self._max, self.file))
         for section in self.sections:
             text = section()
             if text:

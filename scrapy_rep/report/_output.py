@@ -11,10 +11,10 @@ import contextlib
 import json
 import logging
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import IO, TYPE_CHECKING, Any
 
-from scrapy_rep.report._records import Totals
+from scrapy_rep.report._records import COUNTS, Totals
 
 if TYPE_CHECKING:
     from scrapy_rep.origin import Origin
@@ -106,23 +106,15 @@ class OriginText:
         return self.origin.text
 
 
+@dataclass(frozen=True)
 class Summary:
     """The close summary, formatted only if INFO is emitted."""
 
-    def __init__(
-        self,
-        totals: Totals,
-        top: list[tuple[OriginRecord, int]],
-        *,
-        bound: int,
-        report_file: ReportFile | None,
-        unlisted: Totals | None = None,
-    ) -> None:
-        self.totals = totals
-        self.top = top  # the REP_REPORT_TOP origins, then the unreachable ones
-        self.unlisted = unlisted or Totals()  # unreachable origins past the listed ones
-        self.bound = bound  # REP_CACHE_MAX_ORIGINS
-        self.report_file = report_file
+    totals: Totals
+    top: list[tuple[OriginRecord, int]]  # the REP_REPORT_TOP origins, then the unreachable ones
+    unlisted: Totals  # unreachable origins past the listed ones
+    bound: int  # REP_CACHE_MAX_ORIGINS
+    report_file: ReportFile | None
 
     def __str__(self) -> str:
         totals = self.totals
@@ -145,11 +137,8 @@ class Summary:
             rest.records -= parts
             if record.affected:  # else an unreachable origin nothing was done to
                 rest.affected_origins -= parts
-            rest.forbidden -= record.forbidden
-            rest.dropped -= record.dropped
-            rest.paced -= record.paced
-            rest.dry_forbidden -= record.dry_forbidden
-            rest.dry_dropped -= record.dry_dropped
+            for name in COUNTS:
+                setattr(rest, name, getattr(rest, name) - getattr(record, name))
         unlisted = self.unlisted
         if unlisted.records:  # outages are never folded into "the other ..."
             for name in Totals.__slots__:

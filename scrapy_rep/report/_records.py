@@ -25,6 +25,8 @@ OTHER_RULES = (0, "(other rules)")
 
 Rule = tuple[int, str]
 """``(line, rule)`` as a :class:`~scrapy_rep.robotstxt.Decision` names it."""
+COUNTS = ("forbidden", "dropped", "paced", "dry_forbidden", "dry_dropped")
+"""The request counts a record and the totals share."""
 
 
 @dataclass(slots=True, eq=False)
@@ -67,12 +69,8 @@ class OriginRecord:
 
     def add(self, older: OriginRecord) -> None:
         """Add the counts of an earlier (evicted) record of the same origin."""
-        self.forbidden += older.forbidden
-        self.dropped += older.dropped
-        self.paced += older.paced
-        self.dry_forbidden += older.dry_forbidden
-        self.dry_dropped += older.dry_dropped
-        self.fetches += older.fetches
+        for name in (*COUNTS, "fetches"):
+            setattr(self, name, getattr(self, name) + getattr(older, name))
         for mine, theirs in ((self.rules, older.rules), (self.dry_rules, older.dry_rules)):
             for rule, hits in theirs.items():
                 count_rule(mine, rule, hits)
@@ -128,11 +126,8 @@ class Totals:
         self.records += 1
         self.evicted += record.evicted
         self.affected_origins += record.affected > 0
-        self.forbidden += record.forbidden
-        self.dropped += record.dropped
-        self.paced += record.paced
-        self.dry_forbidden += record.dry_forbidden
-        self.dry_dropped += record.dry_dropped
+        for name in COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(record, name))
 
 
 def count_rule(rules: dict[Rule, int], rule: Rule, hits: int = 1) -> None:
