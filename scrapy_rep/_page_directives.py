@@ -172,12 +172,8 @@ def parse_rules(content: str) -> Directives:
 
 
 def parse_header(value: str, *, user_agent: str | None) -> Directives:
-    """The rules of one ``X-Robots-Tag`` value that apply to ``user_agent``.
-
-    Rules before any ``botname:`` prefix apply to every crawler; rules after
-    ``examplebot:`` apply only to the crawler whose token is ``examplebot``
-    (compared case-insensitively), until the next prefix.
-    """
+    """The rules of one ``X-Robots-Tag`` value that apply to ``user_agent``: the
+    unscoped ones, and those after its own ``botname:`` until the next prefix."""
     return _apply(value, user_agent, header=True)
 
 
@@ -190,12 +186,8 @@ def header_directives(values: Iterable[str], *, user_agent: str | None) -> Direc
 
 
 def parse_date(value: str) -> datetime | None:
-    """``unavailable_after`` date in UTC, or None when unreadable.
-
-    Reads ISO 8601 (``2030-09-21``, ``2030-09-21T15:00:00Z``, with an offset)
-    and RFC 822 / RFC 850 / asctime dates. A date without a time means its
-    first instant; a time without a zone is taken as UTC.
-    """
+    """``unavailable_after`` date in UTC, or None when unreadable: ISO 8601 or
+    RFC 822 / RFC 850 / asctime; without a zone, UTC."""
     text = value.strip()
     if not text:
         return None

@@ -1,11 +1,8 @@
-"""Spider middleware obeying page-level robots directives.
+"""Spider middleware obeying page-level robots directives (docs/page-directives.md).
 
-``<meta name="robots">``, ``<meta name="EXAMPLEBOT">`` (the crawler's own token)
-and ``X-Robots-Tag`` headers: ``nofollow``/``none`` drop the requests a callback
-yields from that page; ``noindex`` (and a past ``unavailable_after``) is exposed
-as ``response.meta["rep_noindex"]`` and, with ``REP_META_NOINDEX = "drop"``,
-drops the page's items. Page directives are part of obeying robots, so the
-middleware is off when ``ROBOTSTXT_OBEY`` is.
+``nofollow`` drops the requests a callback yields from the page; ``noindex``
+sets ``response.meta["rep_noindex"]`` and, with ``REP_META_NOINDEX = "drop"``,
+drops its items. Part of obeying robots: off when ``ROBOTSTXT_OBEY`` is.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Which origins the close summary lists one by one: the ``REP_REPORT_TOP``
-with the most requests affected, and every origin whose robots.txt was
-unreachable, which is never folded into "the other N origins" (an outage an
-operator must see, whatever it did to the counts).
-
-Unreachable origins are listed up to :data:`UNREACHABLE_LISTED`; past that they
-are still told apart, in one line of their own (the file has each one).
+"""Which origins the close summary lists: the ``REP_REPORT_TOP`` most affected,
+and every unreachable one (an outage an operator must see, never folded into
+"the other N origins"; past :data:`UNREACHABLE_LISTED`, in one line of their own).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The crawl report's output: the REP_REPORT file, and the text of the INFO lines and close summary.
 
-The origin of an INFO line (:class:`OriginText`) and the close summary
-(:class:`Summary`) are handed to the logger as they are, and formatted only if
-the line is emitted.
+:class:`OriginText` and :class:`Summary` are formatted only if their line is emitted.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The crawl report's records: what robots.txt did to one origin, the crawl's totals, rule counts.
 
-:class:`~scrapy_rep.report.CrawlReport` keeps one :class:`OriginRecord` per
-origin while the crawl runs and adds each record that leaves memory to the
-:class:`Totals`. Rules are counted per ``(line, rule)``, at most
-:data:`MAX_RULES` per origin.
+A record that leaves memory is added to the :class:`Totals`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Usage preferences: what a site says its content may be used for. Scrapy-free.
 
-robots.txt says what a crawler may fetch; these statements say what the
-fetched content may be used for, per *purpose* (``train-ai``, ``search``,
-``ai-input``: :mod:`scrapy_rep.robotstxt._usage_labels`). Each mechanism
-(Content-Usage, Content-Signal, TDMRep, noai/noimageai; docs/usage.md says how
-each is read) is read by its own rules, then the statements are combined per
-purpose: any "no" wins, else any "yes", else nothing is known (None), AIPREF's
-rule (draft-ietf-aipref-vocab-07 §5.1) used across every mechanism. Nothing
-here ever raises for what a site sends: an unreadable statement says nothing.
+Each mechanism (docs/usage.md) is read by its own rules, then the statements
+are combined per purpose: any "no" wins, else any "yes", else None (AIPREF's
+rule, draft-ietf-aipref-vocab-07 §5.1, across every mechanism). Nothing here
+raises for what a site sends: an unreadable statement says nothing.
 """
 
 from __future__ import annotations
@@ -196,14 +192,9 @@ def response_statements(
     tdmrep_rule: tuple[bool, str] | None,
     tdmrep: bool,
 ) -> list[Statement]:
-    """What a response says, as statements.
-
-    ``headers``: lowercase name -> values; ``meta_tags``: ``(name, content)`` of
-    its ``<meta name="tdm-reservation">`` tags; ``directives``: ``(where, noai,
-    noimageai)`` per meta tag or header that speaks to the crawler; ``image``:
-    ``noimageai`` applies; ``tdmrep_rule``: what the origin's tdmrep.json says
-    of the URL; ``tdmrep``: read TDMRep at all.
-    """
+    """What a response says, as statements: ``headers`` by lowercase name, its
+    ``<meta name="tdm-reservation">`` tags, ``(where, noai, noimageai)`` per
+    meta tag or header speaking to the crawler, and what tdmrep.json says."""
     statements: list[Statement] = []
     for source, name, read in _HEADERS:
         joined = ", ".join(headers.get(source, ()))  # field lines are one (RFC 9651 §4.2)
