@@ -120,14 +120,12 @@ def _usage(
         reason = "not fetched: no preferences"
         return tuple(PurposeVerdict(purpose, None, reason=reason) for purpose in purposes)
     decided = robots.decide_usage(url, user_agent=agent)
-    found = []
-    for purpose in purposes:
-        decision = decided.get(purpose)
-        if decision is None:
-            found.append(PurposeVerdict(purpose, None, reason="no usage line speaks of it"))
-        else:
-            found.append(PurposeVerdict(purpose, decision.allowed, decision.lines))
-    return tuple(found)
+    return tuple(
+        PurposeVerdict(purpose, decided[purpose].allowed, decided[purpose].lines)
+        if purpose in decided
+        else PurposeVerdict(purpose, None, reason="no usage line speaks of it")
+        for purpose in purposes
+    )
 
 
 def _unreachable_verdict(url: str, config: Config) -> UrlVerdict:
@@ -192,13 +190,9 @@ def _fetch_lines(report: Report, config: Config, now: float) -> list[tuple[str, 
         lines.append(("redirect", f"{entry.redirects} {hops} -> {entry.url}"))
     age = now - entry.fetched
     if entry.stale:
-        lines.append(
-            (
-                "rules",
-                f"the last good copy, fetched {_when(entry.fetched)} ({_seconds(age)} ago), "
-                f"kept up to REP_STALE_MAX = {_seconds(config.stale_max)}",
-            )
-        )
+        kept = f"kept up to REP_STALE_MAX = {_seconds(config.stale_max)}"
+        copy = f"the last good copy, fetched {_when(entry.fetched)} ({_seconds(age)} ago), {kept}"
+        lines.append(("rules", copy))
     elif entry.robots is None:
         effect = {
             "disallow": "every request to this origin is dropped until robots.txt answers",

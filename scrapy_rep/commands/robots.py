@@ -191,13 +191,12 @@ class Command(ScrapyCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if self._file_body is not None:
-            reports = [self._check_file(opts.file, self._file_body)]
+            reports: list[Report] | None = [self._check_file(opts.file, self._file_body)]
         else:
-            fetched = self._check_fetched()
-            if fetched is None:
-                self.exitcode = 2
-                return
-            reports = fetched
+            reports = self._check_fetched()
+        if reports is None:
+            self.exitcode = 2
+            return
         config = self._config
         pin_file = config.pin_file if self._file_body is None else None
         if opts.json:
@@ -355,10 +354,8 @@ def _agent_invalid(settings: BaseSettings) -> bool:
 
 
 def _as_a_crawl_has_them(settings: BaseSettings) -> BaseSettings:
-    """A copy of ``settings`` after the project's add-ons (ADDONS) changed it, as
-    a crawl's are: the Quick start's ``scrapy_rep.Addon`` enables the middlewares
-    the notes are about only then. Quiet: the check's own crawl applies them
-    again, and logs what they say there."""
+    """``settings`` as the project's add-ons change a crawl's (``scrapy_rep.Addon``
+    enables the middlewares the notes are about); quiet: the check's crawl logs them."""
     if not isinstance(settings, Settings):
         return settings
     logging.disable(logging.CRITICAL)
@@ -383,8 +380,7 @@ def _agent_source(settings: BaseSettings, config: Config, agent: str | None) -> 
 
 
 def _pin_file(path: str) -> str:
-    """``--pins``: a pin file, or an evidence directory (its evidence.jsonl,
-    whose WARC files beside it hold the pinned bodies)."""
+    """``--pins``: a pin file, or an evidence directory (its evidence.jsonl)."""
     return str(Path(path) / JSONL) if Path(path).is_dir() else path
 
 
