@@ -81,33 +81,6 @@ _BOT_TOKEN = re.compile(r"[a-z0-9_.-]+")
 _WORD_SPLIT = re.compile(r"[\s;]+")
 
 
-class _Builder:
-    """Collects rule names into flags; cheaper than rebuilding frozen objects."""
-
-    __slots__ = ("expiry", "flags")
-
-    def __init__(self) -> None:
-        self.flags: set[str] = set()
-        self.expiry: datetime | None = None
-
-    def rule(self, name: str, value: str | None) -> None:
-        if value is None:
-            # a lone word; also read "noindex nofollow" and "noindex;nofollow",
-            # a common mistake whose intent is plain
-            for word in _WORD_SPLIT.split(name.lower()):
-                self.flags.update(_FLAGS.get(word, ()))
-        elif name == "unavailable_after":
-            date = parse_date(value)
-            if date is not None and (self.expiry is None or date < self.expiry):
-                self.expiry = date
-
-    def build(self) -> Directives:
-        if not self.flags and self.expiry is None:
-            return NO_DIRECTIVES
-        flags = {name: name in self.flags for name in _FLAG_FIELDS}
-        return Directives(**flags, unavailable_after=self.expiry)
-
-
 def _pieces(text: str) -> list[str]:
     """Comma-separated parts, with the comma of an RFC 822/850 date glued back."""
     raw = text.split(",")
@@ -142,7 +115,8 @@ def _apply(text: str, user_agent: str | None, header: bool) -> Directives:
         cut = text.rfind(",", 0, MAX_RULES_CHARS + 1)
         text = text[: max(cut, 0)]
     agent = (user_agent or "").strip().lower()
-    builder = _Builder()
+    flags: set[str] = set()  # Directives fields set; one frozen object built at the end
+    dates: list[datetime] = []
     applies = True  # unscoped rules apply to every crawler
     for piece in _pieces(text):
         rest = piece
@@ -151,11 +125,15 @@ def _apply(text: str, user_agent: str | None, header: bool) -> Directives:
             name = key.strip().lower()
             if not colon:
                 if applies:
-                    builder.rule(name, None)
+                    # a lone word; also read "noindex nofollow" and "noindex;nofollow",
+                    # a common mistake whose intent is plain
+                    for word in _WORD_SPLIT.split(name):
+                        flags.update(_FLAGS.get(word, ()))
                 break
             if name in _VALUED:
-                if applies:
-                    builder.rule(name, value.strip())
+                date = parse_date(value) if applies and name == "unavailable_after" else None
+                if date is not None:
+                    dates.append(date)
                 break
             rest = value.strip()
             if header and _BOT_TOKEN.fullmatch(name) and _starts_with_rule(rest):
@@ -163,7 +141,10 @@ def _apply(text: str, user_agent: str | None, header: bool) -> Directives:
                 applies = name == agent
                 continue
             break  # an unknown "key: value" rule (max-snippet's future siblings): ignored
-    return builder.build()
+    if not flags and not dates:
+        return NO_DIRECTIVES
+    found = {name: name in flags for name in _FLAG_FIELDS}
+    return Directives(**found, unavailable_after=min(dates, default=None))
 
 
 def parse_rules(content: str) -> Directives:
