@@ -229,7 +229,8 @@ class UsageMiddleware:
         verdicts: dict[str, Verdict],
         origin: Origin | None,
     ) -> None:
-        """Every declared purpose is denied: count, tell, and under "drop" raise."""
+        """Every declared purpose is denied: count, signal, tell (once per origin and
+        stage at INFO), and under "drop" raise."""
         stats = self._stats
         stage = "request" if response is None else "response"
         stats.inc_value("rep/usage/denied")
@@ -252,17 +253,6 @@ class UsageMiddleware:
                 if self._dry_run
                 else f"rep/usage/dropped/{stage}"
             )
-        self._log_once(request, text, stage, reasons)
-        if self.drop and not self._dry_run:
-            raise UsageDenied(usage, reasons, text, response)
-
-    def _log_once(
-        self,
-        request: Request,
-        text: str,
-        stage: str,
-        reasons: dict[str, tuple[str, ...]],
-    ) -> None:
         why = "; ".join(dict.fromkeys(where for found in reasons.values() for where in found))
         if not self.drop:
             effect = "annotated, not dropped (REP_USAGE_ACTION = 'annotate')"
@@ -292,6 +282,8 @@ class UsageMiddleware:
             effect,
             extra={"spider": self.crawler.spider},
         )
+        if self.drop and not self._dry_run:
+            raise UsageDenied(usage, reasons, text, response)
 
     # -- helpers ------------------------------------------------------------------
 
