@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlparse
@@ -234,31 +235,37 @@ class Command(ScrapyCommand):
             origin = _origin(url)
             assert origin is not None  # checked in process_options
             by_origin.setdefault(origin, []).append(url)
-        firsts = [urls[0] for urls in by_origin.values()]
-        entries: dict[str, Entry | None] = {}
-        problems: list[str] = []
+        check = _Check([urls[0] for urls in by_origin.values()])
         process = self.crawler_process
         assert process is not None
-        pins: dict[str, PinWatch | None] = {}
-        process.crawl(_RobotsSpider, urls=firsts, entries=entries, problems=problems, pins=pins)
+        process.crawl(_RobotsSpider, check=check)
         process.start()
-        missing = [url for url in firsts if entries.get(url) is None]
-        if process.bootstrap_failed or problems or missing:
-            for problem in problems or ["the crawl did not run (see the log above)"]:
+        missing = [url for url in check.urls if check.entries.get(url) is None]
+        if process.bootstrap_failed or check.problems or missing:
+            for problem in check.problems or ["the crawl did not run (see the log above)"]:
                 print(f"scrapy robots: {problem}", file=sys.stderr)
             return None
         reports = []
         for origin, urls in by_origin.items():
-            entry = entries[urls[0]]
+            entry = check.entries[urls[0]]
             assert entry is not None
             report = explain(origin.robots_url, entry, urls, self._config)
             reports.append(report)
-            watch = pins.get("watch")
-            if watch is not None:
+            if check.watch is not None:
                 agent = self._config.user_agent
-                self._pins.append(pin_report(watch, origin, entry, report.verdicts, agent))
+                self._pins.append(pin_report(check.watch, origin, entry, report.verdicts, agent))
         self._notes += pin_notes(self._pins)
         return reports
+
+
+@dataclass
+class _Check:
+    """The first URL of each origin, and what the check's crawl found for them."""
+
+    urls: list[str]
+    entries: dict[str, Entry | None] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    watch: PinWatch | None = None  # the crawl's pins (REP_PIN_FILE)
 
 
 class _RobotsSpider(Spider):
@@ -266,38 +273,29 @@ class _RobotsSpider(Spider):
 
     name = "scrapy_rep_robots"
 
-    def __init__(
-        self,
-        urls: list[str],
-        entries: dict[str, Entry | None],
-        problems: list[str],
-        pins: dict[str, PinWatch | None],
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, check: _Check, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.urls = urls
-        self.entries = entries
-        self.problems = problems
-        self.pins = pins
+        self.check = check
 
     async def start(self) -> AsyncIterator[Any]:
+        check = self.check
         robots = robots_service(self.crawler)
         if robots is None:
             why = robots_off(self.crawler)
-            self.problems.append(f"robots.txt is not obeyed in this project: {why}")
+            check.problems.append(f"robots.txt is not obeyed in this project: {why}")
         else:
-            self.pins["watch"] = robots.pins
+            check.watch = robots.pins
 
             async def ask(url: str) -> None:
-                self.entries[url] = await robots.entry_for(url)
+                check.entries[url] = await robots.entry_for(url)
 
             # all origins at once, on any reactor
             outcomes = await maybe_deferred_to_future(
-                DeferredList([deferred_from_coro(ask(u)) for u in self.urls], consumeErrors=True)
+                DeferredList([deferred_from_coro(ask(u)) for u in check.urls], consumeErrors=True)
             )
-            for url, (_ok, result) in zip(self.urls, outcomes, strict=True):
+            for url, (_ok, result) in zip(check.urls, outcomes, strict=True):
                 if isinstance(result, Failure):
-                    self.problems.append(f"checking {url} failed: {result.getErrorMessage()}")
+                    check.problems.append(f"checking {url} failed: {result.getErrorMessage()}")
         for _ in ():  # an async generator that yields no request
             yield
 
