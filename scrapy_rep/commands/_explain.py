@@ -17,7 +17,7 @@ from typing import Any, Literal
 from scrapy_rep import _clock
 from scrapy_rep.config import Config, UnreachableMode
 from scrapy_rep.policy import CHALLENGED, PARSED, REFUSED_LOCALLY, UNAVAILABLE, Entry, delay_for
-from scrapy_rep.robotstxt import Delays, RobotsTxt
+from scrapy_rep.robotstxt import DelayLine, RobotsTxt
 from scrapy_rep.usage import UsageLine
 
 UrlVerdictWord = Literal["allowed", "forbidden", "deferred"]
@@ -59,7 +59,7 @@ class UrlVerdict:
 class Delay:
     crawl_delay: float | None
     request_rate: tuple[int, float] | None
-    lines: Delays  # the Crawl-delay / Request-rate lines that apply
+    lines: tuple[DelayLine, ...]  # the Crawl-delay / Request-rate lines that apply
     asked: float  # seconds between requests the group asks for (the larger line)
     applied: float  # capped at REP_MAX_CRAWL_DELAY; 0 with REP_OBEY_CRAWL_DELAY off
 
@@ -99,10 +99,11 @@ def explain(
     )
     group = robots.decide("/", user_agent=agent).agents
     applied, asked = delay_for(robots, agent, config.max_crawl_delay)  # as a crawl's slot delay
+    lines = robots.delays(user_agent=agent)
     delay = Delay(
         robots.crawl_delay(user_agent=agent),
         robots.request_rate(user_agent=agent),
-        robots.delays(user_agent=agent),
+        tuple(line for line in (lines.crawl_delay, lines.request_rate) if line is not None),
         asked,
         applied if config.obey_crawl_delay else 0.0,
     )
@@ -219,14 +220,9 @@ def _group_text(report: Report, agent: str) -> str | None:
 
 
 def _delay_text(delay: Delay, config: Config) -> str:
-    asked = [
-        f"line {line.line}: {line.text}"
-        for line in (delay.lines.crawl_delay, delay.lines.request_rate)
-        if line is not None
-    ]
-    if not asked:
+    if not delay.lines:
         return "none asked (no Crawl-delay or Request-rate for this group)"
-    lines = "; ".join(asked)
+    lines = "; ".join(f"line {line.line}: {line.text}" for line in delay.lines)
     if not config.obey_crawl_delay:
         return f"not applied (REP_OBEY_CRAWL_DELAY = False); robots.txt asks {lines}"
     text = f"{delay.applied:g} s between requests ({lines}"
@@ -307,9 +303,7 @@ def _report_json(report: Report, config: Config, now: float) -> dict[str, Any]:
     data["request_rate"] = list(delay.request_rate) if delay and delay.request_rate else None
     data["delay"] = delay.applied if delay else 0.0
     data["delay_lines"] = [
-        {"line": line.line, "text": line.text}
-        for line in ((delay.lines.crawl_delay, delay.lines.request_rate) if delay else ())
-        if line is not None
+        {"line": line.line, "text": line.text} for line in (delay.lines if delay else ())
     ]
     data["sitemaps"] = list(robots.sitemaps) if robots is not None else []
     data["urls"] = [
