@@ -57,11 +57,10 @@ class CrawlReport:
         self._order = count()
         self._listed = Listed()  # and every unreachable origin, never folded away
         self.file = ReportFile(config.report) if config.report else None
+        # set by scrapy_rep.challenges: more of the summary at close, each after it;
+        # and at close, (origin, its stop-signal state) for the file's records
         self.sections: list[Callable[[], str | None]] = []
-        """More of the summary at close, each after it (stop signals: scrapy_rep.challenges)."""
         self.stop_signals: Callable[[], list[tuple[str, dict[str, Any]]]] | None = None
-        """At close, (origin, its stop-signal state) for the file's records
-        (scrapy_rep.challenges)."""
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
 

@@ -113,9 +113,7 @@ def tdm_value(value: str) -> bool | None:
 def tdm_values(values: Iterable[str]) -> bool | None:
     """Several header lines or meta tags: "1" if any says it, else "0" if any does."""
     found = {tdm_value(value) for value in values} - {None}
-    if not found:
-        return None
-    return False not in found
+    return (False not in found) if found else None
 
 
 class TdmRep:
