@@ -75,6 +75,8 @@ class RobotsSitemapMixin(_Base):
         self.sitemap_sites = _sites(self.sitemap_sites)
         self.sitemap_discover = _flag(self.sitemap_discover)
         self.sitemap_obey_robotstxt = _flag(self.sitemap_obey_robotstxt)
+        # the meta of sitemap and page requests, by sitemap_obey_robotstxt
+        self._rep_meta = {} if self.sitemap_obey_robotstxt else {"dont_obey_robotstxt": True}
         self.sitemap_max_depth = int(self.sitemap_max_depth)
         self._rep_origins: set[str] = set()  # origins whose Sitemap lines were taken
         self._rep_seen: set[str] = set()  # sitemap URLs requested
@@ -242,9 +244,7 @@ class RobotsSitemapMixin(_Base):
     def _rep_sitemap_requests(self, urls: Iterable[str], depth: int) -> Iterator[Request]:
         """Requests for sitemaps not requested yet, within the depth limit."""
         stats = self.crawler.stats
-        meta: dict[str, Any] = {SITEMAP_META: True, DEPTH_META: depth}
-        if not self.sitemap_obey_robotstxt:
-            meta["dont_obey_robotstxt"] = True
+        meta = {SITEMAP_META: True, DEPTH_META: depth, **self._rep_meta}
         for url in urls:
             try:
                 request = Request(
@@ -309,7 +309,6 @@ class RobotsSitemapMixin(_Base):
     ) -> Iterator[Request]:
         """Page requests of a urlset (or text sitemap), by ``sitemap_rules``."""
         stats = self.crawler.stats
-        meta = {} if self.sitemap_obey_robotstxt else {"dont_obey_robotstxt": True}
         try:
             pairs = list(_compat.urlset_urls_and_callbacks(self, self.sitemap_filter(entries)))
         except Exception:
@@ -320,7 +319,7 @@ class RobotsSitemapMixin(_Base):
             stats.inc_value("rep/sitemaps/text")
         for url, callback in pairs:
             try:
-                request = Request(url, callback=callback, meta=dict(meta))
+                request = Request(url, callback=callback, meta=dict(self._rep_meta))
             except ValueError:
                 stats.inc_value("rep/sitemaps/invalid_url")
                 continue
