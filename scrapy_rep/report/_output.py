@@ -213,19 +213,14 @@ def _top_rules(rules: dict[Rule, int]) -> str:
 
 
 def _counts(totals: Totals) -> str:
-    parts = [
-        f"{totals.forbidden} forbidden",
-        f"{totals.dropped} dropped",
-        f"{totals.paced} paced",
-    ]
+    parts = [f"{getattr(totals, name)} {name}" for name in ("forbidden", "dropped", "paced")]
     if totals.dry_forbidden or totals.dry_dropped:
         parts.append(
             f"dry run: {totals.dry_forbidden} would be forbidden, "
             f"{totals.dry_dropped} would be dropped"
         )
-    return _plural(totals.forbidden + totals.dropped + totals.paced, "request") + (
-        ": " + ", ".join(parts)
-    )
+    requests = _plural(totals.forbidden + totals.dropped + totals.paced, "request")
+    return f"{requests}: {', '.join(parts)}"
 
 
 def _plural(number: int, noun: str) -> str:
