@@ -164,9 +164,7 @@ class TdmRep:
 
     def decide(self, url: str) -> tuple[bool, str] | None:
         """``(allowed, which rule)`` for a URL or path, None when no rule matches."""
-        if self._matcher is None:
-            return None
-        rank = self._matcher.best(url_path(url))
+        rank = self._matcher.best(url_path(url)) if self._matcher is not None else 0
         if not rank:
             return None
         index = self._count - (rank >> 1)
