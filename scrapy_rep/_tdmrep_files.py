@@ -91,8 +91,7 @@ class TdmRepFiles:
         try:
             entry = await self._get(origin)
         except Exception:  # a bug here must not leave responses waiting
-            url = origin.text + TDMREP_PATH
-            logger.exception("Error while fetching %s", url)
+            logger.exception("Error while fetching %s%s", origin.text, TDMREP_PATH)
             entry = TdmEntry(None, "error", _clock.now() + self.config.retry_min)
         finally:
             self._began.pop(origin, None)
