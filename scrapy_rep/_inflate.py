@@ -1,20 +1,14 @@
 """Content-Encoding decoding that never produces more than a limit. No Scrapy.
 
-A robots.txt answer of a few kilobytes can inflate to a gigabyte (a
-compression bomb). RFC 9309 §2.5 lets a crawler read only the first 500 KiB,
-so every layer here is decoded with an output bound: at most ``limit`` bytes
-of text (the caller asks for one byte more than it keeps, to know the text
-went on), and at most ``limit + CHUNK`` bytes of any inner layer. A stream cut
-short (the download stopped at the size cap) gives what it decoded so far.
-
-Coding names follow RFC 9110 §8.4.1; ``deflate`` is zlib-wrapped or, as some
-servers send it, raw. ``br`` and ``zstd`` are advertised (:func:`accept_encoding`)
-and decoded only with a module that bounds its output (docs/robotstxt.md names
-them). A compression not decoded here (:data:`NOT_DECODED`) makes the answer
-:class:`Undecodable`; any other name (``utf-8``, ``none``: labels that
-transform nothing) is ignored wherever it stands among the codings, and the
-body read as it came (Scrapy's ``HttpCompressionMiddleware`` leaves such a
-body alone too, but stops decoding at the first name it does not know).
+A few kilobytes can inflate to a gigabyte, and RFC 9309 §2.5 lets a crawler
+read only the first 500 KiB: every layer is decoded with an output bound,
+``limit`` bytes of text and ``limit + CHUNK`` of an inner layer. A stream cut
+short gives what it decoded so far. ``deflate`` is zlib-wrapped (RFC 9110) or,
+as some servers send it, raw; ``br`` and ``zstd`` only with a module that
+bounds its output. A name that transforms nothing (``utf-8``, ``none``) is
+ignored wherever it stands (Scrapy's middleware stops decoding there); a
+compression not decoded here makes the answer :class:`Undecodable`
+(docs/robotstxt.md, "Compression").
 """
 
 from __future__ import annotations
@@ -24,8 +18,6 @@ import io
 import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
-
-__all__ = ["MAX_CODINGS", "NOT_DECODED", "Undecodable", "accept_encoding", "decode", "ignored"]
 
 CHUNK = 64 * 1024
 """Output asked of a decoder per call."""

@@ -12,28 +12,13 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 
 from parsel import Selector
 
 from scrapy_rep import _clock
-
-__all__ = [
-    "MAX_HEAD_CHARS",
-    "MAX_META_TAGS",
-    "MAX_RULES_CHARS",
-    "MAX_TAGS",
-    "NO_DIRECTIVES",
-    "Directives",
-    "MetaTags",
-    "header_directives",
-    "parse_date",
-    "parse_header",
-    "parse_rules",
-    "robots_meta_tags",
-]
 
 
 @dataclass(frozen=True)
@@ -57,22 +42,9 @@ class Directives:
 
     def merge(self, other: Directives) -> Directives:
         """Both sets of rules at once: every restriction of either, the earliest expiry."""
-        expiry = self.unavailable_after
-        if other.unavailable_after is not None and (
-            expiry is None or other.unavailable_after < expiry
-        ):
-            expiry = other.unavailable_after
-        return Directives(
-            noindex=self.noindex or other.noindex,
-            nofollow=self.nofollow or other.nofollow,
-            noarchive=self.noarchive or other.noarchive,
-            nosnippet=self.nosnippet or other.nosnippet,
-            noimageindex=self.noimageindex or other.noimageindex,
-            notranslate=self.notranslate or other.notranslate,
-            unavailable_after=expiry,
-            noai=self.noai or other.noai,
-            noimageai=self.noimageai or other.noimageai,
-        )
+        dates = [d for d in (self.unavailable_after, other.unavailable_after) if d is not None]
+        flags = {name: getattr(self, name) or getattr(other, name) for name in _FLAG_FIELDS}
+        return Directives(**flags, unavailable_after=min(dates, default=None))
 
     def expired(self, now: datetime | None = None) -> bool:
         """True once ``unavailable_after`` is past (``now`` defaults to the current UTC time)."""
@@ -82,6 +54,7 @@ class Directives:
 
 
 NO_DIRECTIVES = Directives()
+_FLAG_FIELDS = tuple(f.name for f in fields(Directives) if f.name != "unavailable_after")
 
 # rule name -> the Directives fields it sets (empty: a permission, restricts nothing)
 _FLAGS: dict[str, tuple[str, ...]] = {
@@ -106,43 +79,6 @@ _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "su
 _WEEKDAYS = frozenset((*_DAYS, *(day[:3] for day in _DAYS)))
 _BOT_TOKEN = re.compile(r"[a-z0-9_.-]+")
 _WORD_SPLIT = re.compile(r"[\s;]+")
-
-
-class _Builder:
-    """Collects rule names into flags; cheaper than rebuilding frozen objects."""
-
-    __slots__ = ("expiry", "flags")
-
-    def __init__(self) -> None:
-        self.flags: set[str] = set()
-        self.expiry: datetime | None = None
-
-    def rule(self, name: str, value: str | None) -> None:
-        if value is None:
-            # a lone word; also read "noindex nofollow" and "noindex;nofollow",
-            # a common mistake whose intent is plain
-            for word in _WORD_SPLIT.split(name.lower()):
-                self.flags.update(_FLAGS.get(word, ()))
-        elif name == "unavailable_after":
-            date = parse_date(value)
-            if date is not None and (self.expiry is None or date < self.expiry):
-                self.expiry = date
-
-    def build(self) -> Directives:
-        if not self.flags and self.expiry is None:
-            return NO_DIRECTIVES
-        flags = self.flags
-        return Directives(
-            noindex="noindex" in flags,
-            nofollow="nofollow" in flags,
-            noarchive="noarchive" in flags,
-            nosnippet="nosnippet" in flags,
-            noimageindex="noimageindex" in flags,
-            notranslate="notranslate" in flags,
-            unavailable_after=self.expiry,
-            noai="noai" in flags,
-            noimageai="noimageai" in flags,
-        )
 
 
 def _pieces(text: str) -> list[str]:
@@ -179,7 +115,8 @@ def _apply(text: str, user_agent: str | None, header: bool) -> Directives:
         cut = text.rfind(",", 0, MAX_RULES_CHARS + 1)
         text = text[: max(cut, 0)]
     agent = (user_agent or "").strip().lower()
-    builder = _Builder()
+    flags: set[str] = set()  # Directives fields set; one frozen object built at the end
+    dates: list[datetime] = []
     applies = True  # unscoped rules apply to every crawler
     for piece in _pieces(text):
         rest = piece
@@ -188,11 +125,15 @@ def _apply(text: str, user_agent: str | None, header: bool) -> Directives:
             name = key.strip().lower()
             if not colon:
                 if applies:
-                    builder.rule(name, None)
+                    # a lone word; also read "noindex nofollow" and "noindex;nofollow",
+                    # a common mistake whose intent is plain
+                    for word in _WORD_SPLIT.split(name):
+                        flags.update(_FLAGS.get(word, ()))
                 break
             if name in _VALUED:
-                if applies:
-                    builder.rule(name, value.strip())
+                date = parse_date(value) if applies and name == "unavailable_after" else None
+                if date is not None:
+                    dates.append(date)
                 break
             rest = value.strip()
             if header and _BOT_TOKEN.fullmatch(name) and _starts_with_rule(rest):
@@ -200,7 +141,10 @@ def _apply(text: str, user_agent: str | None, header: bool) -> Directives:
                 applies = name == agent
                 continue
             break  # an unknown "key: value" rule (max-snippet's future siblings): ignored
-    return builder.build()
+    if not flags and not dates:
+        return NO_DIRECTIVES
+    found = {name: name in flags for name in _FLAG_FIELDS}
+    return Directives(**found, unavailable_after=min(dates, default=None))
 
 
 def parse_rules(content: str) -> Directives:
@@ -209,12 +153,8 @@ def parse_rules(content: str) -> Directives:
 
 
 def parse_header(value: str, *, user_agent: str | None) -> Directives:
-    """The rules of one ``X-Robots-Tag`` value that apply to ``user_agent``.
-
-    Rules before any ``botname:`` prefix apply to every crawler; rules after
-    ``examplebot:`` apply only to the crawler whose token is ``examplebot``
-    (compared case-insensitively), until the next prefix.
-    """
+    """The rules of one ``X-Robots-Tag`` value that apply to ``user_agent``: the
+    unscoped ones, and those after its own ``botname:`` until the next prefix."""
     return _apply(value, user_agent, header=True)
 
 
@@ -227,12 +167,8 @@ def header_directives(values: Iterable[str], *, user_agent: str | None) -> Direc
 
 
 def parse_date(value: str) -> datetime | None:
-    """``unavailable_after`` date in UTC, or None when unreadable.
-
-    Reads ISO 8601 (``2030-09-21``, ``2030-09-21T15:00:00Z``, with an offset)
-    and RFC 822 / RFC 850 / asctime dates. A date without a time means its
-    first instant; a time without a zone is taken as UTC.
-    """
+    """``unavailable_after`` date in UTC, or None when unreadable: ISO 8601 or
+    RFC 822 / RFC 850 / asctime; without a zone, UTC."""
     text = value.strip()
     if not text:
         return None
@@ -255,18 +191,13 @@ def parse_date(value: str) -> datetime | None:
 
 # The <head> ends at </head> or where <body> starts.
 _HEAD_END = re.compile(r"</head[\s>]|<body[\s>]", re.IGNORECASE)
+# What one page may cost, bounded (docs/page-directives.md, "What a page may cost").
+# A head of inline styles and scripts is cheap to skip (text, not elements); pages
+# carry tens of <meta> tags.
 MAX_HEAD_CHARS = 4 * 1024 * 1024
-"""Characters of a page read for its ``<meta>`` tags: its head, up to this far
-(a head of inline styles and scripts is cheap to skip: text, not elements)."""
 MAX_META_TAGS = 1000
-"""``<meta`` tags of the head parsed at most, whatever their name: the head is
-cut before the next one (pages carry tens)."""
-MAX_TAGS = 100
-"""Tags of the names asked for returned per page, the first ones; also
-``X-Robots-Tag`` values read per response."""
-MAX_RULES_CHARS = 4096
-"""Characters of one tag's ``content`` or one header value read for rules
-(cut after the last comma before there)."""
+MAX_TAGS = 100  # tags of the names asked for, per page; X-Robots-Tag values, per response
+MAX_RULES_CHARS = 4096  # of one tag's content or header value, cut after a comma
 
 
 class MetaTags(list[tuple[str, str]]):
@@ -280,16 +211,11 @@ def robots_meta_tags(html: str, *, names: Iterable[str] | None = None) -> MetaTa
     """``(name, content)`` of the ``<meta>`` tags in an HTML page's ``<head>``.
 
     Names are lowercased; with ``names`` (lowercase), only tags of those names.
-    Only the head is read (where the tags belong), and it is parsed only if
-    it mentions ``<meta`` and one of ``names`` at all: most pages carry no
-    robots tag and cost a substring search. Broken markup is recovered from
-    as browsers do; nothing raises.
-
-    What one page may cost is bounded (a hostile page's head of 100,000 tags
-    blocked the crawl for seconds): the head is read up to
-    :data:`MAX_HEAD_CHARS`, parsed up to its :data:`MAX_META_TAGS`-th
-    ``<meta`` tag, and the first :data:`MAX_TAGS` tags of ``names`` are
-    returned; past any of them, the result's ``capped`` says which.
+    The head is parsed only if it mentions ``<meta`` and one of ``names``: most
+    pages carry no robots tag and cost a substring search. Broken markup is
+    recovered from as browsers do; nothing raises. A hostile head (100,000 tags
+    blocked a crawl for seconds) is read within the bounds above, and the
+    result's ``capped`` says which one cut it.
     """
     tags = MetaTags()
     end = _HEAD_END.search(html, 0, MAX_HEAD_CHARS + 8)

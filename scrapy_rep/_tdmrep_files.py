@@ -1,12 +1,7 @@
 """Origins' ``/.well-known/tdmrep.json`` (W3C TDMRep), fetched once each and kept.
 
-The file is fetched when a declared purpose is one TDMRep governs, while the
-origin's first pages download, with the same bounds as robots.txt
-(:mod:`scrapy_rep._download`). It is kept ``REP_CACHE_TTL`` (after a 429, a
-5xx or a network error: ``REP_RETRY_MIN``, or the answer's ``Retry-After``
-within ``REP_RETRY_MAX``), for at most ``REP_CACHE_MAX_ORIGINS`` origins. A
-response waits for it (:meth:`TdmRepFiles.fetched`) as docs/usage.md,
-"Waiting for tdmrep.json", says.
+Fetched with robots.txt's bounds (:mod:`scrapy_rep._download`), kept and
+waited for as docs/usage.md ("TDMRep (W3C)", "Waiting for tdmrep.json") says.
 """
 
 from __future__ import annotations
@@ -32,8 +27,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
     from scrapy_rep.config import Config
-
-__all__ = ["TDMREP_PATH", "TdmEntry", "TdmOutcome", "TdmRepFiles"]
 
 logger = logging.getLogger("scrapy_rep.usage_middleware")
 
@@ -98,8 +91,7 @@ class TdmRepFiles:
         try:
             entry = await self._get(origin)
         except Exception:  # a bug here must not leave responses waiting
-            url = origin.text + TDMREP_PATH
-            logger.exception("Error while fetching %s", url)
+            logger.exception("Error while fetching %s%s", origin.text, TDMREP_PATH)
             entry = TdmEntry(None, "error", _clock.now() + self.config.retry_min)
         finally:
             self._began.pop(origin, None)
@@ -108,14 +100,12 @@ class TdmRepFiles:
             reading = {"outcome": entry.outcome, "expires": warc_date(entry.expires)}
             parsed = entry.rules is not None
             self._evidence.finished(TDMREP_PATH, origin.text, reading, whole=parsed)
-        self._remember(origin, entry)
+        lru_put(self._files, origin, entry, self.config.cache_max_origins)
         return entry
 
     async def _get(self, origin: Origin) -> TdmEntry:
-        """Download and read the origin's tdmrep.json. TDMRep: only a 2xx answer
-        holds rules; any other means the origin does not use it. A server or
-        network error is asked again after REP_RETRY_MIN, the rest after
-        REP_CACHE_TTL."""
+        """Download and read the origin's tdmrep.json: only a 2xx answer holds
+        rules; a server or network error is asked again sooner (REP_RETRY_MIN)."""
         config = self.config
         now = _clock.now()
         retry, keep = now + config.retry_min, now + config.cache_ttl
@@ -162,7 +152,3 @@ class TdmRepFiles:
         if rules.cut:
             self._stats.inc_value("rep/usage/tdmrep/rules_cut")
         return TdmEntry(rules, "parsed", keep)
-
-    def _remember(self, origin: Origin, entry: TdmEntry) -> None:
-        """Keep the entry, for REP_CACHE_MAX_ORIGINS origins at most (LRU)."""
-        lru_put(self._files, origin, entry, self.config.cache_max_origins)

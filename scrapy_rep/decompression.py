@@ -1,19 +1,12 @@
 """``scrapy_rep.BoundedDecompressionMiddleware``: robots.txt answers decoded with a bound.
 
-Scrapy's ``HttpCompressionMiddleware`` (order 590) inflates every answer up
-to ``DOWNLOAD_MAXSIZE`` (1 GiB) per content coding: a robots.txt of a few
-kilobytes in ``br`` or gzip inside gzip became a gigabyte in memory and
-seconds of frozen crawl. This middleware sits just after it (595: it sees
-responses first), decodes scrapy-rep's own robots.txt (and tdmrep.json)
-answers itself, never keeping more than ``REP_MAX_SIZE`` + 1 byte (RFC 9309
-§2.5), then drops ``Content-Encoding`` so Scrapy's middleware leaves the body
-alone. Every other response is untouched.
-
-The add-on enables it; :func:`problem` tells the fetcher when it is missing
-or misplaced (then robots.txt answers keep Scrapy's limits). An answer whose
-codings cannot be read counts as an empty file (``rep/robotstxt/undecodable``,
-``rep/usage/tdmrep/undecodable``); the rule, coding by coding, is
-:mod:`scrapy_rep._inflate`'s.
+Scrapy's ``HttpCompressionMiddleware`` (590) inflates every answer up to
+``DOWNLOAD_MAXSIZE`` (1 GiB) per coding: a few kilobytes of ``br`` became a
+gigabyte in memory. Just after it (595: it sees responses first), this one
+decodes scrapy-rep's own robots.txt and tdmrep.json answers with
+:mod:`scrapy_rep._inflate`, at most ``REP_MAX_SIZE`` + 1 bytes, then drops
+``Content-Encoding`` so Scrapy's leaves the body alone (docs/robotstxt.md,
+"Compression"). :func:`problem` tells the fetcher when it is missing or misplaced.
 """
 
 from __future__ import annotations
@@ -67,11 +60,12 @@ class BoundedDecompressionMiddleware:
         if not values:
             return response
         well_known = request.meta.get(WELL_KNOWN_META)
+        what = "robots.txt" if not well_known else well_known.lstrip("/")
         names = ignored(values)
         if names:
             logger.info(
                 "%s at %s names content codings that transform nothing (%s): read as sent",
-                "robots.txt" if not well_known else well_known.lstrip("/"),
+                what,
                 response.url,
                 ", ".join(name.decode("latin-1")[:40] for name in names[:5]),
             )
@@ -86,7 +80,7 @@ class BoundedDecompressionMiddleware:
                 )
             logger.info(
                 "%s at %s cannot be decoded (%s): read as an empty file",
-                "robots.txt" if not well_known else well_known.lstrip("/"),
+                what,
                 response.url,
                 exc,
             )
@@ -99,9 +93,7 @@ class BoundedDecompressionMiddleware:
 def problem(settings: BaseSettings) -> str | None:
     """Why robots.txt answers would be decoded by Scrapy's middleware, unbounded
     (None when this middleware runs after it)."""
-    orders: dict[object, float] = {}
-    for component, order in _compat.downloader_middlewares(settings):
-        orders[component] = order
+    orders = dict(_compat.downloader_middlewares(settings))
     ours = orders.get(BoundedDecompressionMiddleware)
     scrapys = orders.get(HttpCompressionMiddleware)
     if scrapys is None:

@@ -1,11 +1,8 @@
-"""Spider middleware obeying page-level robots directives.
+"""Spider middleware obeying page-level robots directives (docs/page-directives.md).
 
-``<meta name="robots">``, ``<meta name="EXAMPLEBOT">`` (the crawler's own token)
-and ``X-Robots-Tag`` headers: ``nofollow``/``none`` drop the requests a callback
-yields from that page; ``noindex`` (and a past ``unavailable_after``) is exposed
-as ``response.meta["rep_noindex"]`` and, with ``REP_META_NOINDEX = "drop"``,
-drops the page's items. Page directives are part of obeying robots, so the
-middleware is off when ``ROBOTSTXT_OBEY`` is.
+``nofollow`` drops the requests a callback yields from the page; ``noindex``
+sets ``response.meta["rep_noindex"]`` and, with ``REP_META_NOINDEX = "drop"``,
+drops its items. Part of obeying robots: off when ``ROBOTSTXT_OBEY`` is.
 """
 
 from __future__ import annotations
@@ -46,7 +43,6 @@ logger = logging.getLogger(__name__)
 class _Page:
     """What one response's directives mean for its callback's output."""
 
-    directives: Directives
     nofollow: str | None  # why its requests are dropped, None to keep them
     noindex: str | None  # why it is noindex (now), None when indexable
 
@@ -94,13 +90,9 @@ class MetaRobotsMiddleware:
 
     def _page(self, response: Response) -> _Page | None:
         """The response's evaluated directives; None when it opted out."""
-        try:
-            return self._pages[response]
-        except KeyError:
-            pass
-        page = self._evaluate(response)
-        self._pages[response] = page
-        return page
+        if response not in self._pages:
+            self._pages[response] = self._evaluate(response)
+        return self._pages[response]
 
     def _evaluate(self, response: Response) -> _Page | None:
         meta = _request_meta(response)
@@ -122,15 +114,19 @@ class MetaRobotsMiddleware:
                 capped = capped or f"more than {MAX_TAGS} X-Robots-Tag values: the first read"
             values = [v.decode("latin-1") for v in headers[:MAX_TAGS]]
             sources.append(("X-Robots-Tag", header_directives(values, user_agent=self.user_agent)))
-        if capped:
-            self._capped(response, capped)
+        if capped:  # read up to a bound (docs/page-directives.md)
+            self.crawler.stats.inc_value("rep/meta/capped")
+            logger.debug(
+                "Directives of %(page)s read in part: %(why)s",
+                {"page": response, "why": capped},
+                extra={"spider": self.crawler.spider},
+            )
 
         directives = NO_DIRECTIVES
         for _, found in sources:
             directives = directives.merge(found)
         now = datetime.fromtimestamp(_clock.now(), timezone.utc)
         page = _Page(
-            directives=directives,
             nofollow=_reason(sources, "nofollow", lambda d: d.nofollow),
             noindex=(
                 _reason(sources, "noindex", lambda d: d.noindex)
@@ -149,15 +145,6 @@ class MetaRobotsMiddleware:
         if page.noindex:
             stats.inc_value("rep/meta/noindex_pages")
         return page
-
-    def _capped(self, response: Response, why: str) -> None:
-        """A page's directives were read up to a bound (docs/page-directives.md)."""
-        self.crawler.stats.inc_value("rep/meta/capped")
-        logger.debug(
-            "Directives of %(page)s read in part: %(why)s",
-            {"page": response, "why": why},
-            extra={"spider": self.crawler.spider},
-        )
 
     def _admit(self, output: Any, response: Response, page: _Page) -> bool:
         """Whether one object of the callback's output may go on."""

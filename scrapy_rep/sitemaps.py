@@ -1,14 +1,10 @@
 """Sitemaps from robots.txt for spiders: ``RobotsSitemapSpider`` and its mixin (docs/sitemaps.md).
 
-The ``Sitemap:`` lines come from the crawl's robots service's robots.txt of
-each site (:mod:`scrapy_rep._robots`, ``entry_for``: one fetch per origin for
-the whole crawl, shared with the rules), and each sitemap is parsed by
+The ``Sitemap:`` lines come from the robots service's entry of each site (one
+fetch per origin, shared with the rules), and each sitemap is parsed by
 Scrapy's own ``SitemapSpider`` helpers, so its attributes keep their meaning.
-On top: plain-text sitemaps, a depth limit for nested indexes, every sitemap
-URL fetched once, failures and skips counted under ``rep/sitemaps/``, and
-sitemap responses exempt from ``X-Robots-Tag: nofollow`` (meta
-``rep_sitemap``). Without the middleware (``ROBOTSTXT_OBEY = False``), the
-spider downloads robots.txt itself, for its Sitemap lines only.
+Without the middleware (``ROBOTSTXT_OBEY = False``), the spider downloads
+robots.txt itself, for its Sitemap lines only.
 """
 
 from __future__ import annotations
@@ -30,7 +26,7 @@ from scrapy_rep import _compat
 from scrapy_rep import signals as rep_signals
 from scrapy_rep._robots import RobotsService, robots_off, robots_service
 from scrapy_rep.exceptions import ForbiddenByRobots
-from scrapy_rep.origin import origin_of
+from scrapy_rep.origin import Origin, origin_of
 from scrapy_rep.robotstxt import RobotsTxt
 
 if TYPE_CHECKING:
@@ -62,14 +58,11 @@ class RobotsSitemapMixin(_Base):
     """Sitemaps of robots.txt for a ``SitemapSpider``; list it before
     ``SitemapSpider`` (or your subclass of it) in the bases."""
 
+    # the spider attributes of docs/sitemaps.md
     sitemap_sites: Sequence[str] = ()
-    """Sites (``https://example.com``) whose robots.txt Sitemap lines are crawled."""
     sitemap_discover: bool = False
-    """Also crawl the robots.txt sitemaps of every origin the crawl reaches."""
     sitemap_max_depth: int = 5
-    """Index levels followed below a listed sitemap (0: the listed sitemaps only)."""
     sitemap_obey_robotstxt: bool = True
-    """False: sitemap and page requests carry ``dont_obey_robotstxt``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -82,6 +75,8 @@ class RobotsSitemapMixin(_Base):
         self.sitemap_sites = _sites(self.sitemap_sites)
         self.sitemap_discover = _flag(self.sitemap_discover)
         self.sitemap_obey_robotstxt = _flag(self.sitemap_obey_robotstxt)
+        # the meta of sitemap and page requests, by sitemap_obey_robotstxt
+        self._rep_meta = {} if self.sitemap_obey_robotstxt else {"dont_obey_robotstxt": True}
         self.sitemap_max_depth = int(self.sitemap_max_depth)
         self._rep_origins: set[str] = set()  # origins whose Sitemap lines were taken
         self._rep_seen: set[str] = set()  # sitemap URLs requested
@@ -160,7 +155,7 @@ class RobotsSitemapMixin(_Base):
             yield origin, entry
 
     def _rep_origin(self, site: str) -> str | None:
-        origin = origin_of(urlparse(site if "://" in site else "https://" + site))
+        origin = _site_origin(site)
         if origin is None:
             self.crawler.stats.inc_value("rep/sitemaps/invalid_site")
             logger.warning("sitemap_sites: %r is not an http(s) site, ignored", site)
@@ -191,9 +186,7 @@ class RobotsSitemapMixin(_Base):
                 extra={"spider": self},
             )
             return []
-        listed = list(iterloc(entries, self.sitemap_alternate_links))
-        followed = list(_compat.sitemapindex_urls(self, entries))
-        self._rep_count_skipped(len(listed) - len(followed), f"robots.txt of {origin}")
+        followed = self._rep_followed(entries, f"robots.txt of {origin}")
         return list(self._rep_sitemap_requests(followed, 0))
 
     def _rep_sitemaps_found(self, urls: Sequence[str], origin: str) -> None:
@@ -215,7 +208,7 @@ class RobotsSitemapMixin(_Base):
 
     def _rep_robots_request(self, site: str, *, quiet: bool = False) -> Request | None:
         """Fallback: an ordinary request for the site's robots.txt (once per origin)."""
-        origin = origin_of(urlparse(site if "://" in site else "https://" + site))
+        origin = _site_origin(site)
         if origin is None:
             if not quiet:
                 self._rep_origin(site)  # counts and logs it
@@ -251,9 +244,7 @@ class RobotsSitemapMixin(_Base):
     def _rep_sitemap_requests(self, urls: Iterable[str], depth: int) -> Iterator[Request]:
         """Requests for sitemaps not requested yet, within the depth limit."""
         stats = self.crawler.stats
-        meta: dict[str, Any] = {SITEMAP_META: True, DEPTH_META: depth}
-        if not self.sitemap_obey_robotstxt:
-            meta["dont_obey_robotstxt"] = True
+        meta = {SITEMAP_META: True, DEPTH_META: depth, **self._rep_meta}
         for url in urls:
             try:
                 request = Request(
@@ -305,9 +296,7 @@ class RobotsSitemapMixin(_Base):
                 logger.warning("Broken sitemap index: %s", response, extra={"spider": self})
                 stats.inc_value("rep/sitemaps/invalid")
                 return
-            listed = list(iterloc(entries, self.sitemap_alternate_links))
-            followed = list(_compat.sitemapindex_urls(self, entries))
-            self._rep_count_skipped(len(listed) - len(followed), response.url)
+            followed = self._rep_followed(entries, response.url)
             yield from self._rep_sitemap_requests(followed, depth + 1)
         elif sitemap is not None and kind == "urlset":
             yield from self._rep_pages(response, sitemap, "xml")
@@ -320,7 +309,6 @@ class RobotsSitemapMixin(_Base):
     ) -> Iterator[Request]:
         """Page requests of a urlset (or text sitemap), by ``sitemap_rules``."""
         stats = self.crawler.stats
-        meta = {} if self.sitemap_obey_robotstxt else {"dont_obey_robotstxt": True}
         try:
             pairs = list(_compat.urlset_urls_and_callbacks(self, self.sitemap_filter(entries)))
         except Exception:
@@ -331,14 +319,17 @@ class RobotsSitemapMixin(_Base):
             stats.inc_value("rep/sitemaps/text")
         for url, callback in pairs:
             try:
-                request = Request(url, callback=callback, meta=dict(meta))
+                request = Request(url, callback=callback, meta=dict(self._rep_meta))
             except ValueError:
                 stats.inc_value("rep/sitemaps/invalid_url")
                 continue
             stats.inc_value("rep/sitemaps/pages")
             yield request
 
-    def _rep_count_skipped(self, skipped: int, where: str) -> None:
+    def _rep_followed(self, entries: list[dict[str, Any]], where: str) -> list[str]:
+        """The sitemaps of an index (or robots.txt) that ``sitemap_follow`` keeps."""
+        followed = list(_compat.sitemapindex_urls(self, entries))
+        skipped = len(list(iterloc(entries, self.sitemap_alternate_links))) - len(followed)
         if skipped > 0:
             self.crawler.stats.inc_value("rep/sitemaps/follow_skipped", skipped)
             logger.debug(
@@ -347,6 +338,7 @@ class RobotsSitemapMixin(_Base):
                 where,
                 extra={"spider": self},
             )
+        return followed
 
     def _rep_sitemap_failed(self, failure: Failure) -> None:
         stats = self.crawler.stats
@@ -359,6 +351,10 @@ class RobotsSitemapMixin(_Base):
 
 class RobotsSitemapSpider(RobotsSitemapMixin, SitemapSpider):
     """``SitemapSpider`` reading sitemaps from the robots.txt of ``sitemap_sites``."""
+
+
+def _site_origin(site: str) -> Origin | None:
+    return origin_of(urlparse(site if "://" in site else "https://" + site))
 
 
 def _why(failure: Failure) -> str:

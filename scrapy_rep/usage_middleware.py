@@ -1,19 +1,10 @@
 """``scrapy_rep.UsageMiddleware``: what sites say their content may be used for.
 
-A crawl declares what it collects for (``REP_PURPOSES``); this downloader
-middleware, just after ``scrapy_rep.RobotsTxtMiddleware`` (101), reads every
-mechanism a site states usage preferences with (:mod:`scrapy_rep.usage`) and
-gives each response ``response.meta["rep_usage"]``: ``{purpose: True | False
-| None}``, with the statements behind each in ``rep_usage_reasons``
-(docs/usage.md).
-
-The origin's ``/.well-known/tdmrep.json`` is fetched once (per
-``REP_CACHE_TTL``) while the first pages download; a response that arrives
-first waits for it out of the downloader's active set
-(:mod:`scrapy_rep._slots.waiting`), so that waiting costs other origins
-nothing, and until ``REP_FETCH_TIMEOUT`` after the fetch began at most.
-Without ``REP_PURPOSES`` the add-on does not enable it (and it is
-NotConfigured): nothing is read, nothing is fetched.
+For the purposes a crawl declares (``REP_PURPOSES``), reads every mechanism
+of :mod:`scrapy_rep.usage` and sets ``response.meta["rep_usage"]`` and
+``rep_usage_reasons`` (docs/usage.md). A response that arrives before its
+origin's tdmrep.json waits for it out of the downloader's active set
+(:mod:`scrapy_rep._slots.waiting`), so that waiting costs other origins nothing.
 """
 
 from __future__ import annotations
@@ -41,7 +32,7 @@ from scrapy_rep.exceptions import UsageDenied
 from scrapy_rep.meta import is_html
 from scrapy_rep.origin import Origin, OriginKeys
 from scrapy_rep.robotstxt._usage_labels import TDMREP as TDMREP_LABEL
-from scrapy_rep.usage import ROBOTSTXT, Statement, Verdict, combine, response_statements
+from scrapy_rep.usage import Statement, Verdict, combine, response_statements
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -50,8 +41,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from scrapy_rep.robotstxt import RobotsTxt
-    from scrapy_rep.usage import UsageDecision
 
 __all__ = ["ORDER", "UsageMiddleware"]
 
@@ -119,8 +108,7 @@ class UsageMiddleware:
         meta = request.meta
         if meta.get("dont_obey_robotstxt") or ROBOTS_META in meta:
             return
-        agent, robots = self._checked_as(request)
-        statements = _robots_statements(robots, request.url, agent) if robots is not None else ()
+        agent, statements = self._robots_said(request)
         origin = self._keys.get(urlparse_cached(request))
         denied = False
         if self.drop and statements:
@@ -142,11 +130,7 @@ class UsageMiddleware:
             return response
         pending = self._pending.pop(request, None)
         if pending is None:  # not seen by process_request (added after it, say)
-            agent, robots = self._checked_as(request)
-            statements = (
-                _robots_statements(robots, request.url, agent) if robots is not None else ()
-            )
-            pending = (agent, statements, False)
+            pending = (*self._robots_said(request), False)
         origin = self._keys.get(urlparse_cached(request))
         if self._tdmrep is None or origin is None:
             return self._annotate(request, response, origin, pending, None)
@@ -245,7 +229,8 @@ class UsageMiddleware:
         verdicts: dict[str, Verdict],
         origin: Origin | None,
     ) -> None:
-        """Every declared purpose is denied: count, tell, and under "drop" raise."""
+        """Every declared purpose is denied: count, signal, tell (once per origin and
+        stage at INFO), and under "drop" raise."""
         stats = self._stats
         stage = "request" if response is None else "response"
         stats.inc_value("rep/usage/denied")
@@ -262,24 +247,12 @@ class UsageMiddleware:
             reasons=reasons,
             origin=text,
         )
-        dropping = self.drop and not self._dry_run
         if self.drop:
             stats.inc_value(
                 f"rep/dry_run/usage/dropped/{stage}"
                 if self._dry_run
                 else f"rep/usage/dropped/{stage}"
             )
-        self._log_once(request, text, stage, reasons)
-        if dropping:
-            raise UsageDenied(usage, reasons, text, response)
-
-    def _log_once(
-        self,
-        request: Request,
-        text: str,
-        stage: str,
-        reasons: dict[str, tuple[str, ...]],
-    ) -> None:
         why = "; ".join(dict.fromkeys(where for found in reasons.values() for where in found))
         if not self.drop:
             effect = "annotated, not dropped (REP_USAGE_ACTION = 'annotate')"
@@ -309,28 +282,27 @@ class UsageMiddleware:
             effect,
             extra={"spider": self.crawler.spider},
         )
+        if self.drop and not self._dry_run:
+            raise UsageDenied(usage, reasons, text, response)
 
     # -- helpers ------------------------------------------------------------------
 
-    def _checked_as(self, request: Request) -> tuple[str, RobotsTxt | None]:
-        """The token and the rules the robots middleware checked ``request`` with."""
-        robots = self._robots
-        if robots is None:
-            return self._ua, None
-        return robots.agent_of(request), robots.known_rules(request)
-
-
-def _robots_statements(robots: RobotsTxt, url: str, agent: str) -> tuple[Statement, ...]:
-    """robots.txt's usage lines for ``url``, one statement per purpose they speak for."""
-    decisions: dict[str, UsageDecision] = robots.decide_usage(url, user_agent=agent)
-    return tuple(
-        Statement(
-            ROBOTSTXT,
-            {purpose: decision.allowed},
-            "robots.txt " + ", ".join(f"line {line.line}: {line.text}" for line in decision.lines),
+    def _robots_said(self, request: Request) -> tuple[str, tuple[Statement, ...]]:
+        """The token the robots middleware checked ``request`` as, and the usage
+        lines of the rules it checked it with: a statement per purpose."""
+        if self._robots is None:
+            return self._ua, ()
+        agent, robots = self._robots.agent_of(request), self._robots.known_rules(request)
+        decisions = robots.decide_usage(request.url, user_agent=agent) if robots is not None else {}
+        return agent, tuple(
+            Statement(
+                "robotstxt",
+                {purpose: decision.allowed},
+                "robots.txt "
+                + ", ".join(f"line {line.line}: {line.text}" for line in decision.lines),
+            )
+            for purpose, decision in decisions.items()
         )
-        for purpose, decision in decisions.items()
-    )
 
 
 def _all_denied(verdicts: dict[str, Verdict]) -> bool:

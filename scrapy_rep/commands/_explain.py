@@ -1,9 +1,8 @@
 """What ``scrapy robots`` reports: verdicts and robots.txt facts, as text or JSON.
 
-Scrapy-free: the command hands over an :class:`~scrapy_rep.policy.Entry` (fetched
-through a crawl, or built from a local file) and the URLs of its origin; this
-module decides what a crawl with the same settings would do with each URL and
-says why, in the words of the settings a user can change.
+Scrapy-free: given an :class:`~scrapy_rep.policy.Entry` (fetched through a
+crawl, or built from a local file) and URLs of its origin, what a crawl with
+the same settings would do with each URL, and why, in the settings' words.
 """
 
 from __future__ import annotations
@@ -13,22 +12,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 from scrapy_rep import _clock
 from scrapy_rep.config import Config, UnreachableMode
 from scrapy_rep.policy import CHALLENGED, PARSED, REFUSED_LOCALLY, UNAVAILABLE, Entry, delay_for
-from scrapy_rep.robotstxt import Delays, RobotsTxt
+from scrapy_rep.robotstxt import DelayLine, RobotsTxt
 from scrapy_rep.usage import UsageLine
 
 UrlVerdictWord = Literal["allowed", "forbidden", "deferred"]
-"""What a crawl would do with a URL (printed in capitals, and in the JSON output)."""
-ALLOWED: Final = "allowed"
-FORBIDDEN: Final = "forbidden"
-DEFERRED: Final = "deferred"
-
-_CACHED_AFTER = 5.0
-"""An entry older than this (seconds) came from a cache, not from this run."""
+_CACHED_AFTER = 5.0  # seconds: an older entry came from a cache, not from this run
 USAGE_NOTE = (
     "from robots.txt only; a page's headers and meta (Content-Usage, Content-Signal, "
     "tdm-reservation, noai) and its origin's tdmrep.json are only known when it is fetched"
@@ -41,15 +34,9 @@ class PurposeVerdict:
     """What robots.txt says about one purpose for one URL (``scrapy robots --purpose``)."""
 
     purpose: str
-    allowed: bool | None
-    """None: robots.txt says nothing (or has no rules, or the URL is not fetched)."""
+    allowed: bool | None  # None: robots.txt says nothing (or the URL is not fetched)
     lines: tuple[UsageLine, ...] = ()
-    reason: str = ""
-    """Why there are no lines, when there are none."""
-
-    @property
-    def word(self) -> str:
-        return _USAGE_WORDS[self.allowed]
+    reason: str = ""  # why there are no lines, when there are none
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,52 +47,33 @@ class UrlVerdict:
     verdict: UrlVerdictWord
     line: int | None = None
     rule: str | None = None
-    reason: str = ""
-    """Why, when no rule of robots.txt decided."""
-    usage: tuple[PurposeVerdict, ...] = ()
-    """Per declared purpose (REP_PURPOSES or --purpose), what robots.txt says."""
+    reason: str = ""  # why, when no rule of robots.txt decided
+    usage: tuple[PurposeVerdict, ...] = ()  # per declared purpose (REP_PURPOSES, --purpose)
 
     @property
     def allowed(self) -> bool:
-        return self.verdict == ALLOWED
+        return self.verdict == "allowed"
 
 
 @dataclass(frozen=True, slots=True)
 class Delay:
     crawl_delay: float | None
     request_rate: tuple[int, float] | None
-    lines: Delays
-    """The Crawl-delay / Request-rate lines that apply, with their line numbers."""
-    asked: float
-    """Seconds between requests the group asks for (the larger of the two lines)."""
-    applied: float
-    """``asked`` capped at REP_MAX_CRAWL_DELAY; 0 with REP_OBEY_CRAWL_DELAY off."""
+    lines: tuple[DelayLine, ...]  # the Crawl-delay / Request-rate lines that apply
+    asked: float  # seconds between requests the group asks for (the larger line)
+    applied: float  # capped at REP_MAX_CRAWL_DELAY; 0 with REP_OBEY_CRAWL_DELAY off
 
 
 @dataclass(frozen=True, slots=True)
 class Report:
     """One robots.txt (an origin's, or a local file) and the URLs checked against it."""
 
-    source: str
-    """The robots.txt URL, or the local file's path."""
+    source: str  # the robots.txt URL, or the local file's path
     from_file: bool
     entry: Entry
-    group: tuple[str, ...] | None
-    """User-agent tokens of the group(s) that apply; None without rules."""
+    group: tuple[str, ...] | None  # User-agent tokens of the groups that apply; None: no rules
     delay: Delay | None
     verdicts: tuple[UrlVerdict, ...]
-
-
-def delay_of(robots: RobotsTxt, agent: str, config: Config) -> Delay:
-    """The slot delay a crawl would set (the middleware's rule: policy.delay_for)."""
-    applied, asked = delay_for(robots, agent, config.max_crawl_delay)
-    return Delay(
-        robots.crawl_delay(user_agent=agent),
-        robots.request_rate(user_agent=agent),
-        robots.delays(user_agent=agent),
-        asked,
-        applied if config.obey_crawl_delay else 0.0,
-    )
 
 
 def explain(
@@ -121,7 +89,7 @@ def explain(
     verdicts = tuple(
         UrlVerdict(
             url,
-            ALLOWED if decision.allowed else FORBIDDEN,
+            "allowed" if decision.allowed else "forbidden",
             decision.line,
             decision.rule,
             "" if decision.line else no_rule,
@@ -130,7 +98,16 @@ def explain(
         for url, decision in decisions
     )
     group = robots.decide("/", user_agent=agent).agents
-    return Report(source, from_file, entry, group, delay_of(robots, agent, config), verdicts)
+    applied, asked = delay_for(robots, agent, config.max_crawl_delay)  # as a crawl's slot delay
+    lines = robots.delays(user_agent=agent)
+    delay = Delay(
+        robots.crawl_delay(user_agent=agent),
+        robots.request_rate(user_agent=agent),
+        tuple(line for line in (lines.crawl_delay, lines.request_rate) if line is not None),
+        asked,
+        applied if config.obey_crawl_delay else 0.0,
+    )
+    return Report(source, from_file, entry, group, delay, verdicts)
 
 
 def _usage(
@@ -144,22 +121,20 @@ def _usage(
         reason = "not fetched: no preferences"
         return tuple(PurposeVerdict(purpose, None, reason=reason) for purpose in purposes)
     decided = robots.decide_usage(url, user_agent=agent)
-    found = []
-    for purpose in purposes:
-        decision = decided.get(purpose)
-        if decision is None:
-            found.append(PurposeVerdict(purpose, None, reason="no usage line speaks of it"))
-        else:
-            found.append(PurposeVerdict(purpose, decision.allowed, decision.lines))
-    return tuple(found)
+    return tuple(
+        PurposeVerdict(purpose, decided[purpose].allowed, decided[purpose].lines)
+        if purpose in decided
+        else PurposeVerdict(purpose, None, reason="no usage line speaks of it")
+        for purpose in purposes
+    )
 
 
 def _unreachable_verdict(url: str, config: Config) -> UrlVerdict:
     # the robots.txt block's "effect" line says more; this says what happens to the URL
     what: dict[UnreachableMode, tuple[UrlVerdictWord, str]] = {
-        "allow": (ALLOWED, "let through"),
-        "defer": (DEFERRED, "kept until it answers"),
-        "disallow": (FORBIDDEN, "dropped"),
+        "allow": ("allowed", "let through"),
+        "defer": ("deferred", "kept until it answers"),
+        "disallow": ("forbidden", "dropped"),
     }
     verdict, action = what[config.unreachable]
     usage = tuple(
@@ -216,13 +191,9 @@ def _fetch_lines(report: Report, config: Config, now: float) -> list[tuple[str, 
         lines.append(("redirect", f"{entry.redirects} {hops} -> {entry.url}"))
     age = now - entry.fetched
     if entry.stale:
-        lines.append(
-            (
-                "rules",
-                f"the last good copy, fetched {_when(entry.fetched)} ({_seconds(age)} ago), "
-                f"kept up to REP_STALE_MAX = {_seconds(config.stale_max)}",
-            )
-        )
+        kept = f"kept up to REP_STALE_MAX = {_seconds(config.stale_max)}"
+        copy = f"the last good copy, fetched {_when(entry.fetched)} ({_seconds(age)} ago), {kept}"
+        lines.append(("rules", copy))
     elif entry.robots is None:
         effect = {
             "disallow": "every request to this origin is dropped until robots.txt answers",
@@ -249,14 +220,9 @@ def _group_text(report: Report, agent: str) -> str | None:
 
 
 def _delay_text(delay: Delay, config: Config) -> str:
-    asked = [
-        f"line {line.line}: {line.text}"
-        for line in (delay.lines.crawl_delay, delay.lines.request_rate)
-        if line is not None
-    ]
-    if not asked:
+    if not delay.lines:
         return "none asked (no Crawl-delay or Request-rate for this group)"
-    lines = "; ".join(asked)
+    lines = "; ".join(f"line {line.line}: {line.text}" for line in delay.lines)
     if not config.obey_crawl_delay:
         return f"not applied (REP_OBEY_CRAWL_DELAY = False); robots.txt asks {lines}"
     text = f"{delay.applied:g} s between requests ({lines}"
@@ -274,7 +240,7 @@ def _verdict_lines(verdicts: Sequence[UrlVerdict]) -> list[str]:
         for purpose in verdict.usage:
             said = "; ".join(f"line {line.line}: {line.text}" for line in purpose.lines)
             lines.append(
-                f"  {'':<9}  {'':<{width}}  {purpose.purpose} {purpose.word}"
+                f"  {'':<9}  {'':<{width}}  {purpose.purpose} {_USAGE_WORDS[purpose.allowed]}"
                 f" ({said or purpose.reason})"
             )
     return lines
@@ -337,9 +303,7 @@ def _report_json(report: Report, config: Config, now: float) -> dict[str, Any]:
     data["request_rate"] = list(delay.request_rate) if delay and delay.request_rate else None
     data["delay"] = delay.applied if delay else 0.0
     data["delay_lines"] = [
-        {"line": line.line, "text": line.text}
-        for line in ((delay.lines.crawl_delay, delay.lines.request_rate) if delay else ())
-        if line is not None
+        {"line": line.line, "text": line.text} for line in (delay.lines if delay else ())
     ]
     data["sitemaps"] = list(robots.sitemaps) if robots is not None else []
     data["urls"] = [

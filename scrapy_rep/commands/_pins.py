@@ -12,8 +12,6 @@ if TYPE_CHECKING:
     from scrapy_rep.pins import PinWatch
     from scrapy_rep.policy import Entry
 
-__all__ = ["pin_notes", "pin_report", "render_pins"]
-
 
 def pin_report(
     watch: PinWatch, origin: Origin, entry: Entry, verdicts: Sequence[UrlVerdict], agent: str
@@ -41,18 +39,11 @@ def pin_report(
         report["unread"] = changed.unread
     rules = changed.pinned_rules
     if rules is not None:
-        report["pinned_verdicts"] = []
-        for verdict in verdicts:
-            then = rules.decide(verdict.url, user_agent=agent)
-            report["pinned_verdicts"].append(
-                {
-                    "url": verdict.url,
-                    "allowed": then.allowed,
-                    "line": then.line,
-                    "rule": then.rule,
-                    "now": verdict.verdict,
-                }
-            )
+        pairs = [(v, rules.decide(v.url, user_agent=agent)) for v in verdicts]
+        report["pinned_verdicts"] = [
+            {"url": v.url, "allowed": d.allowed, "line": d.line, "rule": d.rule, "now": v.verdict}
+            for v, d in pairs
+        ]
     return report
 
 

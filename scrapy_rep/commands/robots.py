@@ -1,13 +1,8 @@
-"""``scrapy robots URL [URL ...]``: would a crawl fetch these URLs, and why.
+"""``scrapy robots URL [URL ...]``: would a crawl fetch these URLs, and why (docs/command.md).
 
-Each URL's robots.txt is fetched the way a crawl fetches it: a real crawl with
-the project's settings (proxies, headers, user agent, retries, caches), in which
-an internal spider asks the crawl's robots service (started by
-``scrapy_rep.RobotsTxtMiddleware``) for each origin's entry, so the command
-and a crawl cannot disagree. ``--file`` checks against a local robots.txt
-instead, with no crawl. Exit status: 0 when every URL would be
-fetched, 1 when one would not (forbidden, or held back because robots.txt is
-unreachable), 2 on usage errors or when the check could not run.
+robots.txt is fetched by a real crawl with the project's settings, whose spider
+asks the crawl's robots service for each origin's entry, so that the command
+and a crawl cannot disagree; ``--file`` reads a local robots.txt, with no crawl.
 """
 
 from __future__ import annotations
@@ -15,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlparse
@@ -196,36 +192,30 @@ class Command(ScrapyCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if self._file_body is not None:
-            reports = [self._check_file(opts.file, self._file_body)]
+            reports: list[Report] | None = [self._check_file(opts.file, self._file_body)]
         else:
-            fetched = self._check_fetched()
-            if fetched is None:
-                self.exitcode = 2
-                return
-            reports = fetched
+            reports = self._check_fetched()
+        if reports is None:
+            self.exitcode = 2
+            return
         config = self._config
-        pins = self._pins if config.pin_file is not None and self._file_body is None else None
+        pin_file = config.pin_file if self._file_body is None else None
         if opts.json:
             text = render_json(reports, config)
-            if pins is not None:
+            if pin_file is not None:
                 data = json.loads(text)
-                data["pins"] = pins
+                data["pins"] = self._pins
                 text = json.dumps(data, indent=2)
             print(text)
         else:
-            print(self._header())
-            print()
+            print(f"agent {config.user_agent!r} ({self._agent_source})")
+            print("".join(f"note: {note}\n" for note in self._notes))
             print(render_text(reports, config))
-            if pins is not None and config.pin_file is not None:
+            if pin_file is not None:
                 print()
-                print(render_pins(pins, config.pin_file))
+                print(render_pins(self._pins, pin_file))
         allowed = all(verdict.allowed for report in reports for verdict in report.verdicts)
         self.exitcode = 0 if allowed else 1
-
-    def _header(self) -> str:
-        lines = [f"agent {self._config.user_agent!r} ({self._agent_source})"]
-        lines.extend(f"note: {note}" for note in self._notes)
-        return "\n".join(lines)
 
     def _check_file(self, path: str, body: bytes) -> Report:
         config = self._config
@@ -245,31 +235,37 @@ class Command(ScrapyCommand):
             origin = _origin(url)
             assert origin is not None  # checked in process_options
             by_origin.setdefault(origin, []).append(url)
-        firsts = [urls[0] for urls in by_origin.values()]
-        entries: dict[str, Entry | None] = {}
-        problems: list[str] = []
+        check = _Check([urls[0] for urls in by_origin.values()])
         process = self.crawler_process
         assert process is not None
-        pins: dict[str, PinWatch | None] = {}
-        process.crawl(_RobotsSpider, urls=firsts, entries=entries, problems=problems, pins=pins)
+        process.crawl(_RobotsSpider, check=check)
         process.start()
-        missing = [url for url in firsts if entries.get(url) is None]
-        if process.bootstrap_failed or problems or missing:
-            for problem in problems or ["the crawl did not run (see the log above)"]:
+        missing = [url for url in check.urls if check.entries.get(url) is None]
+        if process.bootstrap_failed or check.problems or missing:
+            for problem in check.problems or ["the crawl did not run (see the log above)"]:
                 print(f"scrapy robots: {problem}", file=sys.stderr)
             return None
         reports = []
         for origin, urls in by_origin.items():
-            entry = entries[urls[0]]
+            entry = check.entries[urls[0]]
             assert entry is not None
             report = explain(origin.robots_url, entry, urls, self._config)
             reports.append(report)
-            watch = pins.get("watch")
-            if watch is not None:
+            if check.watch is not None:
                 agent = self._config.user_agent
-                self._pins.append(pin_report(watch, origin, entry, report.verdicts, agent))
+                self._pins.append(pin_report(check.watch, origin, entry, report.verdicts, agent))
         self._notes += pin_notes(self._pins)
         return reports
+
+
+@dataclass
+class _Check:
+    """The first URL of each origin, and what the check's crawl found for them."""
+
+    urls: list[str]
+    entries: dict[str, Entry | None] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    watch: PinWatch | None = None  # the crawl's pins (REP_PIN_FILE)
 
 
 class _RobotsSpider(Spider):
@@ -277,43 +273,31 @@ class _RobotsSpider(Spider):
 
     name = "scrapy_rep_robots"
 
-    def __init__(
-        self,
-        urls: list[str],
-        entries: dict[str, Entry | None],
-        problems: list[str],
-        pins: dict[str, PinWatch | None],
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, check: _Check, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.urls = urls
-        self.entries = entries
-        self.problems = problems
-        self.pins = pins
+        self.check = check
 
     async def start(self) -> AsyncIterator[Any]:
-        await self._ask_all()
-        return
-        yield  # an async generator that yields no request
-
-    async def _ask_all(self) -> None:
+        check = self.check
         robots = robots_service(self.crawler)
         if robots is None:
             why = robots_off(self.crawler)
-            self.problems.append(f"robots.txt is not obeyed in this project: {why}")
-            return
-        self.pins["watch"] = robots.pins
+            check.problems.append(f"robots.txt is not obeyed in this project: {why}")
+        else:
+            check.watch = robots.pins
 
-        async def ask(url: str) -> None:
-            self.entries[url] = await robots.entry_for(url)
+            async def ask(url: str) -> None:
+                check.entries[url] = await robots.entry_for(url)
 
-        # all origins at once, on any reactor
-        outcomes = await maybe_deferred_to_future(
-            DeferredList([deferred_from_coro(ask(url)) for url in self.urls], consumeErrors=True)
-        )
-        for url, (_ok, result) in zip(self.urls, outcomes, strict=True):
-            if isinstance(result, Failure):
-                self.problems.append(f"checking {url} failed: {result.getErrorMessage()}")
+            # all origins at once, on any reactor
+            outcomes = await maybe_deferred_to_future(
+                DeferredList([deferred_from_coro(ask(u)) for u in check.urls], consumeErrors=True)
+            )
+            for url, (_ok, result) in zip(check.urls, outcomes, strict=True):
+                if isinstance(result, Failure):
+                    check.problems.append(f"checking {url} failed: {result.getErrorMessage()}")
+        for _ in ():  # an async generator that yields no request
+            yield
 
 
 # -- helpers --------------------------------------------------------------------
@@ -368,10 +352,8 @@ def _agent_invalid(settings: BaseSettings) -> bool:
 
 
 def _as_a_crawl_has_them(settings: BaseSettings) -> BaseSettings:
-    """A copy of ``settings`` after the project's add-ons (ADDONS) changed it, as
-    a crawl's are: the Quick start's ``scrapy_rep.Addon`` enables the middlewares
-    the notes are about only then. Quiet: the check's own crawl applies them
-    again, and logs what they say there."""
+    """``settings`` as the project's add-ons change a crawl's (``scrapy_rep.Addon``
+    enables the middlewares the notes are about); quiet: the check's crawl logs them."""
     if not isinstance(settings, Settings):
         return settings
     logging.disable(logging.CRITICAL)
@@ -396,8 +378,7 @@ def _agent_source(settings: BaseSettings, config: Config, agent: str | None) -> 
 
 
 def _pin_file(path: str) -> str:
-    """``--pins``: a pin file, or an evidence directory (its evidence.jsonl,
-    whose WARC files beside it hold the pinned bodies)."""
+    """``--pins``: a pin file, or an evidence directory (its evidence.jsonl)."""
     return str(Path(path) / JSONL) if Path(path).is_dir() else path
 
 

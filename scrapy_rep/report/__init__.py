@@ -1,20 +1,11 @@
 """What robots.txt did to each origin of a crawl, told at INFO and written for audits.
 
-The middleware and the fetcher call four methods; nothing else does:
-:meth:`CrawlReport.fetched` (a robots.txt fetch ended), :meth:`~CrawlReport.forbidden`,
-:meth:`~CrawlReport.dropped` (robots.txt unreachable) and :meth:`~CrawlReport.paced`
-(a request spaced by the origin's delay; called for every such request, so it
-is a dictionary lookup, a comparison and an increment). docs/report.md says
-what is logged and written.
-
-Memory is bounded: at most ``REP_CACHE_MAX_ORIGINS`` origin records are held.
-Past that, the least recently active record is evicted (second chance: the
-queue is in creation order, and a record active since it was last looked at
-goes to the back instead; so ``paced`` needs no bookkeeping of its own), and
-written to the ``REP_REPORT`` file at once (``"evicted": true``).
-
-The records and totals are in :mod:`scrapy_rep.report._records`; the
-``REP_REPORT`` file and the text of the lines in :mod:`scrapy_rep.report._output`.
+The middleware and the fetcher call the four hooks; ``paced`` runs for every
+request spaced by a delay, so it is a lookup, a comparison and an increment.
+At most ``REP_CACHE_MAX_ORIGINS`` records are held, evicted by second chance
+over their creation order, so ``paced`` needs no bookkeeping of its own
+(docs/report.md, "Memory"). Records and totals: ``_records``; the
+``REP_REPORT`` file and the text: ``_output``.
 """
 
 from __future__ import annotations
@@ -47,7 +38,6 @@ __all__ = ["CrawlReport"]
 
 logger = logging.getLogger("scrapy_rep.report")
 
-
 _WOULD_FORBID = "would forbid requests (dry run: let through)"
 
 
@@ -67,11 +57,10 @@ class CrawlReport:
         self._order = count()
         self._listed = Listed()  # and every unreachable origin, never folded away
         self.file = ReportFile(config.report) if config.report else None
+        # set by scrapy_rep.challenges: more of the summary at close, each after it;
+        # and at close, (origin, its stop-signal state) for the file's records
         self.sections: list[Callable[[], str | None]] = []
-        """More of the summary at close, each after it (stop signals: scrapy_rep.challenges)."""
         self.stop_signals: Callable[[], list[tuple[str, dict[str, Any]]]] | None = None
-        """At close, (origin, its stop-signal state) for the file's records
-        (scrapy_rep.challenges)."""
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
 
@@ -216,17 +205,13 @@ class CrawlReport:
         alone = self._stop_signals(held)
         for record in held:
             self._finish(record)
-        if self.file is not None:  # robots.txt did nothing to them: in the file only
-            for record in alone:
-                self.file.write(record.as_json())
         if self.file is not None:
+            for record in alone:  # robots.txt did nothing to them: in the file only
+                self.file.write(record.as_json())
             self.file.close()  # first: a failing close is told before the summary
         evicted = [item[2] for item in sorted(self._evicted_top, key=lambda item: item[1])]
         listed, unlisted = self._listed.choose(self._top, evicted, held)
-        summary = Summary(
-            self.totals, listed, bound=self._max, report_file=self.file, unlisted=unlisted
-        )
-        logger.info("%s", summary)
+        logger.info("%s", Summary(self.totals, listed, unlisted, self._max, self.file))
         for section in self.sections:
             text = section()
             if text:

@@ -1,14 +1,11 @@
-"""Which origins the close summary lists one by one: the ``REP_REPORT_TOP``
-with the most requests affected, and every origin whose robots.txt was
-unreachable, which is never folded into "the other N origins" (an outage an
-operator must see, whatever it did to the counts).
-
-Unreachable origins are listed up to :data:`UNREACHABLE_LISTED`; past that they
-are still told apart, in one line of their own (the file has each one).
+"""Which origins the close summary lists: the ``REP_REPORT_TOP`` most affected,
+and every unreachable one (an outage an operator must see, never folded into
+"the other N origins"; past :data:`UNREACHABLE_LISTED`, in one line of their own).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from scrapy_rep.report._records import OriginRecord, Totals
@@ -67,9 +64,7 @@ class Listed:
         outages = [
             pair for pair in merged.values() if unreachable(pair[0]) and id(pair[0]) not in listed
         ]
-        unlisted = Totals()
-        for name in Totals.__slots__:
-            setattr(unlisted, name, getattr(self.unlisted, name))
+        unlisted = replace(self.unlisted)
         for record, parts in outages[UNREACHABLE_LISTED:]:
             unlisted.add(record)
             unlisted.records += parts - 1

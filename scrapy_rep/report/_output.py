@@ -1,8 +1,6 @@
 """The crawl report's output: the REP_REPORT file, and the text of the INFO lines and close summary.
 
-The origin of an INFO line (:class:`OriginText`) and the close summary
-(:class:`Summary`) are handed to the logger as they are, and formatted only if
-the line is emitted.
+:class:`OriginText` and :class:`Summary` are formatted only if their line is emitted.
 """
 
 from __future__ import annotations
@@ -11,9 +9,10 @@ import contextlib
 import json
 import logging
 import os
+from dataclasses import dataclass, replace
 from typing import IO, TYPE_CHECKING, Any
 
-from scrapy_rep.report._records import Totals
+from scrapy_rep.report._records import COUNTS, Totals
 
 if TYPE_CHECKING:
     from scrapy_rep.origin import Origin
@@ -105,23 +104,15 @@ class OriginText:
         return self.origin.text
 
 
+@dataclass(frozen=True)
 class Summary:
     """The close summary, formatted only if INFO is emitted."""
 
-    def __init__(
-        self,
-        totals: Totals,
-        top: list[tuple[OriginRecord, int]],
-        *,
-        bound: int,
-        report_file: ReportFile | None,
-        unlisted: Totals | None = None,
-    ) -> None:
-        self.totals = totals
-        self.top = top  # the REP_REPORT_TOP origins, then the unreachable ones
-        self.unlisted = unlisted or Totals()  # unreachable origins past the listed ones
-        self.bound = bound  # REP_CACHE_MAX_ORIGINS
-        self.report_file = report_file
+    totals: Totals
+    top: list[tuple[OriginRecord, int]]  # the REP_REPORT_TOP origins, then the unreachable ones
+    unlisted: Totals  # unreachable origins past the listed ones
+    bound: int  # REP_CACHE_MAX_ORIGINS
+    report_file: ReportFile | None
 
     def __str__(self) -> str:
         totals = self.totals
@@ -138,19 +129,14 @@ class Summary:
                 f"  more origins than REP_CACHE_MAX_ORIGINS = {bound}: {totals.evicted} records "
                 "left memory early; an origin met again after that has another record"
             )
-        rest = Totals()
-        for name in Totals.__slots__:
-            setattr(rest, name, getattr(totals, name))
+        rest = replace(totals)
         for record, parts in self.top:
             lines += _origin_lines(record)
             rest.records -= parts
             if record.affected:  # else an unreachable origin nothing was done to
                 rest.affected_origins -= parts
-            rest.forbidden -= record.forbidden
-            rest.dropped -= record.dropped
-            rest.paced -= record.paced
-            rest.dry_forbidden -= record.dry_forbidden
-            rest.dry_dropped -= record.dry_dropped
+            for name in COUNTS:
+                setattr(rest, name, getattr(rest, name) - getattr(record, name))
         unlisted = self.unlisted
         if unlisted.records:  # outages are never folded into "the other ..."
             for name in Totals.__slots__:
@@ -227,19 +213,14 @@ def _top_rules(rules: dict[Rule, int]) -> str:
 
 
 def _counts(totals: Totals) -> str:
-    parts = [
-        f"{totals.forbidden} forbidden",
-        f"{totals.dropped} dropped",
-        f"{totals.paced} paced",
-    ]
+    parts = [f"{getattr(totals, name)} {name}" for name in ("forbidden", "dropped", "paced")]
     if totals.dry_forbidden or totals.dry_dropped:
         parts.append(
             f"dry run: {totals.dry_forbidden} would be forbidden, "
             f"{totals.dry_dropped} would be dropped"
         )
-    return _plural(totals.forbidden + totals.dropped + totals.paced, "request") + (
-        ": " + ", ".join(parts)
-    )
+    requests = _plural(totals.forbidden + totals.dropped + totals.paced, "request")
+    return f"{requests}: {', '.join(parts)}"
 
 
 def _plural(number: int, noun: str) -> str:

@@ -1,13 +1,11 @@
 """The crawl report's records: what robots.txt did to one origin, the crawl's totals, rule counts.
 
-:class:`~scrapy_rep.report.CrawlReport` keeps one :class:`OriginRecord` per
-origin while the crawl runs and adds each record that leaves memory to the
-:class:`Totals`. Rules are counted per ``(line, rule)``, at most
-:data:`MAX_RULES` per origin.
+A record that leaves memory is added to the :class:`Totals`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from scrapy_rep.policy import delay_for
@@ -24,62 +22,38 @@ OTHER_RULES = (0, "(other rules)")
 
 Rule = tuple[int, str]
 """``(line, rule)`` as a :class:`~scrapy_rep.robotstxt.Decision` names it."""
+COUNTS = ("forbidden", "dropped", "paced", "dry_forbidden", "dry_dropped")
+"""The request counts a record and the totals share."""
 
 
+@dataclass(slots=True, eq=False)
 class OriginRecord:
     """What robots.txt did to one origin (the unit of the report file)."""
 
-    __slots__ = (
-        "asked",
-        "delay",
-        "dropped",
-        "dropped_reason",
-        "dry_dropped",
-        "dry_forbidden",
-        "dry_rules",
-        "evicted",
-        "fetches",
-        "forbidden",
-        "origin",
-        "outcome",
-        "pace",
-        "paced",
-        "reason",
-        "rules",
-        "seen",
-        "sitemaps",
-        "source",
-        "stale",
-        "status",
-        "stop_signal",
-        "told_delays",
-    )
-
-    def __init__(self, origin: Origin) -> None:
-        self.origin = origin
-        self.outcome: Outcome | None = None  # None: not fetched since this record started
-        self.status: int | None = None
-        self.reason = ""
-        self.stale = False
-        self.fetches = 0
-        self.delay = 0.0  # applied to the crawl's own user agent (after the cap)
-        self.asked = 0.0  # what robots.txt asks for that agent
-        self.source = ""  # "Crawl-delay: 5" / "Request-rate: 1/10s"
-        self.sitemaps = 0
-        self.forbidden = 0
-        self.rules: dict[Rule, int] = {}
-        self.dropped = 0
-        self.dropped_reason = ""
-        self.paced = 0
-        self.pace = -1.0  # the delay of the latest paced() call (the hot path compares it)
-        self.dry_forbidden = 0
-        self.dry_rules: dict[Rule, int] = {}
-        self.dry_dropped = 0
-        self.told_delays: tuple[float, ...] = ()
-        self.seen = 0  # activity when eviction last looked at this record
-        self.evicted = False
-        # the origin's stop-signal state, set at close (scrapy_rep.challenges)
-        self.stop_signal: dict[str, Any] | None = None
+    origin: Origin
+    outcome: Outcome | None = None  # None: not fetched since this record started
+    status: int | None = None
+    reason: str = ""
+    stale: bool = False
+    fetches: int = 0
+    delay: float = 0.0  # applied to the crawl's own user agent (after the cap)
+    asked: float = 0.0  # what robots.txt asks for that agent
+    source: str = ""  # "Crawl-delay: 5" / "Request-rate: 1/10s"
+    sitemaps: int = 0
+    forbidden: int = 0
+    rules: dict[Rule, int] = field(default_factory=dict)
+    dropped: int = 0
+    dropped_reason: str = ""
+    paced: int = 0
+    pace: float = -1.0  # the delay of the latest paced() call (the hot path compares it)
+    dry_forbidden: int = 0
+    dry_rules: dict[Rule, int] = field(default_factory=dict)
+    dry_dropped: int = 0
+    told_delays: tuple[float, ...] = ()
+    seen: int = 0  # activity when eviction last looked at this record
+    evicted: bool = False
+    # the origin's stop-signal state, set at close (scrapy_rep.challenges)
+    stop_signal: dict[str, Any] | None = None
 
     @property
     def affected(self) -> int:
@@ -92,12 +66,8 @@ class OriginRecord:
 
     def add(self, older: OriginRecord) -> None:
         """Add the counts of an earlier (evicted) record of the same origin."""
-        self.forbidden += older.forbidden
-        self.dropped += older.dropped
-        self.paced += older.paced
-        self.dry_forbidden += older.dry_forbidden
-        self.dry_dropped += older.dry_dropped
-        self.fetches += older.fetches
+        for name in (*COUNTS, "fetches"):
+            setattr(self, name, getattr(self, name) + getattr(older, name))
         for mine, theirs in ((self.rules, older.rules), (self.dry_rules, older.dry_rules)):
             for rule, hits in theirs.items():
                 count_rule(mine, rule, hits)
@@ -136,39 +106,25 @@ class OriginRecord:
         }
 
 
+@dataclass(slots=True)
 class Totals:
     """Counts over every record that left memory (evicted, or finished at close)."""
 
-    __slots__ = (
-        "affected_origins",
-        "dropped",
-        "dry_dropped",
-        "dry_forbidden",
-        "evicted",
-        "forbidden",
-        "paced",
-        "records",
-    )
-
-    def __init__(self) -> None:
-        self.records = 0
-        self.evicted = 0
-        self.affected_origins = 0
-        self.forbidden = 0
-        self.dropped = 0
-        self.paced = 0
-        self.dry_forbidden = 0
-        self.dry_dropped = 0
+    records: int = 0
+    evicted: int = 0
+    affected_origins: int = 0
+    forbidden: int = 0
+    dropped: int = 0
+    paced: int = 0
+    dry_forbidden: int = 0
+    dry_dropped: int = 0
 
     def add(self, record: OriginRecord) -> None:
         self.records += 1
         self.evicted += record.evicted
         self.affected_origins += record.affected > 0
-        self.forbidden += record.forbidden
-        self.dropped += record.dropped
-        self.paced += record.paced
-        self.dry_forbidden += record.dry_forbidden
-        self.dry_dropped += record.dry_dropped
+        for name in COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(record, name))
 
 
 def count_rule(rules: dict[Rule, int], rule: Rule, hits: int = 1) -> None:

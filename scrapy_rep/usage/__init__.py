@@ -1,19 +1,15 @@
 """Usage preferences: what a site says its content may be used for. Scrapy-free.
 
-robots.txt says what a crawler may fetch; these statements say what the
-fetched content may be used for, per *purpose* (``train-ai``, ``search``,
-``ai-input``: :mod:`scrapy_rep.robotstxt._usage_labels`). Each mechanism
-(Content-Usage, Content-Signal, TDMRep, noai/noimageai; docs/usage.md says how
-each is read) is read by its own rules, then the statements are combined per
-purpose: any "no" wins, else any "yes", else nothing is known (None), AIPREF's
-rule (draft-ietf-aipref-vocab-07 §5.1) used across every mechanism. Nothing
-here ever raises for what a site sends: an unreadable statement says nothing.
+Each mechanism (docs/usage.md) is read by its own rules, then the statements
+are combined per purpose: any "no" wins, else any "yes", else None (AIPREF's
+rule, draft-ietf-aipref-vocab-07 §5.1, across every mechanism). Nothing here
+raises for what a site sends: an unreadable statement says nothing.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
@@ -53,11 +49,6 @@ PURPOSES: Final = labels.PURPOSES
 
 Source = Literal["robotstxt", "content-usage", "content-signal", "tdmrep", "noai"]
 """Where a statement comes from (the rep/usage/denied_by/<source> stats)."""
-ROBOTSTXT: Final = "robotstxt"
-CONTENT_USAGE_HEADER: Final = "content-usage"
-CONTENT_SIGNAL_HEADER: Final = "content-signal"
-TDMREP: Final = "tdmrep"
-NOAI: Final = "noai"
 SOURCES: Final[tuple[Source, ...]] = get_args(Source)
 
 MAX_TDMREP_RULES: Final = 1_000
@@ -122,9 +113,7 @@ def tdm_value(value: str) -> bool | None:
 def tdm_values(values: Iterable[str]) -> bool | None:
     """Several header lines or meta tags: "1" if any says it, else "0" if any does."""
     found = {tdm_value(value) for value in values} - {None}
-    if not found:
-        return None
-    return False not in found
+    return (False not in found) if found else None
 
 
 class TdmRep:
@@ -175,9 +164,7 @@ class TdmRep:
 
     def decide(self, url: str) -> tuple[bool, str] | None:
         """``(allowed, which rule)`` for a URL or path, None when no rule matches."""
-        if self._matcher is None:
-            return None
-        rank = self._matcher.best(url_path(url))
+        rank = self._matcher.best(url_path(url)) if self._matcher is not None else 0
         if not rank:
             return None
         index = self._count - (rank >> 1)
@@ -201,30 +188,15 @@ def response_statements(
     tdmrep_rule: tuple[bool, str] | None,
     tdmrep: bool,
 ) -> list[Statement]:
-    """What a response says, as statements.
-
-    ``headers``: lowercase name -> values (``content-usage``, ``content-signal``,
-    ``tdm-reservation``); ``meta_tags``: ``(name, content)`` of its
-    ``<meta name="tdm-reservation">`` tags; ``directives``: ``(where, noai,
-    noimageai)`` per meta tag or header that speaks to the crawler; ``image``:
-    the response is an image (``noimageai`` applies); ``tdmrep_rule``: what the
-    origin's tdmrep.json says of the URL; ``tdmrep``: read TDMRep at all.
-    """
+    """What a response says, as statements: ``headers`` by lowercase name, its
+    ``<meta name="tdm-reservation">`` tags, ``(where, noai, noimageai)`` per
+    meta tag or header speaking to the crawler, and what tdmrep.json says."""
     statements: list[Statement] = []
-    values = headers.get("content-usage")
-    if values:
-        joined = ", ".join(values)  # field lines combine into one (RFC 9651 §4.2)
-        said = content_usage(joined)
+    for source, name, read in _HEADERS:
+        joined = ", ".join(headers.get(source, ()))  # field lines are one (RFC 9651 §4.2)
+        said = read(joined) if joined else None
         if said:
-            where = f"Content-Usage header: {shown(joined)}"
-            statements.append(Statement(CONTENT_USAGE_HEADER, said, where))
-    values = headers.get("content-signal")
-    if values:
-        joined = ", ".join(values)
-        said = content_signal(joined)
-        if said:
-            where = f"Content-Signal header: {shown(joined)}"
-            statements.append(Statement(CONTENT_SIGNAL_HEADER, said, where))
+            statements.append(Statement(source, said, f"{name} header: {shown(joined)}"))
     if tdmrep:
         statement = _tdmrep_statement(headers.get("tdm-reservation", ()), meta_tags, tdmrep_rule)
         if statement is not None:
@@ -232,10 +204,14 @@ def response_statements(
     for where, noai, noimageai in directives:
         if noai or (noimageai and image):
             said = dict.fromkeys(_NOAI_PURPOSES[noai], False)
-            statements.append(Statement(NOAI, said, f"{where} {'noai' if noai else 'noimageai'}"))
+            statements.append(Statement("noai", said, f"{where} {'noai' if noai else 'noimageai'}"))
     return statements
 
 
+_HEADERS: tuple[tuple[Source, str, Callable[[str], dict[str, bool]]], ...] = (
+    ("content-usage", "Content-Usage", content_usage),
+    ("content-signal", "Content-Signal", content_signal),
+)
 _DIRECTIVES = labels.purposes_of(labels.ROBOTS_DIRECTIVES)
 _NOAI_PURPOSES = {True: _DIRECTIVES["noai"], False: _DIRECTIVES["noimageai"]}
 
@@ -258,4 +234,4 @@ def _tdmrep_statement(
         allowed, where = found, f'<meta name="tdm-reservation" content="{value}">'
     if allowed is None:
         return None
-    return Statement(TDMREP, dict.fromkeys(labels.TDMREP.purposes, allowed), where)
+    return Statement("tdmrep", dict.fromkeys(labels.TDMREP.purposes, allowed), where)
