@@ -17,7 +17,7 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Final, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 from scrapy.settings import BaseSettings, Settings
 
@@ -30,6 +30,9 @@ from scrapy_rep.robotstxt._agent import product_token
 from scrapy_rep.robotstxt._usage_labels import PURPOSES
 from scrapy_rep.stop_signals import Rule, user_rules
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 UnreachableMode = Literal["disallow", "allow", "defer"]
 """REP_UNREACHABLE: what happens to the requests of an origin whose robots.txt is unreachable."""
 NoindexMode = Literal["keep", "drop"]
@@ -38,16 +41,11 @@ UsageAction = Literal["annotate", "drop"]
 """REP_USAGE_ACTION: what happens to a request whose usage preferences deny every purpose."""
 PinAction = Literal["report", "stop_origin"]
 """REP_PIN_ACTION: what happens to an origin whose robots.txt differs from its pin."""
-PIN_ACTIONS: Final[tuple[PinAction, ...]] = get_args(PinAction)
 PaymentAction = Literal["stop_origin", "skip"]
 """REP_ON_PAYMENT: what a 402 answer does beyond ending its own request."""
-PAYMENT_ACTIONS: Final[tuple[PaymentAction, ...]] = get_args(PaymentAction)
-UNREACHABLE_MODES: Final[tuple[UnreachableMode, ...]] = get_args(UnreachableMode)
-NOINDEX_MODES: Final[tuple[NoindexMode, ...]] = get_args(NoindexMode)
-USAGE_ACTIONS: Final[tuple[UsageAction, ...]] = get_args(UsageAction)
 REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")
 
-_Choice = TypeVar("_Choice", bound=str)
+_Number = TypeVar("_Number", int, float)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +186,7 @@ class Config:
             fetch_retries=read.integer("REP_FETCH_RETRIES", minimum=0),
             max_redirects=read.integer("REP_MAX_REDIRECTS", minimum=0),
             max_fetches=read.integer("REP_MAX_FETCHES", minimum=0),
-            unreachable=read.choice("REP_UNREACHABLE", UNREACHABLE_MODES),
+            unreachable=read.choice("REP_UNREACHABLE", UnreachableMode),
             defer_max=read.number("REP_DEFER_MAX", minimum=0.0),
             cache_ttl=cache_ttl,
             cache_min_ttl=read.number("REP_CACHE_MIN_TTL", minimum=0.0, maximum=cache_ttl),
@@ -209,15 +207,15 @@ class Config:
             slowdown_max_delay=read.number("REP_SLOWDOWN_MAX_DELAY", minimum=slowdown_min),
             redis_slowdown=read.boolean("REP_REDIS_SLOWDOWN"),
             meta_robots=read.boolean("REP_META_ROBOTS"),
-            meta_noindex=read.choice("REP_META_NOINDEX", NOINDEX_MODES),
+            meta_noindex=read.choice("REP_META_NOINDEX", NoindexMode),
             purposes=_purposes(read),
-            usage_action=read.choice("REP_USAGE_ACTION", USAGE_ACTIONS),
+            usage_action=read.choice("REP_USAGE_ACTION", UsageAction),
             stop_signals=read.boolean("REP_STOP_SIGNALS"),
             challenge_pause=challenge_pause,
             challenge_max_pause=read.number("REP_CHALLENGE_MAX_PAUSE", minimum=challenge_pause),
             challenge_give_up=read.integer("REP_CHALLENGE_GIVE_UP", minimum=1),
             block_after=read.integer("REP_BLOCK_AFTER", minimum=0),
-            on_payment=read.choice("REP_ON_PAYMENT", PAYMENT_ACTIONS),
+            on_payment=read.choice("REP_ON_PAYMENT", PaymentAction),
             block_markers=_block_markers(read),
             redis_url=_redis_url(read),
             redis_robots=read.boolean("REP_REDIS_ROBOTS"),
@@ -228,10 +226,10 @@ class Config:
             redis_keep=read.number("REP_REDIS_KEEP", minimum=0.0),
             report=_report_path(read),
             report_top=read.integer("REP_REPORT_TOP", minimum=0),
-            state_dir=_path(read, "REP_STATE_DIR"),
+            state_dir=_optional_text(read, "REP_STATE_DIR"),
             httpcache_robotstxt=read.boolean("REP_HTTPCACHE_ROBOTSTXT"),
-            pin_file=_path(read, "REP_PIN_FILE"),
-            pin_action=read.choice("REP_PIN_ACTION", PIN_ACTIONS),
+            pin_file=_optional_text(read, "REP_PIN_FILE"),
+            pin_action=read.choice("REP_PIN_ACTION", PinAction),
             evidence=_optional_text(read, "REP_EVIDENCE", "a directory path"),
             evidence_max_file_size=read.integer("REP_EVIDENCE_MAX_FILE_SIZE", minimum=1),
             evidence_required=read.boolean("REP_EVIDENCE_REQUIRED"),
@@ -291,40 +289,22 @@ def _block_markers(read: _Reader) -> tuple[Rule, ...]:
 
 def _report_path(read: _Reader) -> str | None:
     """REP_REPORT: a path ending in .json or .jsonl (the format follows it), or None."""
-    raw = read._raw("REP_REPORT")
-    if raw is None or raw == "":
-        return None
-    path = os.fspath(raw) if isinstance(raw, (str, os.PathLike)) else None
-    if not isinstance(path, str) or not path.lower().endswith((".json", ".jsonl")):
-        raise InvalidSetting(
-            "REP_REPORT", f"expected a file path ending in .json or .jsonl, got {raw!r}"
-        )
+    what = "a file path ending in .json or .jsonl"
+    path = _optional_text(read, "REP_REPORT", what)
+    if path is not None and not path.lower().endswith((".json", ".jsonl")):
+        raise InvalidSetting("REP_REPORT", f"expected {what}, got {read._raw('REP_REPORT')!r}")
     return path
 
 
-def _path(read: _Reader, name: str) -> str | None:
-    """A file or directory path (str or os.PathLike), or None when unset or empty."""
-    raw = read._raw(name)
-    if raw is None or raw == "":
-        return None
-    if not isinstance(raw, (str, os.PathLike)):
-        raise InvalidSetting(name, f"expected a path, got {raw!r}")
-    path = os.fspath(raw)
-    if not isinstance(path, str):
-        raise InvalidSetting(name, f"expected a path, got {raw!r}")
-    return path
-
-
-def _optional_text(read: _Reader, name: str, what: str) -> str | None:
+def _optional_text(read: _Reader, name: str, what: str = "a path") -> str | None:
     """A non-empty string (a path may be a PathLike), or None when unset or empty."""
     raw = read._raw(name)
     if raw is None or raw == "":
         return None
-    if isinstance(raw, os.PathLike):
-        raw = os.fspath(raw)
-    if not isinstance(raw, str):
+    text = os.fspath(raw) if isinstance(raw, os.PathLike) else raw
+    if not isinstance(text, str):
         raise InvalidSetting(name, f"expected {what}, got {raw!r}")
-    return raw
+    return text
 
 
 def _purposes(read: _Reader) -> tuple[str, ...]:
@@ -408,12 +388,7 @@ class _Reader:
         raw = self._raw(name)
         if raw is None:
             return float(default_of(name))
-        if isinstance(raw, bool):
-            raise InvalidSetting(name, f"expected a number of seconds, got {raw!r}")
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            raise InvalidSetting(name, f"expected a number, got {raw!r}") from None
+        value = _converted(name, raw, float, "a number", "a number of seconds")
         if not math.isfinite(value):
             raise InvalidSetting(name, f"expected a finite number, got {raw!r}")
         _check_bounds(name, value, minimum, maximum, exclusive)
@@ -423,12 +398,7 @@ class _Reader:
         raw = self._raw(name)
         if raw is None:
             return int(default_of(name))
-        if isinstance(raw, bool):
-            raise InvalidSetting(name, f"expected an integer, got {raw!r}")
-        try:
-            value = int(raw)
-        except (TypeError, ValueError):
-            raise InvalidSetting(name, f"expected an integer, got {raw!r}") from None
+        value = _converted(name, raw, int, "an integer")
         if isinstance(raw, float) and value != raw:
             raise InvalidSetting(name, f"expected an integer, got {raw!r}")
         _check_bounds(name, value, minimum, None, False)
@@ -464,17 +434,28 @@ class _Reader:
             raise InvalidSetting(name, f"expected a non-empty string, got {raw!r}")
         return raw
 
-    def choice(self, name: str, choices: tuple[_Choice, ...]) -> _Choice:
+    def choice(self, name: str, kind: Any) -> Any:
+        """One of the Literal type ``kind``'s strings."""
         raw = self._raw(name)
         if raw is None:
-            default: _Choice = default_of(name)
-            return default
+            return default_of(name)
+        choices = get_args(kind)
         value = raw.strip().lower() if isinstance(raw, str) else raw
-        for choice in choices:
-            if value == choice:
-                return choice
+        if value in choices:
+            return value
         allowed = ", ".join(repr(c) for c in choices)
         raise InvalidSetting(name, f"expected one of {allowed}, got {raw!r}")
+
+
+def _converted(
+    name: str, raw: Any, convert: Callable[[Any], _Number], what: str, what_bool: str = ""
+) -> _Number:
+    if isinstance(raw, bool):
+        raise InvalidSetting(name, f"expected {what_bool or what}, got {raw!r}")
+    try:
+        return convert(raw)
+    except (TypeError, ValueError):
+        raise InvalidSetting(name, f"expected {what}, got {raw!r}") from None
 
 
 def _check_bounds(
