@@ -2,17 +2,9 @@
 
 The first component that asks builds it, in the crawl's context
 (:mod:`scrapy_rep._context`): the robots middleware through
-:meth:`RobotsService.start`, the others (the frontier queues, the sitemap
-spider, ``scrapy robots``, the usage middleware) through :func:`robots_service`,
-which answers None when the crawl does not obey robots.txt through scrapy-rep
-(:func:`robots_off` says why). The settings are checked once, and every
-collaborator is built here and wired by constructor: origin keys, the rules
-cache (in memory, or Redis's), the fetcher, the report, pacing (Crawl-delay,
-slow-down pauses, slot limits) and the shared state. It answers what they ask
-without fetching, waiting or counting (:meth:`RobotsService.readiness`,
-:meth:`~RobotsService.known_rules`, :meth:`~RobotsService.agent_of`), or
-fetching when they need rules (:meth:`~RobotsService.entry_for`,
-:meth:`~RobotsService.prefetch`).
+:meth:`RobotsService.start`, the others through :func:`robots_service`, which
+answers None when the crawl does not obey robots.txt through scrapy-rep. Every
+collaborator is built here and wired by constructor (docs/development.md).
 """
 
 from __future__ import annotations
@@ -51,8 +43,7 @@ _MAX_HEADER_AGENTS = 1_000
 """User-Agent header values whose product token is remembered."""
 
 Readiness = Literal["unknown", "allowed", "refused"]
-"""What the scheduler queues (scrapy_rep.frontier, scrapy_rep.frontier.redis_queue)
-learn of a request before it leaves the scheduler (RobotsService.readiness)."""
+"""What the scheduler queues learn of a request (RobotsService.readiness)."""
 UNKNOWN: Final = "unknown"
 """Its origin's robots.txt is not known: the middleware would wait for it."""
 ALLOWED: Final = "allowed"
@@ -196,12 +187,8 @@ class RobotsService:
 
     def readiness(self, request: Request) -> tuple[Readiness, float, Origin | None]:
         """What the robots middleware would do with ``request`` now, without
-        fetching, waiting or counting: (UNKNOWN, ALLOWED or REFUSED; its
-        origin's delay for its agent, 0 if none; its origin, None if robots.txt
-        does not cover it). Under REP_UNREACHABLE = 'defer', an unreachable
-        origin's requests read ALLOWED: they wait in the middleware, for its
-        next attempts, at most REP_DEFER_MAX seconds. A request of a slot
-        stopped by a stop signal reads REFUSED (scrapy_rep.challenges)."""
+        fetching, waiting or counting: (readiness; its origin's delay for its
+        agent, 0 if none; its origin, None if robots.txt does not cover it)."""
         challenges = self.pacing.challenges
         if challenges is not None and challenges.is_stopped(request):
             return REFUSED, 0.0, self.origin_of(request)

@@ -1,16 +1,9 @@
 """The robots.txt fetch: an origin in, an :class:`~scrapy_rep.policy.Entry` out.
 
-One fetch in flight per origin, shared by every request waiting for it
-(:mod:`scrapy_rep._in_flight`).
-
-The download is bounded in bytes, time, places and redirects by
-:mod:`scrapy_rep._download`; :class:`RobotsDownload` adds the retries and
-reads the answer, with :mod:`scrapy_rep.policy`, as RFC 9309 §2.3.1 says. The
-fetcher stores the entry, logs what a user should know (once per origin and
-outage), and sends the signals.
-
-With shared state (:mod:`scrapy_rep.cluster`), a fetch first asks Redis for
-another worker's result or for the origin's fetch lock, and publishes its own.
+One fetch in flight per origin (:mod:`scrapy_rep._in_flight`), bounded by
+:mod:`scrapy_rep._download`; :class:`RobotsDownload` adds the retries and reads
+the answer (RFC 9309 §2.3.1). With Redis (:mod:`scrapy_rep.cluster`), a fetch
+first asks for another worker's result or the origin's fetch lock.
 """
 
 from __future__ import annotations
@@ -281,15 +274,9 @@ class RobotsFetcher:
 
 
 class RobotsDownload:
-    """One origin's robots.txt as an entry: downloaded bounded
-    (:class:`~scrapy_rep._download.OwnDownloads`), retried on the server's terms.
-
-    A 429, a 5xx or a network error is tried again, up to ``REP_FETCH_RETRIES``
-    times in a fetch (all its hops together), after the server's ``Retry-After``
-    or a backoff (1 s, 2 s, ...); not within this fetch when the server asks for
-    longer than ``REP_FETCH_TIMEOUT`` or did not answer in time (a server that
-    hangs would hold its waiting requests twice as long). docs/robotstxt.md,
-    "Retries", says why Scrapy's RetryMiddleware is off for these requests."""
+    """One origin's robots.txt as an entry: downloaded bounded, retried on the
+    server's terms (docs/robotstxt.md, "Retries"). Not retried within a fetch
+    after a timeout: a server that hangs would hold its waiting requests twice as long."""
 
     def __init__(self, crawler: Crawler, config: Config, *, sleep: Sleep, uncapped: bool) -> None:
         self.files = OwnDownloads(crawler, config, ROBOTS_PATH, uncapped=uncapped)

@@ -1,17 +1,9 @@
 """Fetch outcome -> rules and freshness (RFC 9309 §2.3.1 and §2.4). No Scrapy.
 
-Each fetch result gets an outcome (``parsed``, ``unavailable``,
-``unreachable``, ``challenged``, ``refused_locally``) and the rules that
-apply, as the table in docs/robotstxt.md says. A 304 to a conditional request
-(:func:`conditional_headers`) keeps the previous rules, fresh again from now.
-Good results stay fresh for ``Cache-Control: max-age`` clamped to ``[min_ttl,
-ttl]``, else ``ttl``; unreachable ones are retried after a backoff doubling
-from ``retry_min`` per consecutive failure, or after ``Retry-After``, both
-bounded by ``[retry_min, retry_max]``.
-
-Beside them, two rules for the crawl itself: the delay between requests asked
-by Crawl-delay and Request-rate (:func:`delay_for`), and the pause of a site
-that answered 429 or 503 (:func:`pause_for`).
+Each fetch result gets an outcome and the rules that apply, as the table in
+docs/robotstxt.md says; beside them, the delay asked by Crawl-delay and
+Request-rate (:func:`delay_for`) and the pause of a site that answered 429 or
+503 (:func:`pause_for`).
 """
 
 from __future__ import annotations
@@ -373,23 +365,18 @@ def conditional_headers(previous: Entry | None) -> tuple[str, dict[bytes, bytes]
 
 
 def delay_for(robots: RobotsTxt, agent: str, max_delay: float) -> tuple[float, float]:
-    """``(applied, asked)`` seconds between requests for ``agent``: ``asked`` is
-    the larger of Crawl-delay and Request-rate's seconds per request (the lines
-    that apply: :meth:`RobotsTxt.delays`), ``applied`` is ``asked`` capped at
-    ``max_delay`` (``REP_MAX_CRAWL_DELAY``). The one rule for the middleware and
-    ``scrapy robots`` alike."""
+    """``(applied, asked)`` seconds between requests for ``agent``: ``asked`` from
+    :meth:`RobotsTxt.delays`, ``applied`` capped at ``max_delay`` (``REP_MAX_CRAWL_DELAY``).
+    The one rule for the middleware and ``scrapy robots`` alike."""
     asked = robots.delays(user_agent=agent).seconds or 0.0
     return min(asked, max_delay), asked
 
 
 def pause_for(asked: float | None, minimum: float, maximum: float, *, answers: int = 1) -> float:
-    """Seconds a site that answered 429 or 503 is paused: the seconds its
-    ``Retry-After`` asks for (``asked``, from :func:`retry_after`) bounded to
-    ``[minimum, maximum]`` (``REP_SLOWDOWN_MIN_DELAY``,
-    ``REP_SLOWDOWN_MAX_DELAY``), else ``minimum`` doubled for each slow-down
-    answer in a row after the first (``answers``), capped at ``maximum``. The
-    script of :mod:`scrapy_rep.cluster.pauses` applies the same rule in Redis,
-    and :meth:`Policy.backoff` to unreachable robots.txt files."""
+    """Seconds a site that answered 429 or 503 is paused: its ``Retry-After``
+    (``asked``) bounded to ``[minimum, maximum]``, else ``minimum`` doubled per
+    slow-down answer in a row after the first, capped at ``maximum``. The
+    script of :mod:`scrapy_rep.cluster.pauses` applies the same rule in Redis."""
     if asked is not None:
         return min(max(asked, minimum), maximum)
     return min(minimum * 2.0 ** min(answers - 1, _MAX_DOUBLINGS), maximum)
