@@ -1,12 +1,10 @@
 """Every setting scrapy-rep reads, read and validated once.
 
 ``Config.from_settings(settings)`` raises :class:`~scrapy_rep.exceptions.InvalidSetting`
-(a ``ValueError``) naming the setting for any value it cannot use, so a wrong
-value stops the crawl at start instead of silently changing what it obeys.
-What is odd but usable (a setting name nobody reads that looks meant for
-us, a user agent sites will not recognise or that is longer than its product
-token) is collected in :attr:`Config.warnings`, logged once at start. Every
-default is the dataclass field's, written once.
+naming the setting for any value it cannot use, so a wrong value stops the
+crawl at start instead of silently changing what it obeys; what is odd but
+usable goes to :attr:`Config.warnings` (:mod:`scrapy_rep._config_warnings`).
+Every default is the dataclass field's, written once.
 """
 
 from __future__ import annotations
@@ -50,6 +48,9 @@ _Number = TypeVar("_Number", int, float)
 
 @dataclass(frozen=True, slots=True)
 class Config:
+    """One field per setting (``max_size``: ``REP_MAX_SIZE``; ``obey``: ``ROBOTSTXT_OBEY``),
+    whose meaning docs/reference.md gives; the fields that are not one say what they hold."""
+
     obey: bool = False
     user_agent: str = "*"
     """Product token matched against ``User-agent:`` lines."""
@@ -62,21 +63,17 @@ class Config:
     """Usable but odd settings, logged once at start."""
     max_size: int = DEFAULT_MAX_SIZE
     headers_max: int = 64 * 1024
-    """REP_HEADERS_MAX: bytes of status line and headers an answer to
-    scrapy-rep's own requests may send; 0: unbounded, Twisted left unpatched
-    (scrapy_rep._slots.headers, process-wide)."""
+    """0: Twisted left unpatched (scrapy_rep._slots.headers, process-wide)."""
     fetch_timeout: float = 10.0
     fetch_retries: int = 1
     max_redirects: int = 5
     max_fetches: int = 64
-    """robots.txt downloads in flight kept out of CONCURRENT_REQUESTS."""
     unreachable: UnreachableMode = "disallow"
     defer_max: float = 600.0
     cache_ttl: float = 86_400.0
     cache_min_ttl: float = 60.0
     cache_max_origins: int = 10_000
     backoff_max_origins: int = DEFAULT_BACKOFF_BOUND
-    """Unreachable origins whose backoff is remembered after their rules left the cache."""
     stale_max: float = 30 * 86_400.0
     retry_min: float = 60.0
     retry_max: float = 3_600.0
@@ -85,43 +82,29 @@ class Config:
     max_crawl_delay: float = 60.0
     max_waiting: int = 256
     slot_limit: bool = True
-    """REP_SLOT_LIMIT: at most a download slot's concurrency of requests in
-    flight, which Scrapy does not hold on the asyncio reactor (scrapy_rep._slots.limits)."""
+    """Scrapy does not hold a slot's concurrency on asyncio (scrapy_rep._slots.limits)."""
     frontier: bool = True
-    """REP_FRONTIER: the add-on makes scrapy_rep.PolitePriorityQueue the scheduler's
-    priority queue when the project keeps Scrapy's default (scrapy_rep.frontier)."""
     # -- slowing down for 429/503 answers (scrapy_rep.slowdown)
     slowdown: bool = True
-    """REP_SLOWDOWN: pause a download slot when it answers a code below."""
     slowdown_http_codes: tuple[int, ...] = (429, 503)
     slowdown_min_delay: float = 1.0
-    """The first backoff pause, and the floor of every pause (Retry-After too)."""
     slowdown_max_delay: float = 300.0
-    """The cap of backoff pauses and of Retry-After."""
     redis_slowdown: bool = True
-    """With REP_REDIS_URL: a pause holds for every worker."""
     meta_robots: bool = True
     meta_noindex: NoindexMode = "keep"
     # -- usage preferences (scrapy_rep.usage_middleware)
     purposes: tuple[str, ...] = ()
-    """REP_PURPOSES: what the crawl collects for ("train-ai", "search", "ai-input");
-    empty: usage preferences are not read."""
     usage_action: UsageAction = "annotate"
-    """REP_USAGE_ACTION: "annotate" (meta key and stats) or "drop"."""
     # -- stop signals: challenges, blocks, 402 (scrapy_rep.stop_signals, scrapy_rep.challenges)
     stop_signals: bool = True
-    """REP_STOP_SIGNALS: read challenges, blocks and prices from definitive markers."""
     challenge_pause: float = 300.0
     challenge_max_pause: float = 3_600.0
     challenge_give_up: int = 3
-    """Challenged probes in a row after which an origin is stopped."""
     block_after: int = 20
-    """Plain 403s in a row (no 2xx between) read as a refusal; 0: never."""
     on_payment: PaymentAction = "stop_origin"
     block_markers: tuple[Rule, ...] = ()
-    """REP_BLOCK_MARKERS: the user's own literal rules."""
     redis_url: str | None = None
-    """Shared state for many workers (scrapy_rep.cluster); None: each worker alone."""
+    """REP_REDIS_URL, else scrapy-redis's REDIS_URL (scrapy_rep.cluster)."""
     redis_robots: bool = True
     redis_delay: bool = True
     redis_prefix: str = "rep:"
@@ -130,28 +113,17 @@ class Config:
     redis_keep: float = 86_400.0
     # -- report (scrapy_rep.report)
     report: str | None = None
-    """REP_REPORT: file (.json or .jsonl) the per-origin report is written to; None: none."""
     report_top: int = 10
-    """REP_REPORT_TOP: origins listed in the summary logged at spider close."""
     # -- state across runs, pins (scrapy_rep.state, scrapy_rep.pins)
     state_dir: str | None = None
-    """REP_STATE_DIR: directory of the robots.txt state kept across runs; None: none."""
     httpcache_robotstxt: bool = True
-    """REP_HTTPCACHE_ROBOTSTXT: scrapy-rep's own requests may be served and
-    stored by Scrapy's HttpCacheMiddleware (False: meta ``dont_cache``)."""
     pin_file: str | None = None
-    """REP_PIN_FILE: origin -> sha256 of its robots.txt (JSON, TSV or evidence.jsonl)."""
     pin_action: PinAction = "report"
-    """REP_PIN_ACTION: "report", or "stop_origin" (drop the origin's requests)."""
     # -- evidence (scrapy_rep.evidence)
     evidence: str | None = None
-    """REP_EVIDENCE: directory of the evidence archive (WARC + evidence.jsonl); None: none."""
     evidence_max_file_size: int = 100_000_000
-    """REP_EVIDENCE_MAX_FILE_SIZE: bytes after which a new WARC file is started."""
     evidence_required: bool = False
-    """REP_EVIDENCE_REQUIRED: a write error closes the spider."""
     provenance_field: str | None = None
-    """REP_PROVENANCE_FIELD: item field rep_provenance is copied into; None: none."""
 
     @property
     def policy(self) -> Policy:
