@@ -77,13 +77,10 @@ def _why_off(crawler: Crawler, config: Config) -> str | None:
     if not config.obey:
         return "ROBOTSTXT_OBEY is False"
     for cls, _order in _compat.downloader_middlewares(crawler.settings):
-        if any(f"{c.__module__}.{c.__qualname__}" == ROBOTS_MIDDLEWARE for c in _mro(cls)):
+        mro = cls.__mro__ if isinstance(cls, type) else ()
+        if any(f"{c.__module__}.{c.__qualname__}" == ROBOTS_MIDDLEWARE for c in mro):
             return None
     return "scrapy_rep.RobotsTxtMiddleware is not in DOWNLOADER_MIDDLEWARES"
-
-
-def _mro(cls: Any) -> tuple[type, ...]:
-    return cls.__mro__ if isinstance(cls, type) else ()
 
 
 class RobotsService:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Final
 
@@ -47,37 +48,22 @@ logger = logging.getLogger(__name__)
 REFUSAL: Final = "refuses this crawler"
 
 
+@dataclass(slots=True, eq=False)
 class SlotRecord:
     """One download slot's run of stop signals."""
 
-    __slots__ = (
-        "challenged",
-        "dropped",
-        "first",
-        "from_cluster",
-        "origin",
-        "paused",
-        "pauses",
-        "plain_403",
-        "probes",
-        "signal",
-        "stopped",
-        "told",
-    )
-
-    def __init__(self, origin: str) -> None:
-        self.origin = origin
-        self.signal: StopSignal | None = None  # the latest
-        self.first = 0.0  # _clock.now() of the first signal
-        self.challenged = 0  # challenged answers seen, all told
-        self.probes = 0  # challenged answers after a pause, in a row (with Redis: the cluster's)
-        self.pauses = 0  # pauses in this run (with Redis: the cluster's)
-        self.paused = 0  # pauses this worker began, all told
-        self.told = False  # its pause told at INFO
-        self.plain_403 = 0  # plain 403s in a row (no 2xx between)
-        self.stopped = False
-        self.from_cluster = False  # stopped because another worker did
-        self.dropped = 0  # requests not sent once stopped
+    origin: str
+    signal: StopSignal | None = None  # the latest
+    first: float = 0.0  # _clock.now() of the first signal
+    challenged: int = 0  # challenged answers seen, all told
+    probes: int = 0  # challenged answers after a pause, in a row (with Redis: the cluster's)
+    pauses: int = 0  # pauses in this run (with Redis: the cluster's)
+    paused: int = 0  # pauses this worker began, all told
+    told: bool = False  # its pause told at INFO
+    plain_403: int = 0  # plain 403s in a row (no 2xx between)
+    stopped: bool = False
+    from_cluster: bool = False  # stopped because another worker did
+    dropped: int = 0  # requests not sent once stopped
 
 
 class Challenges:

@@ -1,15 +1,10 @@
 """Stop signals: an answer that says "not you", read from definitive markers only. No Scrapy.
 
-A bot-management layer in front of a site answers a crawler it will not serve
-with a challenge page (a browser check), a block, or a price (HTTP 402). None
-of these is the site's content, and none is permission. :class:`Detector`
-reads them from markers the vendors document or that only their answers carry
-(:data:`RULES`, each rule with its source; docs/stop-signals.md says what is
-and is not a signal): headers first, a few dict lookups per response, the
-whole cost on a plain answer; body markers only for the statuses their rule
-names, only in the first :data:`BODY_WINDOW` bytes, as literal bytes (no
-decoding, no regex). Users add literal rules with ``REP_BLOCK_MARKERS``
-(:func:`user_rules`).
+A challenge page, a block or a price (HTTP 402) is neither content nor
+permission (docs/stop-signals.md). :class:`Detector` reads headers first, a few
+dict lookups: the whole cost on a plain answer; body markers only for the
+statuses their rule names, in the first :data:`BODY_WINDOW` bytes, as literal
+bytes (no decoding, no regex).
 """
 
 from __future__ import annotations
