@@ -107,7 +107,7 @@ class RobotsFetcher:
     def refresh(self, origin: Origin, trigger: Request | None = None) -> None:
         """Fetch the origin's robots.txt anew in the background, unless under way
         (or robots.txt downloads are at REP_MAX_FETCHES: the old rules serve on)."""
-        if not self.download.busy:
+        if not self.download.files.busy:
             self._fetches.start(origin, lambda: self._fetch(origin, trigger))
 
     async def _fetch(self, origin: Origin, trigger: Request | None) -> Entry:
@@ -294,11 +294,6 @@ class RobotsDownload:
             return None
         signal = self._detect(response.status, response.headers, response.body)
         return None if signal is None else described(signal)
-
-    @property
-    def busy(self) -> bool:
-        """REP_MAX_FETCHES robots.txt downloads are running."""
-        return self.files.busy
 
     async def entry(self, origin: Origin, previous: Entry | None) -> tuple[Entry, Response | None]:
         """The origin's robots.txt as an entry (``previous``: what was known), and

@@ -210,13 +210,24 @@ class Policy:
                 sha256=hashlib.sha256(parsed_bytes(body, self.max_size)).hexdigest(),
             )
         if status == 304:
-            return self.not_modified(
-                url=url,
-                now=now,
-                previous=previous if conditional else None,
-                cache_control=cache_control,
-                etag=etag,
-                last_modified=last_modified,
+            # ``previous``'s rules, fresh from now, when the request sent its
+            # validators back; without them the server answered a question that
+            # was not asked: unreachable, as for a 5xx (there is nowhere to go).
+            previous = previous if conditional else None
+            if previous is None or previous.robots is None or not previous.sha256:
+                return self.on_error("HTTP 304 to a request without validators", now=now)
+            return Entry(
+                previous.robots,
+                PARSED,
+                now + self.freshness(cache_control),
+                now,
+                delay=previous.delay,
+                truncated=previous.truncated,
+                size=previous.size,
+                etag=valid_etag(etag) or previous.etag,
+                last_modified=valid_date(last_modified) or previous.last_modified,
+                validators_url=url,
+                sha256=previous.sha256,
             )
         if status == 429 or status >= 500 or status < 200:
             return self.on_error(
@@ -227,36 +238,6 @@ class Policy:
             )
         # 3xx left unfollowed (no usable Location) and 4xx: "unavailable"
         return self.unavailable(f"HTTP {status}", now=now, cache_control=cache_control)
-
-    def not_modified(
-        self,
-        *,
-        url: str,
-        now: float,
-        previous: Entry | None,
-        cache_control: str | None = None,
-        etag: str | None = None,
-        last_modified: str | None = None,
-    ) -> Entry:
-        """A 304 Not Modified: ``previous``'s rules, fresh from now, when the
-        request sent its validators back; without them (``previous`` None, or
-        no rules read from a body) the server answered a question that was not
-        asked: unreachable, as for a 5xx (a 3xx it is not: there is nowhere to go)."""
-        if previous is None or previous.robots is None or not previous.sha256:
-            return self.on_error("HTTP 304 to a request without validators", now=now)
-        return Entry(
-            previous.robots,
-            PARSED,
-            now + self.freshness(cache_control),
-            now,
-            delay=previous.delay,
-            truncated=previous.truncated,
-            size=previous.size,
-            etag=valid_etag(etag) or previous.etag,
-            last_modified=valid_date(last_modified) or previous.last_modified,
-            validators_url=url,
-            sha256=previous.sha256,
-        )
 
     def unavailable(self, reason: str, *, now: float, cache_control: str | None = None) -> Entry:
         """Unavailable robots.txt (4xx, too many redirects): crawl everything."""
@@ -273,11 +254,6 @@ class Policy:
         crawl refused it (an offline HTTP cache without it, say). Nothing was
         said by the site, so no rules; asked again after the usual freshness."""
         return Entry(RobotsTxt.allow_all(), REFUSED_LOCALLY, now + self.ttl, now, reason=reason)
-
-    def backoff(self, failures: int, retry_after_seconds: float | None = None) -> float:
-        """Seconds before an unreachable robots.txt is asked again: the slow-down
-        rule (:func:`pause_for`) within REP_RETRY_MIN and REP_RETRY_MAX."""
-        return pause_for(retry_after_seconds, self.retry_min, self.retry_max, answers=failures)
 
     def on_error(
         self,
@@ -306,7 +282,10 @@ class Policy:
         failures = 1
         if previous is not None and previous.failed:
             failures = previous.failures + 1
-        expires = now + self.backoff(failures, retry_after_seconds)
+        # the slow-down rule, within REP_RETRY_MIN and REP_RETRY_MAX
+        expires = now + pause_for(
+            retry_after_seconds, self.retry_min, self.retry_max, answers=failures
+        )
         if (
             previous is not None
             and previous.robots is not None
