@@ -330,24 +330,13 @@ class Challenges:
 
     @staticmethod
     def _failure(record: SlotRecord) -> SiteChallenged | PaymentRequired:
-        signal = record.signal
-        assert signal is not None
-        if signal.kind == "payment":
-            return PaymentRequired(record.origin, signal.price, signal.scheme, stopped=True)
-        return SiteChallenged(
-            record.origin, signal.provider, signal.kind, signal.marker, stopped=True
-        )
+        assert record.signal is not None
+        return _exception(record.origin, record.signal, stopped=True)
 
     @staticmethod
     def failure(request: Request, response: Response) -> SiteChallenged | PaymentRequired:
         """The exception that ends ``request``, whose answer was a stop signal."""
-        signal: StopSignal = request.meta.pop(STOP_META)
-        origin = _origin(request)
-        if signal.kind == "payment":
-            return PaymentRequired(origin, signal.price, signal.scheme, response=response)
-        return SiteChallenged(
-            origin, signal.provider, signal.kind, signal.marker, response=response
-        )
+        return _exception(_origin(request), request.meta.pop(STOP_META), response=response)
 
     # -- records -------------------------------------------------------------------
 
@@ -445,6 +434,13 @@ def _line(record: SlotRecord) -> str:
         what = f"{verb} by {signal.provider} ({signal.marker}) at {at}"
     state = f"stopped: {record.dropped} request(s) not sent" if record.stopped else "not stopped"
     return f"{record.origin}: {what}; {record.probes} probe(s); {state}"
+
+
+def _exception(origin: str, signal: StopSignal, **how: Any) -> SiteChallenged | PaymentRequired:
+    """``stopped=True``: a request not sent; ``response=``: the answer that was the signal."""
+    if signal.kind == "payment":
+        return PaymentRequired(origin, signal.price, signal.scheme, **how)
+    return SiteChallenged(origin, signal.provider, signal.kind, signal.marker, **how)
 
 
 def _slug(provider: str) -> str:
