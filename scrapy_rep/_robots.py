@@ -88,10 +88,8 @@ class RobotsService:
 
     @classmethod
     def start(cls, crawler: Crawler) -> RobotsService:
-        """The crawl's service, made on the first call, once Scrapy and the
-        settings were checked (an invalid setting raises InvalidSetting,
-        ROBOTSTXT_OBEY = False raises NotConfigured). The robots middleware
-        calls it: it is there, whatever DOWNLOADER_MIDDLEWARES says."""
+        """The crawl's service, made on the first call once Scrapy and the settings
+        were checked (:func:`scrapy_rep._startup.checked_config` raises otherwise)."""
         context = crawl_context(crawler)
         service: RobotsService | None = context.robots
         if service is None:
@@ -174,10 +172,8 @@ class RobotsService:
         return self.keys.get(urlparse_cached(request))
 
     def known_rules(self, request: Request) -> RobotsTxt | None:
-        """The rules already known for ``request``'s origin (no fetch, no wait):
-        what the request was just checked against, for components placed after
-        the robots middleware. None when there are none (unknown, unreachable,
-        not http)."""
+        """The rules ``request`` was just checked against (no fetch, no wait), for
+        components after the robots middleware; None when there are none."""
         origin = self.origin_of(request)
         entry = self.cache.get(origin) if origin is not None else None
         return entry.robots if entry is not None else None
@@ -235,10 +231,8 @@ class RobotsService:
         return entry
 
     def prefetch(self, origin: Origin, request: Request) -> Deferred[Any]:
-        """Start fetching ``origin``'s robots.txt for ``request`` (or join the
-        fetch in flight): a Deferred fired once its verdict is known (at once if
-        it is). The caller bounds how many it starts
-        (:class:`scrapy_rep.frontier.robots.Prefetch`)."""
+        """Start fetching ``origin``'s robots.txt for ``request`` (or join the fetch
+        in flight): a Deferred fired once its verdict is known (at once if it is)."""
         entry = self.cache.get(origin)
         if entry is not None and (entry.robots is not None or entry.expires > _clock.now()):
             return succeed(entry)

@@ -34,10 +34,9 @@ _UNREACHABLE_ACTIONS: dict[UnreachableMode, str] = {
 
 
 def checked_config(crawler: Crawler) -> Config:
-    """The crawl's settings, once Scrapy and they were checked and what a user
-    should know was logged: an unsupported Scrapy or an invalid setting stops
-    the crawl (one clean ERROR line first), ROBOTSTXT_OBEY = False turns the
-    middleware off (NotConfigured), odd settings are warned about."""
+    """The crawl's settings, once checked and what a user should know logged: an
+    unsupported Scrapy or an invalid setting stops the crawl (one ERROR line
+    first), ROBOTSTXT_OBEY = False raises NotConfigured."""
     _compat.check()
     try:
         config = crawl_context(crawler).config

@@ -67,11 +67,8 @@ class SlotRecord:
 
 
 class Challenges:
-    """Pauses and stops of slots that answered with stop signals (see the module docstring).
-
-    ``stopped`` (slot key -> record) is read on every request while any slot
-    is stopped; empty, a request costs one dict truthiness test.
-    """
+    """Pauses and stops of slots that answered with stop signals. ``stopped`` (slot
+    key -> record) empty, a request costs one dict truthiness test."""
 
     gates: Gates
     """The slots' gates, which hold a paused slot (set by the pacing before the crawl)."""

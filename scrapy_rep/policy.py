@@ -250,9 +250,8 @@ class Policy:
         )
 
     def refused_locally(self, reason: str, *, now: float) -> Entry:
-        """The robots.txt request never left: a downloader middleware of the
-        crawl refused it (an offline HTTP cache without it, say). Nothing was
-        said by the site, so no rules; asked again after the usual freshness."""
+        """The robots.txt request never left: a downloader middleware of the crawl
+        refused it. The site said nothing, so no rules; asked again after ``ttl``."""
         return Entry(RobotsTxt.allow_all(), REFUSED_LOCALLY, now + self.ttl, now, reason=reason)
 
     def on_error(
