@@ -78,13 +78,12 @@ def uncapped(settings: BaseSettings, *, warn: bool = True) -> bool:
     ``warn``, one WARNING says why)."""
     problem = decompression.problem(settings)
     if problem is not None:
-        if not warn:
-            return False
-        logger.warning(
-            "%s: compressed robots.txt answers are inflated by Scrapy's "
-            "HttpCompressionMiddleware up to DOWNLOAD_MAXSIZE, and larger ones are lost",
-            problem,
-        )
+        if warn:
+            logger.warning(
+                "%s: compressed robots.txt answers are inflated by Scrapy's "
+                "HttpCompressionMiddleware up to DOWNLOAD_MAXSIZE, and larger ones are lost",
+                problem,
+            )
         return False
     return handlers_count_bytes(settings)
 

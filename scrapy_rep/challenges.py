@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Final
 
@@ -290,18 +290,8 @@ class Challenges:
         logger.info("%s %s: stopped, its requests are not sent", record.origin, why)
         signal = record.signal
         if shared and self._shared_stops is not None and signal is not None:
-            self._shared_stops.publish(
-                key,
-                {
-                    "origin": record.origin,
-                    "provider": signal.provider,
-                    "kind": signal.kind,
-                    "marker": signal.marker,
-                    "price": signal.price,
-                    "scheme": signal.scheme,
-                    "probes": record.probes,
-                },
-            )
+            what = {"origin": record.origin, **asdict(signal), "probes": record.probes}
+            self._shared_stops.publish(key, what)
         self.gates.stop(key, lambda queued: self._end_queued(key, record, queued))
 
     def _end_queued(self, key: str, record: SlotRecord, queued: Queued) -> None:

@@ -111,23 +111,12 @@ _PPC = (
 )
 _X402 = "https://github.com/x402-foundation/x402 specs/transports-v2/http.md"
 _PX = "HUMAN/PerimeterX block page (wafw00f's plugin)"
+_VERCEL = "Vercel's firewall header, seen on 403 and 429 (rover-fetch, metascraper)"
 
 RULES: Final[tuple[Rule, ...]] = (
     Rule("Cloudflare", "challenge", b"cf-mitigated", _values("challenge"), source=_CF),
-    Rule(
-        "Vercel",
-        "challenge",
-        b"x-vercel-mitigated",
-        _values("challenge"),
-        source="Vercel's firewall header, seen on 403 and 429 (rover-fetch, metascraper)",
-    ),
-    Rule(
-        "Vercel",
-        "block",
-        b"x-vercel-mitigated",
-        _values("deny"),
-        source="Vercel's firewall header (as above)",
-    ),
+    Rule("Vercel", "challenge", b"x-vercel-mitigated", _values("challenge"), source=_VERCEL),
+    Rule("Vercel", "block", b"x-vercel-mitigated", _values("deny"), source=_VERCEL),
     Rule(
         "AWS WAF", "challenge", b"x-amzn-waf-action", _values("challenge", "captcha"), source=_AWS
     ),
