@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timezone
 from email.utils import parsedate_to_datetime
 from typing import Final, Literal, get_args
@@ -290,21 +290,9 @@ class Policy:
             and previous.robots is not None
             and now - previous.fetched < self.stale_max
         ):
-            return Entry(
-                previous.robots,
-                outcome,
-                expires,
-                previous.fetched,
-                failures,
-                reason,
-                previous.delay,
-                previous.truncated,
-                size=previous.size,
-                etag=previous.etag,
-                last_modified=previous.last_modified,
-                validators_url=previous.validators_url,
-                sha256=previous.sha256,
-            )
+            # its rules and what they were read from, with this fetch's outcome (no response)
+            kept = replace(previous, outcome=outcome, expires=expires, failures=failures)
+            return replace(kept, reason=reason, status=None, url="", redirects=0)
         return Entry(None, outcome, expires, now, failures, reason)
 
 
