@@ -221,8 +221,7 @@ class Challenges:
 
     def _in_cluster(self, key: str, record: SlotRecord, why: str, run: ChallengeRun) -> None:
         """The cluster's count of the run (cluster/pauses.py): one probe per pause
-        across the workers, and ``REP_CHALLENGE_GIVE_UP`` challenged probes in
-        all stop the slot."""
+        across the workers, ``REP_CHALLENGE_GIVE_UP`` of them in all stop the slot."""
         if run.what in (PAUSED, STOP) and run.probes:  # this worker's probe, counted
             self._stats.inc_value("rep/challenge/probes")
         record.probes, record.pauses = run.probes, run.pauses

@@ -213,9 +213,8 @@ class Config:
 
 
 def frontier_wanted(settings: BaseSettings) -> bool:
-    """ROBOTSTXT_OBEY and REP_FRONTIER, for the add-on (before the crawl's
-    Config exists); an invalid value reads as the default here and stops the
-    crawl at start."""
+    """ROBOTSTXT_OBEY and REP_FRONTIER, for the add-on (before the crawl's Config
+    exists); an invalid value reads as False here and stops the crawl at start."""
     read = _Reader(settings)
     try:
         return read.boolean("ROBOTSTXT_OBEY") and read.boolean("REP_FRONTIER")

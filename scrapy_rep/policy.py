@@ -65,7 +65,6 @@ class Entry:
     robots: RobotsTxt | None
     """Rules to apply; None when unreachable with no good rules to fall back on."""
     outcome: Outcome
-    """Result of the latest fetch."""
     expires: float
     """Time (``_clock.now()``) after which the robots.txt is fetched again."""
     fetched: float
@@ -131,11 +130,10 @@ def header_text(value: bytes | None) -> str | None:
 def retry_after(value: str | None, now: float, *, date: str | None = None) -> float | None:
     """Seconds to wait from a ``Retry-After`` value, or None when it says nothing usable.
 
-    Seconds are ASCII digits only (no sign, exponent or '²'); an HTTP date
-    (RFC 9110 §5.6.7: IMF-fixdate, RFC 850, asctime; a date without a zone is
-    UTC) counts from the response's own ``Date`` when it has one (the server's
-    clock, as RFC 9110 §10.2.3 reads), else from ``now``. A date in the past
-    means 0. Never raises, whatever the bytes; a huge number is ``inf`` (callers cap it).
+    Seconds are ASCII digits only; an HTTP date (RFC 9110 §5.6.7, UTC without a
+    zone) counts from the response's own ``Date`` when it has one (the server's
+    clock, RFC 9110 §10.2.3), else from ``now``; a past date means 0. Never
+    raises; a huge number is ``inf`` (callers cap it).
     """
     if not value:
         return None
