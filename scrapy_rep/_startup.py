@@ -116,7 +116,6 @@ def _warn_if_scrapy_middleware_enabled(crawler: Crawler) -> None:
 
 
 def _is_our_addon(addon: object) -> bool:
-    """Whether ``addon`` is scrapy-rep's add-on (or a subclass), known by its
-    class's path: the add-on sits above this module (it enables the middleware
-    that runs this check), so importing it here would close a circle."""
+    """Whether ``addon`` is scrapy-rep's add-on (or a subclass), known by its class's
+    path: the add-on sits above this module, so importing it would close a circle."""
     return any(f"{cls.__module__}.{cls.__qualname__}" == ADDON for cls in type(addon).__mro__)

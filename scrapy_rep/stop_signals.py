@@ -297,10 +297,8 @@ def _x402_price(offer: Any) -> str | None:
 
 
 def user_rules(raw: Any) -> tuple[Rule, ...]:
-    """``REP_BLOCK_MARKERS``: a list of dicts ``{"name", "kind", "status",
-    "header", "value", "body"}`` (``status`` a list of codes; at least a
-    header or a body; a body needs statuses; strings only, read literally).
-    ValueError, with what is wrong, for anything else."""
+    """``REP_BLOCK_MARKERS`` (docs/reference.md) as rules; ValueError, with what
+    is wrong, for anything else than its list of dicts (or their JSON)."""
     if raw is None or raw == "":
         return ()
     if isinstance(raw, str):
