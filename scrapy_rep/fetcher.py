@@ -155,23 +155,20 @@ class RobotsFetcher:
         entry, response = await self.download.entry(origin, base)
         entry = self._store(origin, entry, base, cache=False)
         body = _new_body(entry, response)  # none for a 304: Redis keeps the one it has
-        # The turn first: a worker learning the rules from Redis, or from this
-        # worker's cache (its next request, the Redis queue making the slot
-        # ready), must find the robots.txt request counted.
+        # The robots.txt request was one of the origin's requests: the next page
+        # request, from any worker, comes at least the delay after it. The turn
+        # first: a worker learning the rules from Redis, or from this worker's
+        # cache, must find the robots.txt request counted.
+        cluster = self._cluster_delay
         try:
-            if entry.delay and response is not None and self._cluster_delay is not None:
-                await self._count_robots_turn(origin, entry.delay, self._cluster_delay)
+            if entry.delay and response is not None and cluster is not None:
+                key = _slots.slot_key(self.crawler.engine, Request(origin.robots_url))
+                with contextlib.suppress(RedisUnavailable):
+                    await cluster.reserve(key, entry.delay)
         finally:
             self._cache.put(origin, entry)
         await shared.publish(origin, entry, body)
         return entry, response
-
-    async def _count_robots_turn(self, origin: Origin, delay: float, cluster: ClusterDelay) -> None:
-        """The robots.txt request was one of the origin's requests: the next
-        page request, from any worker, comes at least ``delay`` after it."""
-        key = _slots.slot_key(self.crawler.engine, Request(origin.robots_url))
-        with contextlib.suppress(RedisUnavailable):
-            await cluster.reserve(key, delay)
 
     # -- results -------------------------------------------------------------------
 
