@@ -1,10 +1,4 @@
-"""Settings that are usable but odd: one WARNING each at start (:attr:`Config.warnings`).
-
-A setting name nobody reads that looks meant for scrapy-rep or Scrapy's
-robots.txt settings, a user agent that reads as more than its product token,
-a USER_AGENT that names another crawler than ROBOTSTXT_USER_AGENT, a
-ROBOTSTXT_PARSER that scrapy-rep does not use.
-"""
+"""Settings that are usable but odd: one WARNING each at start (:attr:`Config.warnings`)."""
 
 from __future__ import annotations
 
@@ -83,15 +77,11 @@ def _agent_cut_short(settings: BaseSettings, token: str, explicit: bool) -> list
         return []
     text = value.decode("latin-1") if isinstance(value, bytes) else value
     name = "".join(re.findall(r"[A-Za-z_-]+", text.split("/", 1)[0]))
-    fix = (
-        f"Set ROBOTSTXT_USER_AGENT to a name of letters, '_' and '-' only (e.g. {name!r})"
-        if explicit
-        else f"Set ROBOTSTXT_USER_AGENT to a name of letters, '_' and '-' only (e.g. {name!r}), "
-        "or make USER_AGENT begin with one"
-    )
-    if explicit:
-        header = settings.get("USER_AGENT")
-        sent = product_token(header) if isinstance(header, (str, bytes)) else None
+    fix = f"Set ROBOTSTXT_USER_AGENT to a name of letters, '_' and '-' only (e.g. {name!r})"
+    if not explicit:
+        fix += ", or make USER_AGENT begin with one"
+    else:
+        sent = _sent_token(settings)
         if sent is None or sent.lower() != name.lower():
             fix += f", and USER_AGENT name the same crawler ('{name}/1.0 (+https://your.site/bot)')"
     return [
@@ -106,15 +96,21 @@ def _agent_mismatch(settings: BaseSettings, token: str, explicit: bool) -> list[
     """Sites read USER_AGENT; robots.txt is obeyed for ROBOTSTXT_USER_AGENT."""
     if not explicit:
         return []
-    header = settings.get("USER_AGENT")
-    sent = product_token(header) if isinstance(header, (str, bytes)) else None
+    sent = _sent_token(settings)
     if sent is not None and sent.lower() == token.lower():
         return []
+    header = settings.get("USER_AGENT")
     return [
         f"USER_AGENT {header!r} does not name {token!r} (ROBOTSTXT_USER_AGENT): sites see "
         f"one crawler while robots.txt is obeyed for another; set USER_AGENT = "
         f"'{token}/1.0 (+https://your.site/bot)'"
     ]
+
+
+def _sent_token(settings: BaseSettings) -> str | None:
+    """The product token USER_AGENT names, the one sites see."""
+    header = settings.get("USER_AGENT")
+    return product_token(header) if isinstance(header, (str, bytes)) else None
 
 
 def _parser_setting(settings: BaseSettings) -> list[str]:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["DECODED_META", "ROBOTS_META", "STOP_META", "WELL_KNOWN_META"]
-
 ROBOTS_META: Final = "rep_robotstxt"
 """Marks scrapy-rep's own requests (value: the origin text); set by
 :mod:`scrapy_rep._download`."""

@@ -80,9 +80,7 @@ class Pacing:
         # ignores.
         both = config.stop_signals and config.slowdown
         self.challenges = (
-            Challenges(crawler, config, None, pauses, listen=not both)
-            if config.stop_signals
-            else None
+            Challenges(crawler, config, pauses, listen=not both) if config.stop_signals else None
         )
         self.slowdown = (
             SlowDown(crawler, config, waiting, pauses, shared.pauses, listen=not both)

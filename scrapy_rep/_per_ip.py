@@ -2,10 +2,7 @@
 download slot: refused at start with one line that names a fix that works.
 
 Scrapy keys slots by IP address only once a request is under way, so a queue
-per slot cannot know them: scrapy-rep's frontier (``PolitePriorityQueue``) and
-Scrapy's default ``DownloaderAwarePriorityQueue`` both refuse the setting.
-``REP_FRONTIER = False`` alone leaves Scrapy's default, which refuses it too;
-Scrapy's ``ScrapyPriorityQueue`` (one queue for every slot) accepts it.
+per slot (the frontier, Scrapy's default) cannot know them.
 """
 
 from __future__ import annotations

@@ -2,17 +2,9 @@
 
 The first component that asks builds it, in the crawl's context
 (:mod:`scrapy_rep._context`): the robots middleware through
-:meth:`RobotsService.start`, the others (the frontier queues, the sitemap
-spider, ``scrapy robots``, the usage middleware) through :func:`robots_service`,
-which answers None when the crawl does not obey robots.txt through scrapy-rep
-(:func:`robots_off` says why). The settings are checked once, and every
-collaborator is built here and wired by constructor: origin keys, the rules
-cache (in memory, or Redis's), the fetcher, the report, pacing (Crawl-delay,
-slow-down pauses, slot limits) and the shared state. It answers what they ask
-without fetching, waiting or counting (:meth:`RobotsService.readiness`,
-:meth:`~RobotsService.known_rules`, :meth:`~RobotsService.agent_of`), or
-fetching when they need rules (:meth:`~RobotsService.entry_for`,
-:meth:`~RobotsService.prefetch`).
+:meth:`RobotsService.start`, the others through :func:`robots_service`, which
+answers None when the crawl does not obey robots.txt through scrapy-rep. Every
+collaborator is built here and wired by constructor (docs/development.md).
 """
 
 from __future__ import annotations
@@ -51,8 +43,7 @@ _MAX_HEADER_AGENTS = 1_000
 """User-Agent header values whose product token is remembered."""
 
 Readiness = Literal["unknown", "allowed", "refused"]
-"""What the scheduler queues (scrapy_rep.frontier, scrapy_rep.frontier.redis_queue)
-learn of a request before it leaves the scheduler (RobotsService.readiness)."""
+"""What the scheduler queues learn of a request (RobotsService.readiness)."""
 UNKNOWN: Final = "unknown"
 """Its origin's robots.txt is not known: the middleware would wait for it."""
 ALLOWED: Final = "allowed"
@@ -86,13 +77,10 @@ def _why_off(crawler: Crawler, config: Config) -> str | None:
     if not config.obey:
         return "ROBOTSTXT_OBEY is False"
     for cls, _order in _compat.downloader_middlewares(crawler.settings):
-        if any(f"{c.__module__}.{c.__qualname__}" == ROBOTS_MIDDLEWARE for c in _mro(cls)):
+        mro = cls.__mro__ if isinstance(cls, type) else ()
+        if any(f"{c.__module__}.{c.__qualname__}" == ROBOTS_MIDDLEWARE for c in mro):
             return None
     return "scrapy_rep.RobotsTxtMiddleware is not in DOWNLOADER_MIDDLEWARES"
-
-
-def _mro(cls: Any) -> tuple[type, ...]:
-    return cls.__mro__ if isinstance(cls, type) else ()
 
 
 class RobotsService:
@@ -100,10 +88,8 @@ class RobotsService:
 
     @classmethod
     def start(cls, crawler: Crawler) -> RobotsService:
-        """The crawl's service, made on the first call, once Scrapy and the
-        settings were checked (an invalid setting raises InvalidSetting,
-        ROBOTSTXT_OBEY = False raises NotConfigured). The robots middleware
-        calls it: it is there, whatever DOWNLOADER_MIDDLEWARES says."""
+        """The crawl's service, made on the first call once Scrapy and the settings
+        were checked (:func:`scrapy_rep._startup.checked_config` raises otherwise)."""
         context = crawl_context(crawler)
         service: RobotsService | None = context.robots
         if service is None:
@@ -186,22 +172,16 @@ class RobotsService:
         return self.keys.get(urlparse_cached(request))
 
     def known_rules(self, request: Request) -> RobotsTxt | None:
-        """The rules already known for ``request``'s origin (no fetch, no wait):
-        what the request was just checked against, for components placed after
-        the robots middleware. None when there are none (unknown, unreachable,
-        not http)."""
+        """The rules ``request`` was just checked against (no fetch, no wait), for
+        components after the robots middleware; None when there are none."""
         origin = self.origin_of(request)
         entry = self.cache.get(origin) if origin is not None else None
         return entry.robots if entry is not None else None
 
     def readiness(self, request: Request) -> tuple[Readiness, float, Origin | None]:
         """What the robots middleware would do with ``request`` now, without
-        fetching, waiting or counting: (UNKNOWN, ALLOWED or REFUSED; its
-        origin's delay for its agent, 0 if none; its origin, None if robots.txt
-        does not cover it). Under REP_UNREACHABLE = 'defer', an unreachable
-        origin's requests read ALLOWED: they wait in the middleware, for its
-        next attempts, at most REP_DEFER_MAX seconds. A request of a slot
-        stopped by a stop signal reads REFUSED (scrapy_rep.challenges)."""
+        fetching, waiting or counting: (readiness; its origin's delay for its
+        agent, 0 if none; its origin, None if robots.txt does not cover it)."""
         challenges = self.pacing.challenges
         if challenges is not None and challenges.is_stopped(request):
             return REFUSED, 0.0, self.origin_of(request)
@@ -251,10 +231,8 @@ class RobotsService:
         return entry
 
     def prefetch(self, origin: Origin, request: Request) -> Deferred[Any]:
-        """Start fetching ``origin``'s robots.txt for ``request`` (or join the
-        fetch in flight): a Deferred fired once its verdict is known (at once if
-        it is). The caller bounds how many it starts
-        (:class:`scrapy_rep.frontier.robots.Prefetch`)."""
+        """Start fetching ``origin``'s robots.txt for ``request`` (or join the fetch
+        in flight): a Deferred fired once its verdict is known (at once if it is)."""
         entry = self.cache.get(origin)
         if entry is not None and (entry.robots is not None or entry.expires > _clock.now()):
             return succeed(entry)

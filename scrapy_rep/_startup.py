@@ -34,10 +34,9 @@ _UNREACHABLE_ACTIONS: dict[UnreachableMode, str] = {
 
 
 def checked_config(crawler: Crawler) -> Config:
-    """The crawl's settings, once Scrapy and they were checked and what a user
-    should know was logged: an unsupported Scrapy or an invalid setting stops
-    the crawl (one clean ERROR line first), ROBOTSTXT_OBEY = False turns the
-    middleware off (NotConfigured), odd settings are warned about."""
+    """The crawl's settings, once checked and what a user should know logged: an
+    unsupported Scrapy or an invalid setting stops the crawl (one ERROR line
+    first), ROBOTSTXT_OBEY = False raises NotConfigured."""
     _compat.check()
     try:
         config = crawl_context(crawler).config
@@ -79,13 +78,12 @@ def uncapped(settings: BaseSettings, *, warn: bool = True) -> bool:
     ``warn``, one WARNING says why)."""
     problem = decompression.problem(settings)
     if problem is not None:
-        if not warn:
-            return False
-        logger.warning(
-            "%s: compressed robots.txt answers are inflated by Scrapy's "
-            "HttpCompressionMiddleware up to DOWNLOAD_MAXSIZE, and larger ones are lost",
-            problem,
-        )
+        if warn:
+            logger.warning(
+                "%s: compressed robots.txt answers are inflated by Scrapy's "
+                "HttpCompressionMiddleware up to DOWNLOAD_MAXSIZE, and larger ones are lost",
+                problem,
+            )
         return False
     return handlers_count_bytes(settings)
 
@@ -118,7 +116,6 @@ def _warn_if_scrapy_middleware_enabled(crawler: Crawler) -> None:
 
 
 def _is_our_addon(addon: object) -> bool:
-    """Whether ``addon`` is scrapy-rep's add-on (or a subclass), known by its
-    class's path: the add-on sits above this module (it enables the middleware
-    that runs this check), so importing it here would close a circle."""
+    """Whether ``addon`` is scrapy-rep's add-on (or a subclass), known by its class's
+    path: the add-on sits above this module, so importing it would close a circle."""
     return any(f"{cls.__module__}.{cls.__qualname__}" == ADDON for cls in type(addon).__mro__)

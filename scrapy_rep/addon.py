@@ -83,48 +83,30 @@ class Addon:
         from scrapy_rep.meta import MetaRobotsMiddleware
         from scrapy_rep.middleware import RobotsTxtMiddleware
 
+        def enable(name: str, component: type, order: int | None, path: str | None) -> None:
+            _compat.set_component(settings, name, component, order, default=True, path=path)
+
         middlewares = "DOWNLOADER_MIDDLEWARES"
-        _compat.set_component(
-            settings,
-            middlewares,
-            RobotsTxtMiddleware,
-            MIDDLEWARE_ORDER,
-            default=True,
-            path=MIDDLEWARE,
-        )
-        _compat.set_component(settings, middlewares, ScrapyRobotsTxtMiddleware, None, default=True)
-        _compat.set_component(
-            settings,
+        enable(middlewares, RobotsTxtMiddleware, MIDDLEWARE_ORDER, MIDDLEWARE)
+        enable(middlewares, ScrapyRobotsTxtMiddleware, None, None)
+        enable(
             middlewares,
             BoundedDecompressionMiddleware,
             DECOMPRESSION_ORDER,
-            default=True,
-            path=DECOMPRESSION_MIDDLEWARE,
+            DECOMPRESSION_MIDDLEWARE,
         )
         purposes = settings.get("REP_PURPOSES")
         if purposes and (not isinstance(purposes, str) or purposes.strip(", ")):
             from scrapy_rep.usage_middleware import ORDER as USAGE_ORDER
             from scrapy_rep.usage_middleware import UsageMiddleware
 
-            _compat.set_component(
-                settings,
-                middlewares,
-                UsageMiddleware,
-                USAGE_ORDER,
-                default=True,
-                path=USAGE_MIDDLEWARE,
-            )
+            enable(middlewares, UsageMiddleware, USAGE_ORDER, USAGE_MIDDLEWARE)
         if settings.get("REP_PROVENANCE_FIELD"):
             from scrapy_rep.evidence.items import ORDER as PROVENANCE_ORDER
             from scrapy_rep.evidence.items import ProvenanceMiddleware
 
-            _compat.set_component(
-                settings,
-                "SPIDER_MIDDLEWARES",
-                ProvenanceMiddleware,
-                PROVENANCE_ORDER,
-                default=True,
-                path=PROVENANCE_MIDDLEWARE,
+            enable(
+                "SPIDER_MIDDLEWARES", ProvenanceMiddleware, PROVENANCE_ORDER, PROVENANCE_MIDDLEWARE
             )
         from scrapy_rep.config import frontier_wanted
 
@@ -135,13 +117,8 @@ class Addon:
         except ValueError:
             meta_robots = True  # the middlewares report the invalid value at start
         if meta_robots:
-            _compat.set_component(
-                settings,
-                "SPIDER_MIDDLEWARES",
-                MetaRobotsMiddleware,
-                META_MIDDLEWARE_ORDER,
-                default=True,
-                path=META_MIDDLEWARE,
+            enable(
+                "SPIDER_MIDDLEWARES", MetaRobotsMiddleware, META_MIDDLEWARE_ORDER, META_MIDDLEWARE
             )
 
 

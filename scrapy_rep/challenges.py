@@ -1,17 +1,10 @@
 """What a crawl does when a site answers a page with a stop signal: pause, then stop.
 
-:mod:`scrapy_rep.stop_signals` reads the signal (a challenge, a block, a
-price) from definitive markers; :class:`Challenges` acts on it, per download
-slot (the slot a Crawl-delay and a 429/503 pause apply to), as
-docs/stop-signals.md describes: a challenge pauses the slot through the
-slow-down gates and, after ``REP_CHALLENGE_GIVE_UP`` challenged probes in a
-row, stops it; a block, or a 402 under ``REP_ON_PAYMENT = "stop_origin"``,
-stops it at once; ``REP_BLOCK_AFTER`` plain 403s in a row count as a challenge.
-
-It reads answers on ``response_downloaded``, before Scrapy's RetryMiddleware,
-to set ``dont_retry``: a challenge is not solved by asking again (RFC 9110
-§15.5.4 says the same of a 403). A stopped slot's requests end unsent with
-the exception, counted; the frontier reads them as refused
+:mod:`scrapy_rep.stop_signals` reads the signal; :class:`Challenges` acts on it
+per download slot, as docs/stop-signals.md describes. It reads answers on
+``response_downloaded``, before Scrapy's RetryMiddleware, to set
+``dont_retry``: a challenge is not solved by asking again. A stopped slot's
+requests end unsent, counted; the frontier reads them as refused
 (:meth:`scrapy_rep._robots.RobotsService.readiness`) so it hands them out at
 once, to be ended here. Per-slot records are bounded by ``REP_CACHE_MAX_ORIGINS``.
 """
@@ -20,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Final
 
@@ -54,54 +48,33 @@ logger = logging.getLogger(__name__)
 REFUSAL: Final = "refuses this crawler"
 
 
+@dataclass(slots=True, eq=False)
 class SlotRecord:
     """One download slot's run of stop signals."""
 
-    __slots__ = (
-        "challenged",
-        "dropped",
-        "first",
-        "from_cluster",
-        "origin",
-        "paused",
-        "pauses",
-        "plain_403",
-        "probes",
-        "signal",
-        "stopped",
-        "told",
-    )
-
-    def __init__(self, origin: str) -> None:
-        self.origin = origin
-        self.signal: StopSignal | None = None  # the latest
-        self.first = 0.0  # _clock.now() of the first signal
-        self.challenged = 0  # challenged answers seen, all told
-        self.probes = 0  # challenged answers after a pause, in a row (with Redis: the cluster's)
-        self.pauses = 0  # pauses in this run (with Redis: the cluster's)
-        self.paused = 0  # pauses this worker began, all told
-        self.told = False  # its pause told at INFO
-        self.plain_403 = 0  # plain 403s in a row (no 2xx between)
-        self.stopped = False
-        self.from_cluster = False  # stopped because another worker did
-        self.dropped = 0  # requests not sent once stopped
+    origin: str
+    signal: StopSignal | None = None  # the latest
+    first: float = 0.0  # _clock.now() of the first signal
+    challenged: int = 0  # challenged answers seen, all told
+    probes: int = 0  # challenged answers after a pause, in a row (with Redis: the cluster's)
+    pauses: int = 0  # pauses in this run (with Redis: the cluster's)
+    paused: int = 0  # pauses this worker began, all told
+    told: bool = False  # its pause told at INFO
+    plain_403: int = 0  # plain 403s in a row (no 2xx between)
+    stopped: bool = False
+    from_cluster: bool = False  # stopped because another worker did
+    dropped: int = 0  # requests not sent once stopped
 
 
 class Challenges:
-    """Pauses and stops of slots that answered with stop signals (see the module docstring).
+    """Pauses and stops of slots that answered with stop signals. ``stopped`` (slot
+    key -> record) empty, a request costs one dict truthiness test."""
 
-    ``stopped`` (slot key -> record) is read on every request while any slot
-    is stopped; empty, a request costs one dict truthiness test.
-    """
+    gates: Gates
+    """The slots' gates, which hold a paused slot (set by the pacing before the crawl)."""
 
     def __init__(
-        self,
-        crawler: Crawler,
-        config: Config,
-        gates: Gates | None,
-        pauses: SlotPauses,
-        *,
-        listen: bool = True,
+        self, crawler: Crawler, config: Config, pauses: SlotPauses, *, listen: bool = True
     ) -> None:
         """``listen=False``: the caller passes each downloaded answer to
         :meth:`downloaded` itself (one signal receiver for several readers)."""
@@ -109,8 +82,6 @@ class Challenges:
         stats = crawler.stats
         assert stats is not None
         self._stats = stats
-        self.gates = gates
-        """The slots' gates, which hold a paused slot (set by the pacing)."""
         self._pauses = pauses
         self._detect = Detector(RULES + config.block_markers).detect
         self._pause = config.challenge_pause
@@ -140,13 +111,9 @@ class Challenges:
 
     def _from_cluster(self, key: str, what: dict[str, Any]) -> None:
         """Another worker stopped slot ``key``: stop it here too."""
-        record = self.records.get(key)
-        if record is not None and record.stopped:
+        record = self._record(key, what.get("origin") or key)
+        if record.stopped:
             return
-        if record is None:
-            if len(self.records) >= self._bound:
-                self._evict()
-            record = self.records[key] = SlotRecord(what.get("origin") or key)
         kind = what.get("kind")
         record.signal = StopSignal(
             kind if kind in KINDS else "challenge",
@@ -184,12 +151,11 @@ class Challenges:
         meta["dont_retry"] = True
         meta[STOP_META] = signal
         key = self._key(request)
-        record = self._record(key, request)
+        record = self._record(key, _origin(request))
         record.signal = signal
-        if not record.first:
-            record.first = _clock.now()
+        record.first = record.first or _clock.now()
         now = _clock.monotonic()
-        sent_before = self.gates is not None and self.gates.answered(key, request, now)
+        sent_before = self.gates.answered(key, request, now)
         if signal.kind == "payment":
             self._payment(key, record, signal, request, response)
             return
@@ -197,15 +163,7 @@ class Challenges:
         record.challenged += 1
         if record.challenged == 1:
             self._stats.inc_value("rep/challenge/origins")
-        self._crawler.signals.send_catch_log(
-            signal=rep_signals.site_challenged,
-            origin=record.origin,
-            provider=signal.provider,
-            kind=signal.kind,
-            marker=signal.marker,
-            request=request,
-            response=response,
-        )
+        self._tell(record, signal, request, response)
         if record.stopped:
             return
         if signal.kind == "block":
@@ -215,35 +173,35 @@ class Challenges:
 
     def _plain_403(self, request: Request) -> None:
         key = self._key(request)
-        record = self._record(key, request)
+        record = self._record(key, _origin(request))
         record.plain_403 += 1
         if record.plain_403 < self._block_after or record.stopped:
             return
-        if self.gates is not None and self.gates.paused(key):
+        if self.gates.paused(key):
             return  # sent before the pause began
         if record.plain_403 == self._block_after:
             self._stats.inc_value("rep/challenge/refused")
-            record.signal = StopSignal(
-                "challenge", "the site", f"{record.plain_403} plain 403s in a row"
-            )
-            if not record.first:
-                record.first = _clock.now()
-            self._crawler.signals.send_catch_log(
-                signal=rep_signals.site_challenged,
-                origin=record.origin,
-                provider="the site",
-                kind="challenge",
-                marker=record.signal.marker,
-                request=request,
-                response=None,
-            )
+            signal = StopSignal("challenge", "the site", f"{record.plain_403} plain 403s in a row")
+            record.signal = signal
+            record.first = record.first or _clock.now()
+            self._tell(record, signal, request, None)
         self._challenged(key, record, f"{REFUSAL} ({record.plain_403} plain 403s in a row)")
+
+    def _tell(
+        self, record: SlotRecord, signal: StopSignal, request: Request, response: Response | None
+    ) -> None:
+        self._crawler.signals.send_catch_log(
+            signal=rep_signals.site_challenged,
+            origin=record.origin,
+            provider=signal.provider,
+            kind=signal.kind,
+            marker=signal.marker,
+            request=request,
+            response=response,
+        )
 
     def _challenged(self, key: str, record: SlotRecord, why: str) -> None:
         """A challenge: pause the slot, or stop it after enough challenged probes."""
-        if self.gates is None:  # REP_SLOWDOWN off and no gates: nothing can pause it
-            self._stop(key, record, why)
-            return
         if self._shared_pauses is not None:  # the run is the cluster's
             run = self._shared_pauses.challenge(
                 key, record.origin, self._pause, self._max_pause, self._give_up
@@ -263,8 +221,7 @@ class Challenges:
 
     def _in_cluster(self, key: str, record: SlotRecord, why: str, run: ChallengeRun) -> None:
         """The cluster's count of the run (cluster/pauses.py): one probe per pause
-        across the workers, and ``REP_CHALLENGE_GIVE_UP`` challenged probes in
-        all stop the slot."""
+        across the workers, ``REP_CHALLENGE_GIVE_UP`` of them in all stop the slot."""
         if run.what in (PAUSED, STOP) and run.probes:  # this worker's probe, counted
             self._stats.inc_value("rep/challenge/probes")
         record.probes, record.pauses = run.probes, run.pauses
@@ -285,7 +242,7 @@ class Challenges:
             record.paused += 1
             self._stats.inc_value("rep/challenge/pauses")
         now = _clock.monotonic()
-        self.gates.pause(key, now + seconds, now)  # type: ignore[union-attr]
+        self.gates.pause(key, now + seconds, now)
         logger.log(
             logging.DEBUG if record.told else logging.INFO,
             "%s %s; paused %g s%s (REP_CHALLENGE_PAUSE), then one probe",
@@ -332,23 +289,9 @@ class Challenges:
         logger.info("%s %s: stopped, its requests are not sent", record.origin, why)
         signal = record.signal
         if shared and self._shared_stops is not None and signal is not None:
-            self._shared_stops.publish(
-                key,
-                {
-                    "origin": record.origin,
-                    "provider": signal.provider,
-                    "kind": signal.kind,
-                    "marker": signal.marker,
-                    "price": signal.price,
-                    "scheme": signal.scheme,
-                    "probes": record.probes,
-                },
-            )
-        if self.gates is not None:
-            self.gates.stop(key, lambda queued: self._end_queued(key, record, queued))
-        else:
-            for queued in self._pauses.take_queued(key):
-                self._end_queued(key, record, queued)
+            what = {"origin": record.origin, **asdict(signal), "probes": record.probes}
+            self._shared_stops.publish(key, what)
+        self.gates.stop(key, lambda queued: self._end_queued(key, record, queued))
 
     def _end_queued(self, key: str, record: SlotRecord, queued: Queued) -> None:
         if self._pauses.requeue(key, queued, self._failure(record)):
@@ -373,24 +316,13 @@ class Challenges:
 
     @staticmethod
     def _failure(record: SlotRecord) -> SiteChallenged | PaymentRequired:
-        signal = record.signal
-        assert signal is not None
-        if signal.kind == "payment":
-            return PaymentRequired(record.origin, signal.price, signal.scheme, stopped=True)
-        return SiteChallenged(
-            record.origin, signal.provider, signal.kind, signal.marker, stopped=True
-        )
+        assert record.signal is not None
+        return _exception(record.origin, record.signal, stopped=True)
 
     @staticmethod
     def failure(request: Request, response: Response) -> SiteChallenged | PaymentRequired:
         """The exception that ends ``request``, whose answer was a stop signal."""
-        signal: StopSignal = request.meta.pop(STOP_META)
-        origin = _origin(request)
-        if signal.kind == "payment":
-            return PaymentRequired(origin, signal.price, signal.scheme, response=response)
-        return SiteChallenged(
-            origin, signal.provider, signal.kind, signal.marker, response=response
-        )
+        return _exception(_origin(request), request.meta.pop(STOP_META), response=response)
 
     # -- records -------------------------------------------------------------------
 
@@ -398,12 +330,12 @@ class Challenges:
         key = request.meta.get("download_slot")
         return str(key) if key is not None else self._pauses.key(request)
 
-    def _record(self, key: str, request: Request) -> SlotRecord:
+    def _record(self, key: str, origin: str) -> SlotRecord:
         record = self.records.get(key)
         if record is None:
             if len(self.records) >= self._bound:
                 self._evict()
-            record = self.records[key] = SlotRecord(_origin(request))
+            record = self.records[key] = SlotRecord(origin)
         return record
 
     def _evict(self) -> None:
@@ -488,6 +420,13 @@ def _line(record: SlotRecord) -> str:
         what = f"{verb} by {signal.provider} ({signal.marker}) at {at}"
     state = f"stopped: {record.dropped} request(s) not sent" if record.stopped else "not stopped"
     return f"{record.origin}: {what}; {record.probes} probe(s); {state}"
+
+
+def _exception(origin: str, signal: StopSignal, **how: Any) -> SiteChallenged | PaymentRequired:
+    """``stopped=True``: a request not sent; ``response=``: the answer that was the signal."""
+    if signal.kind == "payment":
+        return PaymentRequired(origin, signal.price, signal.scheme, **how)
+    return SiteChallenged(origin, signal.provider, signal.kind, signal.marker, **how)
 
 
 def _slug(provider: str) -> str:

@@ -1,12 +1,10 @@
 """Every setting scrapy-rep reads, read and validated once.
 
 ``Config.from_settings(settings)`` raises :class:`~scrapy_rep.exceptions.InvalidSetting`
-(a ``ValueError``) naming the setting for any value it cannot use, so a wrong
-value stops the crawl at start instead of silently changing what it obeys.
-What is odd but usable (a setting name nobody reads that looks meant for
-us, a user agent sites will not recognise or that is longer than its product
-token) is collected in :attr:`Config.warnings`, logged once at start. Every
-default is the dataclass field's, written once.
+naming the setting for any value it cannot use, so a wrong value stops the
+crawl at start instead of silently changing what it obeys; what is odd but
+usable goes to :attr:`Config.warnings` (:mod:`scrapy_rep._config_warnings`).
+Every default is the dataclass field's, written once.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Final, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 from scrapy.settings import BaseSettings, Settings
 
@@ -30,6 +28,9 @@ from scrapy_rep.robotstxt._agent import product_token
 from scrapy_rep.robotstxt._usage_labels import PURPOSES
 from scrapy_rep.stop_signals import Rule, user_rules
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 UnreachableMode = Literal["disallow", "allow", "defer"]
 """REP_UNREACHABLE: what happens to the requests of an origin whose robots.txt is unreachable."""
 NoindexMode = Literal["keep", "drop"]
@@ -38,20 +39,18 @@ UsageAction = Literal["annotate", "drop"]
 """REP_USAGE_ACTION: what happens to a request whose usage preferences deny every purpose."""
 PinAction = Literal["report", "stop_origin"]
 """REP_PIN_ACTION: what happens to an origin whose robots.txt differs from its pin."""
-PIN_ACTIONS: Final[tuple[PinAction, ...]] = get_args(PinAction)
 PaymentAction = Literal["stop_origin", "skip"]
 """REP_ON_PAYMENT: what a 402 answer does beyond ending its own request."""
-PAYMENT_ACTIONS: Final[tuple[PaymentAction, ...]] = get_args(PaymentAction)
-UNREACHABLE_MODES: Final[tuple[UnreachableMode, ...]] = get_args(UnreachableMode)
-NOINDEX_MODES: Final[tuple[NoindexMode, ...]] = get_args(NoindexMode)
-USAGE_ACTIONS: Final[tuple[UsageAction, ...]] = get_args(UsageAction)
 REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")
 
-_Choice = TypeVar("_Choice", bound=str)
+_Number = TypeVar("_Number", int, float)
 
 
 @dataclass(frozen=True, slots=True)
 class Config:
+    """One field per setting (``max_size``: ``REP_MAX_SIZE``; ``obey``: ``ROBOTSTXT_OBEY``),
+    whose meaning docs/reference.md gives; the fields that are not one say what they hold."""
+
     obey: bool = False
     user_agent: str = "*"
     """Product token matched against ``User-agent:`` lines."""
@@ -64,21 +63,17 @@ class Config:
     """Usable but odd settings, logged once at start."""
     max_size: int = DEFAULT_MAX_SIZE
     headers_max: int = 64 * 1024
-    """REP_HEADERS_MAX: bytes of status line and headers an answer to
-    scrapy-rep's own requests may send; 0: unbounded, Twisted left unpatched
-    (scrapy_rep._slots.headers, process-wide)."""
+    """0: Twisted left unpatched (scrapy_rep._slots.headers, process-wide)."""
     fetch_timeout: float = 10.0
     fetch_retries: int = 1
     max_redirects: int = 5
     max_fetches: int = 64
-    """robots.txt downloads in flight kept out of CONCURRENT_REQUESTS."""
     unreachable: UnreachableMode = "disallow"
     defer_max: float = 600.0
     cache_ttl: float = 86_400.0
     cache_min_ttl: float = 60.0
     cache_max_origins: int = 10_000
     backoff_max_origins: int = DEFAULT_BACKOFF_BOUND
-    """Unreachable origins whose backoff is remembered after their rules left the cache."""
     stale_max: float = 30 * 86_400.0
     retry_min: float = 60.0
     retry_max: float = 3_600.0
@@ -87,43 +82,29 @@ class Config:
     max_crawl_delay: float = 60.0
     max_waiting: int = 256
     slot_limit: bool = True
-    """REP_SLOT_LIMIT: at most a download slot's concurrency of requests in
-    flight, which Scrapy does not hold on the asyncio reactor (scrapy_rep._slots.limits)."""
+    """Scrapy does not hold a slot's concurrency on asyncio (scrapy_rep._slots.limits)."""
     frontier: bool = True
-    """REP_FRONTIER: the add-on makes scrapy_rep.PolitePriorityQueue the scheduler's
-    priority queue when the project keeps Scrapy's default (scrapy_rep.frontier)."""
     # -- slowing down for 429/503 answers (scrapy_rep.slowdown)
     slowdown: bool = True
-    """REP_SLOWDOWN: pause a download slot when it answers a code below."""
     slowdown_http_codes: tuple[int, ...] = (429, 503)
     slowdown_min_delay: float = 1.0
-    """The first backoff pause, and the floor of every pause (Retry-After too)."""
     slowdown_max_delay: float = 300.0
-    """The cap of backoff pauses and of Retry-After."""
     redis_slowdown: bool = True
-    """With REP_REDIS_URL: a pause holds for every worker."""
     meta_robots: bool = True
     meta_noindex: NoindexMode = "keep"
     # -- usage preferences (scrapy_rep.usage_middleware)
     purposes: tuple[str, ...] = ()
-    """REP_PURPOSES: what the crawl collects for ("train-ai", "search", "ai-input");
-    empty: usage preferences are not read."""
     usage_action: UsageAction = "annotate"
-    """REP_USAGE_ACTION: "annotate" (meta key and stats) or "drop"."""
     # -- stop signals: challenges, blocks, 402 (scrapy_rep.stop_signals, scrapy_rep.challenges)
     stop_signals: bool = True
-    """REP_STOP_SIGNALS: read challenges, blocks and prices from definitive markers."""
     challenge_pause: float = 300.0
     challenge_max_pause: float = 3_600.0
     challenge_give_up: int = 3
-    """Challenged probes in a row after which an origin is stopped."""
     block_after: int = 20
-    """Plain 403s in a row (no 2xx between) read as a refusal; 0: never."""
     on_payment: PaymentAction = "stop_origin"
     block_markers: tuple[Rule, ...] = ()
-    """REP_BLOCK_MARKERS: the user's own literal rules."""
     redis_url: str | None = None
-    """Shared state for many workers (scrapy_rep.cluster); None: each worker alone."""
+    """REP_REDIS_URL, else scrapy-redis's REDIS_URL (scrapy_rep.cluster)."""
     redis_robots: bool = True
     redis_delay: bool = True
     redis_prefix: str = "rep:"
@@ -132,28 +113,17 @@ class Config:
     redis_keep: float = 86_400.0
     # -- report (scrapy_rep.report)
     report: str | None = None
-    """REP_REPORT: file (.json or .jsonl) the per-origin report is written to; None: none."""
     report_top: int = 10
-    """REP_REPORT_TOP: origins listed in the summary logged at spider close."""
     # -- state across runs, pins (scrapy_rep.state, scrapy_rep.pins)
     state_dir: str | None = None
-    """REP_STATE_DIR: directory of the robots.txt state kept across runs; None: none."""
     httpcache_robotstxt: bool = True
-    """REP_HTTPCACHE_ROBOTSTXT: scrapy-rep's own requests may be served and
-    stored by Scrapy's HttpCacheMiddleware (False: meta ``dont_cache``)."""
     pin_file: str | None = None
-    """REP_PIN_FILE: origin -> sha256 of its robots.txt (JSON, TSV or evidence.jsonl)."""
     pin_action: PinAction = "report"
-    """REP_PIN_ACTION: "report", or "stop_origin" (drop the origin's requests)."""
     # -- evidence (scrapy_rep.evidence)
     evidence: str | None = None
-    """REP_EVIDENCE: directory of the evidence archive (WARC + evidence.jsonl); None: none."""
     evidence_max_file_size: int = 100_000_000
-    """REP_EVIDENCE_MAX_FILE_SIZE: bytes after which a new WARC file is started."""
     evidence_required: bool = False
-    """REP_EVIDENCE_REQUIRED: a write error closes the spider."""
     provenance_field: str | None = None
-    """REP_PROVENANCE_FIELD: item field rep_provenance is copied into; None: none."""
 
     @property
     def policy(self) -> Policy:
@@ -188,7 +158,7 @@ class Config:
             fetch_retries=read.integer("REP_FETCH_RETRIES", minimum=0),
             max_redirects=read.integer("REP_MAX_REDIRECTS", minimum=0),
             max_fetches=read.integer("REP_MAX_FETCHES", minimum=0),
-            unreachable=read.choice("REP_UNREACHABLE", UNREACHABLE_MODES),
+            unreachable=read.choice("REP_UNREACHABLE", UnreachableMode),
             defer_max=read.number("REP_DEFER_MAX", minimum=0.0),
             cache_ttl=cache_ttl,
             cache_min_ttl=read.number("REP_CACHE_MIN_TTL", minimum=0.0, maximum=cache_ttl),
@@ -209,15 +179,15 @@ class Config:
             slowdown_max_delay=read.number("REP_SLOWDOWN_MAX_DELAY", minimum=slowdown_min),
             redis_slowdown=read.boolean("REP_REDIS_SLOWDOWN"),
             meta_robots=read.boolean("REP_META_ROBOTS"),
-            meta_noindex=read.choice("REP_META_NOINDEX", NOINDEX_MODES),
+            meta_noindex=read.choice("REP_META_NOINDEX", NoindexMode),
             purposes=_purposes(read),
-            usage_action=read.choice("REP_USAGE_ACTION", USAGE_ACTIONS),
+            usage_action=read.choice("REP_USAGE_ACTION", UsageAction),
             stop_signals=read.boolean("REP_STOP_SIGNALS"),
             challenge_pause=challenge_pause,
             challenge_max_pause=read.number("REP_CHALLENGE_MAX_PAUSE", minimum=challenge_pause),
             challenge_give_up=read.integer("REP_CHALLENGE_GIVE_UP", minimum=1),
             block_after=read.integer("REP_BLOCK_AFTER", minimum=0),
-            on_payment=read.choice("REP_ON_PAYMENT", PAYMENT_ACTIONS),
+            on_payment=read.choice("REP_ON_PAYMENT", PaymentAction),
             block_markers=_block_markers(read),
             redis_url=_redis_url(read),
             redis_robots=read.boolean("REP_REDIS_ROBOTS"),
@@ -228,10 +198,10 @@ class Config:
             redis_keep=read.number("REP_REDIS_KEEP", minimum=0.0),
             report=_report_path(read),
             report_top=read.integer("REP_REPORT_TOP", minimum=0),
-            state_dir=_path(read, "REP_STATE_DIR"),
+            state_dir=_optional_text(read, "REP_STATE_DIR"),
             httpcache_robotstxt=read.boolean("REP_HTTPCACHE_ROBOTSTXT"),
-            pin_file=_path(read, "REP_PIN_FILE"),
-            pin_action=read.choice("REP_PIN_ACTION", PIN_ACTIONS),
+            pin_file=_optional_text(read, "REP_PIN_FILE"),
+            pin_action=read.choice("REP_PIN_ACTION", PinAction),
             evidence=_optional_text(read, "REP_EVIDENCE", "a directory path"),
             evidence_max_file_size=read.integer("REP_EVIDENCE_MAX_FILE_SIZE", minimum=1),
             evidence_required=read.boolean("REP_EVIDENCE_REQUIRED"),
@@ -243,9 +213,8 @@ class Config:
 
 
 def frontier_wanted(settings: BaseSettings) -> bool:
-    """ROBOTSTXT_OBEY and REP_FRONTIER, for the add-on (before the crawl's
-    Config exists); an invalid value reads as the default here and stops the
-    crawl at start."""
+    """ROBOTSTXT_OBEY and REP_FRONTIER, for the add-on (before the crawl's Config
+    exists); an invalid value reads as False here and stops the crawl at start."""
     read = _Reader(settings)
     try:
         return read.boolean("ROBOTSTXT_OBEY") and read.boolean("REP_FRONTIER")
@@ -291,40 +260,22 @@ def _block_markers(read: _Reader) -> tuple[Rule, ...]:
 
 def _report_path(read: _Reader) -> str | None:
     """REP_REPORT: a path ending in .json or .jsonl (the format follows it), or None."""
-    raw = read._raw("REP_REPORT")
-    if raw is None or raw == "":
-        return None
-    path = os.fspath(raw) if isinstance(raw, (str, os.PathLike)) else None
-    if not isinstance(path, str) or not path.lower().endswith((".json", ".jsonl")):
-        raise InvalidSetting(
-            "REP_REPORT", f"expected a file path ending in .json or .jsonl, got {raw!r}"
-        )
+    what = "a file path ending in .json or .jsonl"
+    path = _optional_text(read, "REP_REPORT", what)
+    if path is not None and not path.lower().endswith((".json", ".jsonl")):
+        raise InvalidSetting("REP_REPORT", f"expected {what}, got {read._raw('REP_REPORT')!r}")
     return path
 
 
-def _path(read: _Reader, name: str) -> str | None:
-    """A file or directory path (str or os.PathLike), or None when unset or empty."""
-    raw = read._raw(name)
-    if raw is None or raw == "":
-        return None
-    if not isinstance(raw, (str, os.PathLike)):
-        raise InvalidSetting(name, f"expected a path, got {raw!r}")
-    path = os.fspath(raw)
-    if not isinstance(path, str):
-        raise InvalidSetting(name, f"expected a path, got {raw!r}")
-    return path
-
-
-def _optional_text(read: _Reader, name: str, what: str) -> str | None:
+def _optional_text(read: _Reader, name: str, what: str = "a path") -> str | None:
     """A non-empty string (a path may be a PathLike), or None when unset or empty."""
     raw = read._raw(name)
     if raw is None or raw == "":
         return None
-    if isinstance(raw, os.PathLike):
-        raw = os.fspath(raw)
-    if not isinstance(raw, str):
+    text = os.fspath(raw) if isinstance(raw, os.PathLike) else raw
+    if not isinstance(text, str):
         raise InvalidSetting(name, f"expected {what}, got {raw!r}")
-    return raw
+    return text
 
 
 def _purposes(read: _Reader) -> tuple[str, ...]:
@@ -408,12 +359,7 @@ class _Reader:
         raw = self._raw(name)
         if raw is None:
             return float(default_of(name))
-        if isinstance(raw, bool):
-            raise InvalidSetting(name, f"expected a number of seconds, got {raw!r}")
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            raise InvalidSetting(name, f"expected a number, got {raw!r}") from None
+        value = _converted(name, raw, float, "a number", "a number of seconds")
         if not math.isfinite(value):
             raise InvalidSetting(name, f"expected a finite number, got {raw!r}")
         _check_bounds(name, value, minimum, maximum, exclusive)
@@ -423,12 +369,7 @@ class _Reader:
         raw = self._raw(name)
         if raw is None:
             return int(default_of(name))
-        if isinstance(raw, bool):
-            raise InvalidSetting(name, f"expected an integer, got {raw!r}")
-        try:
-            value = int(raw)
-        except (TypeError, ValueError):
-            raise InvalidSetting(name, f"expected an integer, got {raw!r}") from None
+        value = _converted(name, raw, int, "an integer")
         if isinstance(raw, float) and value != raw:
             raise InvalidSetting(name, f"expected an integer, got {raw!r}")
         _check_bounds(name, value, minimum, None, False)
@@ -464,17 +405,28 @@ class _Reader:
             raise InvalidSetting(name, f"expected a non-empty string, got {raw!r}")
         return raw
 
-    def choice(self, name: str, choices: tuple[_Choice, ...]) -> _Choice:
+    def choice(self, name: str, kind: Any) -> Any:
+        """One of the Literal type ``kind``'s strings."""
         raw = self._raw(name)
         if raw is None:
-            default: _Choice = default_of(name)
-            return default
+            return default_of(name)
+        choices = get_args(kind)
         value = raw.strip().lower() if isinstance(raw, str) else raw
-        for choice in choices:
-            if value == choice:
-                return choice
+        if value in choices:
+            return value
         allowed = ", ".join(repr(c) for c in choices)
         raise InvalidSetting(name, f"expected one of {allowed}, got {raw!r}")
+
+
+def _converted(
+    name: str, raw: Any, convert: Callable[[Any], _Number], what: str, what_bool: str = ""
+) -> _Number:
+    if isinstance(raw, bool):
+        raise InvalidSetting(name, f"expected {what_bool or what}, got {raw!r}")
+    try:
+        return convert(raw)
+    except (TypeError, ValueError):
+        raise InvalidSetting(name, f"expected {what}, got {raw!r}") from None
 
 
 def _check_bounds(

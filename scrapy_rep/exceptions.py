@@ -1,4 +1,4 @@
-"""Exceptions raised by scrapy-rep.
+"""Exceptions raised by scrapy-rep; their attributes: docs/reference.md, "Exceptions".
 
 The request-dropping exceptions subclass Scrapy's ``IgnoreRequest``, so a
 request's errback receives them and Scrapy does not log them as errors.
@@ -28,11 +28,7 @@ __all__ = [
 
 
 class ForbiddenByRobots(IgnoreRequest):
-    """The request is disallowed by its origin's robots.txt.
-
-    ``decision`` says which line and rule decided (``decision.line``,
-    ``decision.rule``); ``origin`` is the robots.txt origin.
-    """
+    """The request is disallowed by its origin's robots.txt (``decision``: which line)."""
 
     def __init__(self, decision: Decision, origin: str = "") -> None:
         self.decision = decision
@@ -43,10 +39,7 @@ class ForbiddenByRobots(IgnoreRequest):
 
 class RobotsTxtUnavailable(IgnoreRequest):
     """The origin's robots.txt could not be obtained (HTTP 429/5xx, network
-    error, timeout), so RFC 9309 says: crawl nothing there.
-
-    ``origin`` is the origin (``https://example.com``), ``reason`` why.
-    """
+    error, timeout), so RFC 9309 says: crawl nothing there."""
 
     def __init__(self, origin: str, reason: str) -> None:
         self.origin = origin
@@ -56,11 +49,7 @@ class RobotsTxtUnavailable(IgnoreRequest):
 
 class RobotsTxtChanged(IgnoreRequest):
     """Under ``REP_PIN_ACTION = "stop_origin"``: the origin's robots.txt is no
-    longer the one pinned in ``REP_PIN_FILE``, so its requests are dropped.
-
-    ``origin`` is the origin, ``pinned`` the SHA-256 pinned, ``current`` the
-    SHA-256 of the robots.txt now (``"none"``: it has none any more).
-    """
+    longer the one pinned in ``REP_PIN_FILE``, so its requests are dropped."""
 
     def __init__(self, origin: str, pinned: str, current: str) -> None:
         self.origin = origin
@@ -73,11 +62,7 @@ class UsageDenied(IgnoreRequest):
     """Under ``REP_USAGE_ACTION = "drop"``: the site's usage preferences deny
     every purpose the crawl declared (``REP_PURPOSES``), so the request was not
     downloaded (``response`` is None: robots.txt said so) or its response does
-    not reach the spider (its headers or page said so).
-
-    ``usage`` is ``{purpose: False}``; ``reasons`` is ``{purpose: (where, ...)}``,
-    the statements that denied each purpose; ``origin`` is the origin.
-    """
+    not reach the spider (its headers or page said so)."""
 
     def __init__(
         self,
@@ -96,15 +81,8 @@ class UsageDenied(IgnoreRequest):
 
 
 class SiteChallenged(IgnoreRequest):
-    """The site answered with a challenge or a block (a page made for browsers,
-    read from a definitive marker: docs/stop-signals.md), or its origin is
-    paused or stopped after one. Never retried.
-
-    ``origin`` is the origin; ``provider`` who sent it (``Cloudflare``);
-    ``kind`` ``"challenge"`` or ``"block"``; ``marker`` what was seen
-    (``cf-mitigated: challenge``); ``stopped``: the request was not sent, its
-    origin being stopped; ``response`` the answer, None when not sent.
-    """
+    """The site answered with a challenge or a block (docs/stop-signals.md), or
+    its origin is stopped after one (``stopped``: not sent). Never retried."""
 
     def __init__(
         self,
@@ -123,21 +101,13 @@ class SiteChallenged(IgnoreRequest):
         self.stopped = stopped
         self.response = response
         what = f"{kind} by {provider} ({marker})"
-        if stopped:
-            super().__init__(f"{origin} is stopped after a {what}: not sent")
-        else:
-            super().__init__(f"{origin} answered with a {what}")
+        said = f"is stopped after a {what}: not sent" if stopped else f"answered with a {what}"
+        super().__init__(f"{origin} {said}")
 
 
 class PaymentRequired(IgnoreRequest):
-    """The site answered 402 Payment Required: the page has a price.
-
-    ``origin`` is the origin; ``price`` the price as the site wrote it
-    (``USD 0.01``; None when not given or unreadable); ``scheme`` how to pay
-    (``crawler-price`` for Cloudflare pay per crawl, ``x402``; None when
-    unknown); ``stopped``: the request was not sent, its origin being stopped
-    (``REP_ON_PAYMENT = "stop_origin"``); ``response`` the 402, None when not sent.
-    """
+    """The site answered 402 Payment Required: the page has a price; or its
+    origin is stopped after one (``stopped``: not sent, ``REP_ON_PAYMENT``)."""
 
     def __init__(
         self,
@@ -154,10 +124,7 @@ class PaymentRequired(IgnoreRequest):
         self.stopped = stopped
         self.response = response
         offer = f"{scheme} {price}" if price else (scheme or "terms unknown")
-        if stopped:
-            super().__init__(f"{origin} asks for payment ({offer}): not sent")
-        else:
-            super().__init__(f"{origin} asks for payment ({offer})")
+        super().__init__(f"{origin} asks for payment ({offer})" + (": not sent" if stopped else ""))
 
 
 class InvalidSetting(ValueError):

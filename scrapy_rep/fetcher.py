@@ -1,16 +1,9 @@
 """The robots.txt fetch: an origin in, an :class:`~scrapy_rep.policy.Entry` out.
 
-One fetch in flight per origin, shared by every request waiting for it
-(:mod:`scrapy_rep._in_flight`).
-
-The download is bounded in bytes, time, places and redirects by
-:mod:`scrapy_rep._download`; :class:`RobotsDownload` adds the retries and
-reads the answer, with :mod:`scrapy_rep.policy`, as RFC 9309 §2.3.1 says. The
-fetcher stores the entry, logs what a user should know (once per origin and
-outage), and sends the signals.
-
-With shared state (:mod:`scrapy_rep.cluster`), a fetch first asks Redis for
-another worker's result or for the origin's fetch lock, and publishes its own.
+One fetch in flight per origin (:mod:`scrapy_rep._in_flight`), bounded by
+:mod:`scrapy_rep._download`; :class:`RobotsDownload` adds the retries and reads
+the answer (RFC 9309 §2.3.1). With Redis (:mod:`scrapy_rep.cluster`), a fetch
+first asks for another worker's result or the origin's fetch lock.
 """
 
 from __future__ import annotations
@@ -114,7 +107,7 @@ class RobotsFetcher:
     def refresh(self, origin: Origin, trigger: Request | None = None) -> None:
         """Fetch the origin's robots.txt anew in the background, unless under way
         (or robots.txt downloads are at REP_MAX_FETCHES: the old rules serve on)."""
-        if not self.download.busy:
+        if not self.download.files.busy:
             self._fetches.start(origin, lambda: self._fetch(origin, trigger))
 
     async def _fetch(self, origin: Origin, trigger: Request | None) -> Entry:
@@ -162,23 +155,20 @@ class RobotsFetcher:
         entry, response = await self.download.entry(origin, base)
         entry = self._store(origin, entry, base, cache=False)
         body = _new_body(entry, response)  # none for a 304: Redis keeps the one it has
-        # The turn first: a worker learning the rules from Redis, or from this
-        # worker's cache (its next request, the Redis queue making the slot
-        # ready), must find the robots.txt request counted.
+        # The robots.txt request was one of the origin's requests: the next page
+        # request, from any worker, comes at least the delay after it. The turn
+        # first: a worker learning the rules from Redis, or from this worker's
+        # cache, must find the robots.txt request counted.
+        cluster = self._cluster_delay
         try:
-            if entry.delay and response is not None and self._cluster_delay is not None:
-                await self._count_robots_turn(origin, entry.delay, self._cluster_delay)
+            if entry.delay and response is not None and cluster is not None:
+                key = _slots.slot_key(self.crawler.engine, Request(origin.robots_url))
+                with contextlib.suppress(RedisUnavailable):
+                    await cluster.reserve(key, entry.delay)
         finally:
             self._cache.put(origin, entry)
         await shared.publish(origin, entry, body)
         return entry, response
-
-    async def _count_robots_turn(self, origin: Origin, delay: float, cluster: ClusterDelay) -> None:
-        """The robots.txt request was one of the origin's requests: the next
-        page request, from any worker, comes at least ``delay`` after it."""
-        key = _slots.slot_key(self.crawler.engine, Request(origin.robots_url))
-        with contextlib.suppress(RedisUnavailable):
-            await cluster.reserve(key, delay)
 
     # -- results -------------------------------------------------------------------
 
@@ -281,15 +271,9 @@ class RobotsFetcher:
 
 
 class RobotsDownload:
-    """One origin's robots.txt as an entry: downloaded bounded
-    (:class:`~scrapy_rep._download.OwnDownloads`), retried on the server's terms.
-
-    A 429, a 5xx or a network error is tried again, up to ``REP_FETCH_RETRIES``
-    times in a fetch (all its hops together), after the server's ``Retry-After``
-    or a backoff (1 s, 2 s, ...); not within this fetch when the server asks for
-    longer than ``REP_FETCH_TIMEOUT`` or did not answer in time (a server that
-    hangs would hold its waiting requests twice as long). docs/robotstxt.md,
-    "Retries", says why Scrapy's RetryMiddleware is off for these requests."""
+    """One origin's robots.txt as an entry: downloaded bounded, retried on the
+    server's terms (docs/robotstxt.md, "Retries"). Not retried within a fetch
+    after a timeout: a server that hangs would hold its waiting requests twice as long."""
 
     def __init__(self, crawler: Crawler, config: Config, *, sleep: Sleep, uncapped: bool) -> None:
         self.files = OwnDownloads(crawler, config, ROBOTS_PATH, uncapped=uncapped)
@@ -307,11 +291,6 @@ class RobotsDownload:
             return None
         signal = self._detect(response.status, response.headers, response.body)
         return None if signal is None else described(signal)
-
-    @property
-    def busy(self) -> bool:
-        """REP_MAX_FETCHES robots.txt downloads are running."""
-        return self.files.busy
 
     async def entry(self, origin: Origin, previous: Entry | None) -> tuple[Entry, Response | None]:
         """The origin's robots.txt as an entry (``previous``: what was known), and

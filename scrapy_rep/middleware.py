@@ -1,18 +1,11 @@
 """``scrapy_rep.RobotsTxtMiddleware``: each request checked against its origin's robots.txt.
 
-Known and fresh rules (or expired good ones, served while
-:class:`~scrapy_rep.fetcher.RobotsFetcher` refreshes them in the background)
-make ``process_request`` a synchronous check: no Deferred, no task, no
-coroutine. An unknown origin (or an unreachable one whose retry time has come)
-gets a coroutine that joins the origin's single in-flight fetch, the request
-out of the downloader's active set meanwhile (:mod:`scrapy_rep._slots.waiting`),
-so waiting does not starve origins whose rules are known.
-
-The verdict is one path (:meth:`RobotsTxtMiddleware._verdict`); a request that
-may go is handed to the crawl's pacing (:mod:`scrapy_rep._pacing`). With
-nothing paused and no delay, that costs one attribute test and the slot
-limit's few dict lookups. Everything the middleware uses is the crawl's robots
-service (:mod:`scrapy_rep._robots`), which it starts.
+Known rules (or expired good ones, served while they are refreshed) make
+``process_request`` a synchronous check: no Deferred, no task, no coroutine.
+An unknown origin gets a coroutine that joins the origin's one fetch, the
+request out of the downloader's active set meanwhile
+(:mod:`scrapy_rep._slots.waiting`), so waiting does not starve other origins.
+A request that may go is handed to the crawl's pacing (:mod:`scrapy_rep._pacing`).
 """
 
 from __future__ import annotations
@@ -163,11 +156,6 @@ class RobotsTxtMiddleware:
         delay = entry.delay if agent == self._ua else self.service.delay_of(entry, robots, agent)
         return self._pacing.pace(request, origin, delay) if delay else None
 
-    def agent_of(self, request: Request) -> str:
-        """The product token ``request`` is checked as (for components after
-        this middleware, which must read the same group)."""
-        return self.service.agent_of(request)
-
     def _forbid(self, request: Request, origin: Origin, decision: Decision, agent: str) -> None:
         self._stats.inc_value("rep/dry_run/forbidden" if self._dry_run else "rep/forbidden")
         if self._pins is not None and origin in self._pins.changed:
@@ -225,8 +213,7 @@ class RobotsTxtMiddleware:
 
     def _drop_unreachable(self, request: Request, origin: Origin, reason: str) -> None:
         """Report and log the drop (counted by the caller), then drop the request
-        unless in a dry run. A dry run defers nothing: the ``rep/deferred/...``
-        keys have no ``rep/dry_run/`` twin."""
+        unless in a dry run."""
         self.report.dropped(origin, reason, dry_run=self._dry_run)
         text = origin.text
         logger.debug(

@@ -1,14 +1,9 @@
 """Origins: the unit robots.txt applies to (RFC 9309 §2.3).
 
-An origin is ``(scheme, host, port)``: the host lowercased and IDNA-encoded
-(punycode), the port made explicit, so ``http://Example.com``,
-``http://example.com:80`` and ``http://EXAMPLE.com/`` share one robots.txt
-while ``https://example.com`` and ``http://example.com:8080`` do not.
-
-An :class:`Origin` is that tuple, and carries its text (``scheme://host[:port]``)
-and robots.txt URL. :class:`OriginKeys` memoises the origin of each
-``(scheme, netloc)`` pair so that the per-request cost is two dictionary
-lookups, and each origin's text is built once.
+An origin is ``(scheme, host, port)``: the host lowercased and IDNA-encoded,
+the port made explicit, so ``http://Example.com`` and ``http://example.com:80``
+share one robots.txt. :class:`OriginKeys` memoises each URL's origin: two dict
+lookups per request.
 """
 
 from __future__ import annotations
@@ -40,12 +35,8 @@ class _Parts(NamedTuple):
 
 
 class Origin(_Parts):
-    """``(scheme, host, port)``; for example ``("https", "example.com", 443)``.
-
-    A tuple, equal to and hashed as the plain tuple of its three parts (the
-    same dict keys), that carries its text, built once: :attr:`text`
-    (``https://example.com``) and :attr:`robots_url`.
-    """
+    """``("https", "example.com", 443)``: equal to and hashed as the plain tuple
+    (the same dict keys), carrying its :attr:`text` (built once) and :attr:`robots_url`."""
 
     @cached_property
     def text(self) -> str:
@@ -105,10 +96,7 @@ def robots_url(origin: tuple[str, str, int]) -> str:
 
 
 class OriginKeys:
-    """Memoised ``(scheme, netloc) -> Origin``: the hot path does no parsing.
-
-    Bounded: the memo is simply emptied when it grows past ``max_size``.
-    """
+    """Memoised ``(scheme, netloc) -> Origin``, emptied when it grows past ``max_size``."""
 
     __slots__ = ("_by_scheme", "_max_size", "_size")
 

@@ -1,24 +1,16 @@
 """Fetch outcome -> rules and freshness (RFC 9309 §2.3.1 and §2.4). No Scrapy.
 
-Each fetch result gets an outcome (``parsed``, ``unavailable``,
-``unreachable``, ``challenged``, ``refused_locally``) and the rules that
-apply, as the table in docs/robotstxt.md says. A 304 to a conditional request
-(:func:`conditional_headers`) keeps the previous rules, fresh again from now.
-Good results stay fresh for ``Cache-Control: max-age`` clamped to ``[min_ttl,
-ttl]``, else ``ttl``; unreachable ones are retried after a backoff doubling
-from ``retry_min`` per consecutive failure, or after ``Retry-After``, both
-bounded by ``[retry_min, retry_max]``.
-
-Beside them, two rules for the crawl itself: the delay between requests asked
-by Crawl-delay and Request-rate (:func:`delay_for`), and the pause of a site
-that answered 429 or 503 (:func:`pause_for`).
+Each fetch result gets an outcome and the rules that apply, as the table in
+docs/robotstxt.md says; beside them, the delay asked by Crawl-delay and
+Request-rate (:func:`delay_for`) and the pause of a site that answered 429 or
+503 (:func:`pause_for`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timezone
 from email.utils import parsedate_to_datetime
 from typing import Final, Literal, get_args
@@ -73,7 +65,6 @@ class Entry:
     robots: RobotsTxt | None
     """Rules to apply; None when unreachable with no good rules to fall back on."""
     outcome: Outcome
-    """Result of the latest fetch."""
     expires: float
     """Time (``_clock.now()``) after which the robots.txt is fetched again."""
     fetched: float
@@ -139,11 +130,10 @@ def header_text(value: bytes | None) -> str | None:
 def retry_after(value: str | None, now: float, *, date: str | None = None) -> float | None:
     """Seconds to wait from a ``Retry-After`` value, or None when it says nothing usable.
 
-    Seconds are ASCII digits only (no sign, exponent or '²'); an HTTP date
-    (RFC 9110 §5.6.7: IMF-fixdate, RFC 850, asctime; a date without a zone is
-    UTC) counts from the response's own ``Date`` when it has one (the server's
-    clock, as RFC 9110 §10.2.3 reads), else from ``now``. A date in the past
-    means 0. Never raises, whatever the bytes; a huge number is ``inf`` (callers cap it).
+    Seconds are ASCII digits only; an HTTP date (RFC 9110 §5.6.7, UTC without a
+    zone) counts from the response's own ``Date`` when it has one (the server's
+    clock, RFC 9110 §10.2.3), else from ``now``; a past date means 0. Never
+    raises; a huge number is ``inf`` (callers cap it).
     """
     if not value:
         return None
@@ -218,13 +208,24 @@ class Policy:
                 sha256=hashlib.sha256(parsed_bytes(body, self.max_size)).hexdigest(),
             )
         if status == 304:
-            return self.not_modified(
-                url=url,
-                now=now,
-                previous=previous if conditional else None,
-                cache_control=cache_control,
-                etag=etag,
-                last_modified=last_modified,
+            # ``previous``'s rules, fresh from now, when the request sent its
+            # validators back; without them the server answered a question that
+            # was not asked: unreachable, as for a 5xx (there is nowhere to go).
+            previous = previous if conditional else None
+            if previous is None or previous.robots is None or not previous.sha256:
+                return self.on_error("HTTP 304 to a request without validators", now=now)
+            return Entry(
+                previous.robots,
+                PARSED,
+                now + self.freshness(cache_control),
+                now,
+                delay=previous.delay,
+                truncated=previous.truncated,
+                size=previous.size,
+                etag=valid_etag(etag) or previous.etag,
+                last_modified=valid_date(last_modified) or previous.last_modified,
+                validators_url=url,
+                sha256=previous.sha256,
             )
         if status == 429 or status >= 500 or status < 200:
             return self.on_error(
@@ -235,36 +236,6 @@ class Policy:
             )
         # 3xx left unfollowed (no usable Location) and 4xx: "unavailable"
         return self.unavailable(f"HTTP {status}", now=now, cache_control=cache_control)
-
-    def not_modified(
-        self,
-        *,
-        url: str,
-        now: float,
-        previous: Entry | None,
-        cache_control: str | None = None,
-        etag: str | None = None,
-        last_modified: str | None = None,
-    ) -> Entry:
-        """A 304 Not Modified: ``previous``'s rules, fresh from now, when the
-        request sent its validators back; without them (``previous`` None, or
-        no rules read from a body) the server answered a question that was not
-        asked: unreachable, as for a 5xx (a 3xx it is not: there is nowhere to go)."""
-        if previous is None or previous.robots is None or not previous.sha256:
-            return self.on_error("HTTP 304 to a request without validators", now=now)
-        return Entry(
-            previous.robots,
-            PARSED,
-            now + self.freshness(cache_control),
-            now,
-            delay=previous.delay,
-            truncated=previous.truncated,
-            size=previous.size,
-            etag=valid_etag(etag) or previous.etag,
-            last_modified=valid_date(last_modified) or previous.last_modified,
-            validators_url=url,
-            sha256=previous.sha256,
-        )
 
     def unavailable(self, reason: str, *, now: float, cache_control: str | None = None) -> Entry:
         """Unavailable robots.txt (4xx, too many redirects): crawl everything."""
@@ -277,15 +248,9 @@ class Policy:
         )
 
     def refused_locally(self, reason: str, *, now: float) -> Entry:
-        """The robots.txt request never left: a downloader middleware of the
-        crawl refused it (an offline HTTP cache without it, say). Nothing was
-        said by the site, so no rules; asked again after the usual freshness."""
+        """The robots.txt request never left: a downloader middleware of the crawl
+        refused it. The site said nothing, so no rules; asked again after ``ttl``."""
         return Entry(RobotsTxt.allow_all(), REFUSED_LOCALLY, now + self.ttl, now, reason=reason)
-
-    def backoff(self, failures: int, retry_after_seconds: float | None = None) -> float:
-        """Seconds before an unreachable robots.txt is asked again: the slow-down
-        rule (:func:`pause_for`) within REP_RETRY_MIN and REP_RETRY_MAX."""
-        return pause_for(retry_after_seconds, self.retry_min, self.retry_max, answers=failures)
 
     def on_error(
         self,
@@ -314,27 +279,18 @@ class Policy:
         failures = 1
         if previous is not None and previous.failed:
             failures = previous.failures + 1
-        expires = now + self.backoff(failures, retry_after_seconds)
+        # the slow-down rule, within REP_RETRY_MIN and REP_RETRY_MAX
+        expires = now + pause_for(
+            retry_after_seconds, self.retry_min, self.retry_max, answers=failures
+        )
         if (
             previous is not None
             and previous.robots is not None
             and now - previous.fetched < self.stale_max
         ):
-            return Entry(
-                previous.robots,
-                outcome,
-                expires,
-                previous.fetched,
-                failures,
-                reason,
-                previous.delay,
-                previous.truncated,
-                size=previous.size,
-                etag=previous.etag,
-                last_modified=previous.last_modified,
-                validators_url=previous.validators_url,
-                sha256=previous.sha256,
-            )
+            # its rules and what they were read from, with this fetch's outcome (no response)
+            kept = replace(previous, outcome=outcome, expires=expires, failures=failures)
+            return replace(kept, reason=reason, status=None, url="", redirects=0)
         return Entry(None, outcome, expires, now, failures, reason)
 
 
@@ -373,23 +329,18 @@ def conditional_headers(previous: Entry | None) -> tuple[str, dict[bytes, bytes]
 
 
 def delay_for(robots: RobotsTxt, agent: str, max_delay: float) -> tuple[float, float]:
-    """``(applied, asked)`` seconds between requests for ``agent``: ``asked`` is
-    the larger of Crawl-delay and Request-rate's seconds per request (the lines
-    that apply: :meth:`RobotsTxt.delays`), ``applied`` is ``asked`` capped at
-    ``max_delay`` (``REP_MAX_CRAWL_DELAY``). The one rule for the middleware and
-    ``scrapy robots`` alike."""
+    """``(applied, asked)`` seconds between requests for ``agent``: ``asked`` from
+    :meth:`RobotsTxt.delays`, ``applied`` capped at ``max_delay`` (``REP_MAX_CRAWL_DELAY``).
+    The one rule for the middleware and ``scrapy robots`` alike."""
     asked = robots.delays(user_agent=agent).seconds or 0.0
     return min(asked, max_delay), asked
 
 
 def pause_for(asked: float | None, minimum: float, maximum: float, *, answers: int = 1) -> float:
-    """Seconds a site that answered 429 or 503 is paused: the seconds its
-    ``Retry-After`` asks for (``asked``, from :func:`retry_after`) bounded to
-    ``[minimum, maximum]`` (``REP_SLOWDOWN_MIN_DELAY``,
-    ``REP_SLOWDOWN_MAX_DELAY``), else ``minimum`` doubled for each slow-down
-    answer in a row after the first (``answers``), capped at ``maximum``. The
-    script of :mod:`scrapy_rep.cluster.pauses` applies the same rule in Redis,
-    and :meth:`Policy.backoff` to unreachable robots.txt files."""
+    """Seconds a site that answered 429 or 503 is paused: its ``Retry-After``
+    (``asked``) bounded to ``[minimum, maximum]``, else ``minimum`` doubled per
+    slow-down answer in a row after the first, capped at ``maximum``. The
+    script of :mod:`scrapy_rep.cluster.pauses` applies the same rule in Redis."""
     if asked is not None:
         return min(max(asked, minimum), maximum)
     return min(minimum * 2.0 ** min(answers - 1, _MAX_DOUBLINGS), maximum)

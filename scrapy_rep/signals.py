@@ -1,13 +1,6 @@
 """Signals sent by scrapy-rep (connect with ``crawler.signals.connect``).
 
 Their arguments and when each is sent: docs/reference.md, "Signals".
-
-- ``request_forbidden(request, decision, origin)``
-- ``robotstxt_parsed(robots, origin, response)``
-- ``sitemaps_found(urls, origin)``
-- ``usage_denied(request, response, usage, reasons, origin)``
-- ``site_challenged(origin, provider, kind, marker, request, response)``
-- ``payment_required(request, response, offer)``
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Stop signals: an answer that says "not you", read from definitive markers only. No Scrapy.
 
-A bot-management layer in front of a site answers a crawler it will not serve
-with a challenge page (a browser check), a block, or a price (HTTP 402). None
-of these is the site's content, and none is permission. :class:`Detector`
-reads them from markers the vendors document or that only their answers carry
-(:data:`RULES`, each rule with its source; docs/stop-signals.md says what is
-and is not a signal): headers first, a few dict lookups per response, the
-whole cost on a plain answer; body markers only for the statuses their rule
-names, only in the first :data:`BODY_WINDOW` bytes, as literal bytes (no
-decoding, no regex). Users add literal rules with ``REP_BLOCK_MARKERS``
-(:func:`user_rules`).
+A challenge page, a block or a price (HTTP 402) is neither content nor
+permission (docs/stop-signals.md). :class:`Detector` reads headers first, a few
+dict lookups: the whole cost on a plain answer; body markers only for the
+statuses their rule names, in the first :data:`BODY_WINDOW` bytes, as literal
+bytes (no decoding, no regex).
 """
 
 from __future__ import annotations
@@ -19,7 +14,7 @@ import binascii
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol, get_args
+from typing import Any, Final, Literal, get_args
 
 __all__ = [
     "BODY_WINDOW",
@@ -40,12 +35,8 @@ BODY_WINDOW: Final = 16 * 1024
 """Bytes of a body searched for a body marker."""
 _MAX_PRICE = 64  # a longer crawler-price is not recorded
 _MAX_X402 = 8 * 1024  # a longer PAYMENT-REQUIRED header is not decoded
-
-
-class Headers(Protocol):
-    """Case-insensitive header lookup (Scrapy's ``Headers``)."""
-
-    def get(self, key: bytes, def_val: Any = None) -> Any: ...
+Headers = Mapping[bytes, Any]
+"""Scrapy's ``Headers`` (any case), or a dict with lowercase names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +93,11 @@ def _values(*values: str) -> frozenset[bytes]:
     return frozenset(value.encode("ascii") for value in values)
 
 
+def _page(provider: str, kind: Kind, statuses: set[int], body: bytes, source: str) -> Rule:
+    """A rule for a page that carries ``body`` in one of ``statuses``."""
+    return Rule(provider, kind, statuses=frozenset(statuses), body=body, source=source)
+
+
 _CF = (
     "https://developers.cloudflare.com/cloudflare-challenges/challenge-types/"
     "challenge-pages/detect-response/"
@@ -114,23 +110,13 @@ _PPC = (
     "use-pay-per-crawl-as-ai-owner/"
 )
 _X402 = "https://github.com/x402-foundation/x402 specs/transports-v2/http.md"
+_PX = "HUMAN/PerimeterX block page (wafw00f's plugin)"
+_VERCEL = "Vercel's firewall header, seen on 403 and 429 (rover-fetch, metascraper)"
 
 RULES: Final[tuple[Rule, ...]] = (
     Rule("Cloudflare", "challenge", b"cf-mitigated", _values("challenge"), source=_CF),
-    Rule(
-        "Vercel",
-        "challenge",
-        b"x-vercel-mitigated",
-        _values("challenge"),
-        source="Vercel's firewall header, seen on 403 and 429 (rover-fetch, metascraper)",
-    ),
-    Rule(
-        "Vercel",
-        "block",
-        b"x-vercel-mitigated",
-        _values("deny"),
-        source="Vercel's firewall header (as above)",
-    ),
+    Rule("Vercel", "challenge", b"x-vercel-mitigated", _values("challenge"), source=_VERCEL),
+    Rule("Vercel", "block", b"x-vercel-mitigated", _values("deny"), source=_VERCEL),
     Rule(
         "AWS WAF", "challenge", b"x-amzn-waf-action", _values("challenge", "captcha"), source=_AWS
     ),
@@ -150,44 +136,31 @@ RULES: Final[tuple[Rule, ...]] = (
         frozenset({401, 403}),
         source="DataDome's header on its captcha/block answers (third-party detectors' tests)",
     ),
-    Rule(
-        "PerimeterX",
-        "challenge",
-        statuses=frozenset({403}),
-        body=b"px-captcha",
-        source="HUMAN/PerimeterX block page (wafw00f's plugin)",
-    ),
-    Rule(
-        "PerimeterX",
-        "challenge",
-        statuses=frozenset({403}),
-        body=b"perimeterx.net/whywasiblocked",
-        source="HUMAN/PerimeterX block page (wafw00f's plugin)",
-    ),
-    Rule(
+    _page("PerimeterX", "challenge", {403}, b"px-captcha", _PX),
+    _page("PerimeterX", "challenge", {403}, b"perimeterx.net/whywasiblocked", _PX),
+    _page(
         "Imperva",
         "block",
-        statuses=frozenset({403}),
-        body=b"Incapsula incident ID",
-        source="Imperva (Incapsula) block page (crawlee's blocked-page markers, wafw00f)",
+        {403},
+        b"Incapsula incident ID",
+        "Imperva (Incapsula) block page (crawlee's blocked-page markers, wafw00f)",
     ),
-    Rule(
+    # The interstitial loads the resource in a script tag; ordinary pages of
+    # Imperva's sites load it from their analytics snippet, and robots.txt
+    # files disallow it: neither is a challenge.
+    _page(
         "Imperva",
         "challenge",
-        statuses=frozenset({200, 403}),
-        # The interstitial loads the resource in a script tag; ordinary pages
-        # of Imperva's sites load it from their analytics snippet
-        # (``_analytics_scr.src = '/_Incapsula_Resource?...'``), and robots.txt
-        # files disallow it: neither is a challenge.
-        body=b'<script src="/_Incapsula_Resource?',
-        source="Imperva (Incapsula) challenge page: its script tag (the robots.txt corpus)",
+        {200, 403},
+        b'<script src="/_Incapsula_Resource?',
+        "Imperva (Incapsula) challenge page: its script tag (the robots.txt corpus)",
     ),
-    Rule(
+    _page(
         "Anubis",
         "challenge",
-        statuses=frozenset({200, 401, 403}),
-        body=b"/.within.website/x/cmd/anubis/",
-        source="TecharoHQ/anubis: challenge pages load their scripts from this path "
+        {200, 401, 403},
+        b"/.within.website/x/cmd/anubis/",
+        "TecharoHQ/anubis: challenge pages load their scripts from this path "
         "(answered 200 by default, data/botPolicies.yaml)",
     ),
 )
@@ -215,8 +188,7 @@ class Detector:
             self._names[name] = self._names[name.title()] = name
 
     def detect(self, status: int, headers: Headers, body: bytes = b"") -> StopSignal | None:
-        """The stop signal this answer is, or None. ``headers``: Scrapy's
-        ``Headers`` (any case), or a dict with lowercase names."""
+        """The stop signal this answer is, or None."""
         if isinstance(headers, dict):  # one pass over its few keys instead of a lookup per rule
             present = [self._names[key] for key in self._names.keys() & headers.keys()]
         else:
@@ -273,14 +245,9 @@ def _payment(headers: Headers, body: bytes) -> StopSignal:
     ``PAYMENT-REQUIRED`` header or JSON body, else a price of unknown terms."""
     price = headers.get(b"crawler-price")
     if price:
-        shown = _text(price) if len(price) <= _MAX_PRICE else None
-        return StopSignal(
-            "payment",
-            "Cloudflare pay per crawl",
-            "HTTP 402 + crawler-price",
-            price=shown,
-            scheme="crawler-price",
-        )
+        shown = price.decode("latin-1").strip() if len(price) <= _MAX_PRICE else None
+        what = "HTTP 402 + crawler-price"
+        return StopSignal("payment", "Cloudflare pay per crawl", what, shown, "crawler-price")
     raw = headers.get(b"payment-required")
     if raw:
         offer = _x402_json(raw) if len(raw) <= _MAX_X402 else None
@@ -292,10 +259,6 @@ def _payment(headers: Headers, body: bytes) -> StopSignal:
         offer = _json(window)
         return StopSignal("payment", "x402", "HTTP 402 + x402 body", _x402_price(offer), "x402")
     return StopSignal("payment", "unknown", "HTTP 402")
-
-
-def _text(raw: bytes) -> str:
-    return raw.decode("latin-1").strip()
 
 
 def _x402_json(raw: bytes) -> Any:
@@ -334,10 +297,8 @@ def _x402_price(offer: Any) -> str | None:
 
 
 def user_rules(raw: Any) -> tuple[Rule, ...]:
-    """``REP_BLOCK_MARKERS``: a list of dicts ``{"name", "kind", "status",
-    "header", "value", "body"}`` (``status`` a list of codes; at least a
-    header or a body; a body needs statuses; strings only, read literally).
-    ValueError, with what is wrong, for anything else."""
+    """``REP_BLOCK_MARKERS`` (docs/reference.md) as rules; ValueError, with what
+    is wrong, for anything else than its list of dicts (or their JSON)."""
     if raw is None or raw == "":
         return ()
     if isinstance(raw, str):
