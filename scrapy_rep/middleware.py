@@ -156,6 +156,11 @@ class RobotsTxtMiddleware:
         delay = entry.delay if agent == self._ua else self.service.delay_of(entry, robots, agent)
         return self._pacing.pace(request, origin, delay) if delay else None
 
+    def agent_of(self, request: Request) -> str:
+        """The product token ``request`` is checked as (for components after
+        this middleware, which must read the same group)."""
+        return self.service.agent_of(request)
+
     def _forbid(self, request: Request, origin: Origin, decision: Decision, agent: str) -> None:
         self._stats.inc_value("rep/dry_run/forbidden" if self._dry_run else "rep/forbidden")
         if self._pins is not None and origin in self._pins.changed:
