@@ -3,12 +3,8 @@
 A request waiting inside a downloader middleware (for its robots.txt, a
 Crawl-delay turn, a paused slot's gate) is in ``Downloader.active``, so it
 counts against ``CONCURRENT_REQUESTS``: :func:`leave_active` takes it out and
-wakes the engine (``ExecutionEngine._slot.nextcall``) to fill its place,
-:func:`rejoin_active` puts it back; :func:`engine_closing` reads
-``ExecutionEngine._slot.closing``; :func:`slot_key` reads the downloader's
-slot keys.
-:func:`waiting_problems` lists what of these is missing (logged at start by
-:func:`scrapy_rep._slots.log_problems`).
+wakes the engine (``ExecutionEngine._slot.nextcall``) to fill its place.
+:func:`waiting_problems` lists what is missing (logged at start).
 """
 
 from __future__ import annotations
@@ -55,11 +51,6 @@ def leave_active(engine: Any, request: Request) -> bool:
     if slot is not None:
         slot.nextcall.schedule()
     return True
-
-
-def rejoin_active(engine: Any, request: Request) -> None:
-    """Put back a request taken out by :func:`leave_active`."""
-    engine.downloader.active.add(request)
 
 
 def slot_key(engine: Any, request: Request) -> str:
@@ -116,3 +107,7 @@ class OnDownloader:
             return None
         self._downloader = downloader
         return downloader
+
+    def key(self, request: Request) -> str:
+        """The request's download slot key (Scrapy's ``get_slot_key``)."""
+        return slot_key(self._crawler.engine, request)

@@ -20,7 +20,7 @@ from scrapy.core.downloader import Slot
 from scrapy.exceptions import IgnoreRequest
 
 from scrapy_rep import _clock, _timers
-from scrapy_rep._slots.active import OnDownloader, missing_slot_attributes, slot_key
+from scrapy_rep._slots.active import OnDownloader, missing_slot_attributes
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -61,10 +61,6 @@ class SlotPauses(OnDownloader):
     """
 
     problems = staticmethod(pause_problems)
-
-    def key(self, request: Request) -> str:
-        """The request's download slot key (Scrapy's ``get_slot_key``)."""
-        return slot_key(self._crawler.engine, request)
 
     def _slot(self, key: str) -> Slot | None:
         """The downloader's slot ``key``, if it has one now."""

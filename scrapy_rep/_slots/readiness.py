@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from scrapy_rep._compat import SLOT_CLOCK
-from scrapy_rep._slots.active import OnDownloader, missing_slot_attributes, slot_key
+from scrapy_rep._slots.active import OnDownloader, missing_slot_attributes
 
 if TYPE_CHECKING:
     from collections.abc import Set as AbstractSet
@@ -53,10 +53,6 @@ class SlotReadiness(OnDownloader):
         settings = crawler.settings
         self._default_concurrency = max(settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"), 1)
         self._default_delay = settings.getfloat("DOWNLOAD_DELAY")
-
-    def key(self, request: Request) -> str:
-        """The request's download slot key (``Downloader.get_slot_key``)."""
-        return slot_key(self._crawler.engine, request)
 
     def holding(self, key: str) -> AbstractSet[Request]:
         """The requests slot ``key`` holds now: queued in it or transferring."""
