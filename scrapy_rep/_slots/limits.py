@@ -2,39 +2,16 @@
 
 Scrapy holds a slot to its concurrency by counting the requests it transfers,
 but on the asyncio reactor ``Downloader._process_queue`` starts every request
-queued in the slot in one loop turn (a task each), before any of them counts
-as transferring: requests that enter a slot together all go at once (40
-released by their robots.txt reached a ``CONCURRENT_REQUESTS_PER_DOMAIN = 2``
-site 14 at a time). :class:`SlotLimits` keeps the count itself, for the
-requests leaving the robots middleware:
-
-- a request takes a place of its slot where it leaves the middleware (after
-  its robots.txt, its Crawl-delay turn and a paused slot's gate); with no
-  place free, it waits in arrival order, out of ``CONCURRENT_REQUESTS`` as
-  robots.txt waiters do (``REP_MAX_WAITING``);
-- its place is freed when the crawl's :class:`~scrapy_rep._slots.ledger.Ledger`
-  is done with it: it left the downloader (answered or failed), was answered
-  without reaching the slot (an HttpCacheMiddleware hit), or was in the
-  slot's ``active`` set neither within
-  :data:`~scrapy_rep._slots.ledger.REACH_TIMEOUT` nor later (a later
-  middleware dropped or rescheduled it);
-- the limit is the slot's own concurrency, as Scrapy makes it:
-  ``DOWNLOAD_SLOTS[key]["concurrency"]``, else ``CONCURRENT_REQUESTS_PER_IP``
-  or ``CONCURRENT_REQUESTS_PER_DOMAIN``.
-
-Scrapy-rep's scheduler queues hold the slot's concurrency themselves: a
-request the frontier (:class:`~scrapy_rep.PolitePriorityQueue`) or the Redis
-queue handed out goes on at once, not counted here (the crawl's ledger counts
-it for them, :meth:`~scrapy_rep._slots.ledger.Ledger.hand_out`, from its
-hand-out until it leaves the downloader, wherever it waits meanwhile). The
-limit holds the requests that reach the robots middleware by another way: a
-queue of the project's own or Scrapy's, ``engine.download``.
-
-A request that may go costs a few dict lookups (its slot key from its
-URL's network location, its slot's places and concurrency), an int and a dict
-entry: about 1 microsecond. Requests that skip the robots middleware (``dont_obey_robotstxt``,
-robots.txt itself) are not counted. When the spider closes, waiting requests
-end with IgnoreRequest.
+queued in the slot in one loop turn, before any of them counts as
+transferring: requests that enter a slot together all go at once (40 released
+by their robots.txt reached a ``CONCURRENT_REQUESTS_PER_DOMAIN = 2`` site 14
+at a time). :class:`SlotLimits` keeps the count itself, for requests leaving
+the robots middleware that no scrapy-rep queue handed out (those queues hold
+the slot themselves): docs/crawl-delay.md, "At most the slot's concurrency in
+flight". A place is freed when the crawl's
+:class:`~scrapy_rep._slots.ledger.Ledger` is done with its request; the limit
+is the slot's concurrency as Scrapy makes it. A request that may go costs a
+few dict lookups, about 1 microsecond.
 """
 
 from __future__ import annotations
@@ -176,12 +153,9 @@ class SlotLimits(OnDownloader):
     # -- places freed ----------------------------------------------------------------
 
     def _done(self, request: Request, key: str, reached: bool) -> None:
+        """A place of slot ``key`` is free: the first waiting request takes it."""
         if not reached:
             self._stats.inc_value("rep/slot_limit/not_reached")
-        self._free(key)
-
-    def _free(self, key: str) -> None:
-        """A place of slot ``key`` is free: the first waiting request takes it."""
         self._count(key, -1)
         held = self._held.get(key)
         if not held:

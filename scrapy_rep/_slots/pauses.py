@@ -1,15 +1,12 @@
 """Download slots paused for a 429/503 answer: their queue held, then given back a few at a time.
 
-A slot that answered 429 or 503 is paused (:class:`SlotPauses`, for
-:mod:`scrapy_rep.slowdown`): its ``latercall``, the timer that holds its queue
-until its delay has passed, is replaced by one that fires when the pause ends
-(``Downloader._process_queue`` sends nothing while a latercall is set). Nothing
-else of the slot is written: when the timer fires, the slot's own delay
-(Crawl-delay minimum, ``DOWNLOAD_DELAY``, AutoThrottle, jitter) applies again.
-The requests queued in the slot (``Slot.queue``) when the pause begins are
-taken out and given back a few at a time after it (:meth:`SlotPauses.take_queued`);
-if the spider closes during a pause, they end with IgnoreRequest instead of
-keeping the crawl open.
+A paused slot's ``latercall``, the timer that holds its queue until its delay
+has passed (``Downloader._process_queue`` sends nothing while one is set), is
+replaced by one that fires when the pause ends; nothing else of the slot is
+written, so its own delay applies again after. The requests queued in it when
+the pause begins are taken out and given back a few at a time after it
+(:meth:`SlotPauses.take_queued`), or, if the spider closes meanwhile, ended
+with IgnoreRequest instead of keeping the crawl open.
 """
 
 from __future__ import annotations
@@ -48,16 +45,11 @@ def pause_problems(downloader: object) -> list[str]:
 class SlotPauses(OnDownloader):
     """Download slots held still until a time: nothing queued in them leaves.
 
-    ``hold(key, until)`` replaces the slot's ``latercall`` with a timer
-    that fires at ``until`` (``_clock.monotonic()``) and then lets the downloader
-    go on as its own timer would (``Downloader._latercall``); the caller keeps
-    the timer (the slot's record in :mod:`scrapy_rep.slowdown.gates`), which
-    holds the slot while it is the slot's ``latercall``. ``lastseen``, whose
-    clock differs between Scrapy releases, and the delay settings are left
-    alone. A slot created during a pause (the old one was garbage-collected)
-    has no timer: :mod:`scrapy_rep.slowdown` holds it again when a request
-    reaches it. Without the internals (:func:`pause_problems`, logged at
-    start), ``hold`` does nothing and only the requests not yet in the slot wait.
+    ``lastseen``, whose clock differs between Scrapy releases, and the delay
+    settings are left alone. A slot created during a pause (the old one was
+    garbage-collected) has no timer: :mod:`scrapy_rep.slowdown` holds it again
+    when a request reaches it. Without the internals (:func:`pause_problems`,
+    logged at start), only the requests not yet in the slot wait.
     """
 
     problems = staticmethod(pause_problems)
@@ -74,7 +66,8 @@ class SlotPauses(OnDownloader):
 
     def hold(self, key: str, until: float) -> _timers.Timer | None:
         """Nothing queued in slot ``key`` leaves before ``until`` (monotonic):
-        the timer that holds it now, None if the downloader has no such slot."""
+        the timer that holds it now (then lets the downloader go on as its own
+        timer would), None if the downloader has no such slot."""
         slot = self._slot(key)
         if slot is None:
             return None
@@ -150,5 +143,5 @@ class SlotPauses(OnDownloader):
 
 def _held_by(slot: Slot, timer: _timers.Timer | None) -> bool:
     """Whether ``timer`` (set by :meth:`SlotPauses.hold`) is the slot's latercall."""
-    latercall: object = slot.latercall
+    latercall: object = slot.latercall  # a Timer, which Scrapy's type does not allow
     return latercall is timer

@@ -1,15 +1,11 @@
 """What a download slot can take now, read off Scrapy's downloader: for the frontier.
 
-The frontier (:mod:`scrapy_rep.frontier`) hands a request out only when its
-download slot can start it at once. That takes, per slot key: the requests
-the slot holds (``Slot.active``: queued in it or transferring), its
-concurrency (``Slot.concurrency``, else its ``DOWNLOAD_SLOTS`` entry, else
-``CONCURRENT_REQUESTS_PER_DOMAIN``), its delay (``Slot.delay``, else its
-``DOWNLOAD_SLOTS`` entry, else ``DOWNLOAD_DELAY``) and when it last started a
-request (``Slot.lastseen``, whose clock is :data:`scrapy_rep._compat.SLOT_CLOCK`).
-Requests handed out but still in the downloader middlewares are in no slot
-yet: the crawl's ledger counts those (:meth:`~scrapy_rep._slots.ledger.Ledger.out`).
-:func:`readiness_problems` lists what is missing; it is logged at start.
+The frontier hands a request out only when its download slot can start it at
+once: that takes the requests the slot holds (``Slot.active``), its
+concurrency, its delay (each from the slot, else its ``DOWNLOAD_SLOTS`` entry,
+else the setting) and when it last started a request (``Slot.lastseen``, on
+:data:`scrapy_rep._compat.SLOT_CLOCK`). Requests handed out but still in the
+middlewares are the ledger's (:meth:`~scrapy_rep._slots.ledger.Ledger.out`).
 """
 
 from __future__ import annotations
