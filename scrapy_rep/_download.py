@@ -2,21 +2,15 @@
 
 ``crawler.engine.download_async`` runs the user's downloader middlewares
 (proxies, auth, headers, cookies, caches), so scrapy-rep asks for its files
-the way pages are asked for. On top, what any server on the web can make one
-of them cost is bounded here (docs/robotstxt.md, "What a server can make a
-robots.txt fetch cost"): bytes (``REP_MAX_SIZE``, cut from a
-``bytes_received`` handler connected only while such downloads run), time
-(``REP_FETCH_TIMEOUT`` for the whole fetch, :class:`Budget`), places (a
-download in flight is out of the downloader's active set, at most
-``REP_MAX_FETCHES`` at once per file) and redirects (followed here, hop by
-hop: :meth:`OwnDownloads.follow`). One core, two users: robots.txt
-(:class:`scrapy_rep.fetcher.RobotsDownload`) and the other files of an origin
-(``/.well-known/tdmrep.json``, :mod:`scrapy_rep._tdmrep_files`:
-:meth:`OwnDownloads.file`).
-
-Every request carries ``rep_robotstxt`` (so it is decoded with a bound); one
-for another file carries ``rep_well_known`` too (its path). Each
-:class:`OwnDownloads` handles only the requests for its own file.
+the way pages are asked for. On top, what a server can make one of them cost
+is bounded here (docs/robotstxt.md, "What a server can make a robots.txt fetch
+cost"): bytes (``REP_MAX_SIZE``), time for the whole fetch (:class:`Budget`),
+places (at most ``REP_MAX_FETCHES`` at once out of the downloader's active
+set) and redirects (followed hop by hop: :meth:`OwnDownloads.follow`). One
+core, two users: robots.txt (:class:`scrapy_rep.fetcher.RobotsDownload`) and
+``/.well-known/tdmrep.json`` (:mod:`scrapy_rep._tdmrep_files`). Every request
+carries ``rep_robotstxt`` (decoded with a bound), one for another file
+``rep_well_known`` too: each :class:`OwnDownloads` handles only its own file's.
 """
 
 from __future__ import annotations

@@ -1,24 +1,17 @@
 """Paused download slots' gates: held requests in arrival order, then a slow start.
 
 :class:`~scrapy_rep.slowdown.SlowDown` decides when a slot is paused and for
-how long; :class:`Gates` holds the requests meanwhile (docs/slowdown.md).
-Each slot that answered slow-down has one record, its :class:`Gate`: the
-pause (its end, the timer holding the slot's queue, the slow-down answers in
-a row) and, while the slot is paused or resuming, what the gate holds:
-
-- requests leaving the robots middleware wait at it in arrival order, out of
-  ``CONCURRENT_REQUESTS`` (``REP_MAX_WAITING``); those queued in the slot when
-  the pause began (taken out by :class:`~scrapy_rep._slots.SlotPauses`) go first;
-- when the pause ends, one released request (a probe) may be unanswered at
-  once, doubled by each good answer (:meth:`Gates.widen`) up to the slot's
-  concurrency; a released request counts as out until the crawl's
-  :class:`~scrapy_rep._slots.Ledger` says it left (followed while a gate holds);
-- the gate stops holding once its backlog is gone and a request it let go
-  after the pause has left (``holding``); the record stays until a good answer
-  ends the slot's run of slow-down answers; past ``REP_CACHE_MAX_ORIGINS``
-  records, the oldest holding nothing are forgotten.
-
-The spider closing ends every held request with IgnoreRequest.
+how long; :class:`Gates` holds the requests meanwhile (docs/slowdown.md, "What
+happens"). Each slot that answered slow-down has one record, its
+:class:`Gate`: the pause and, while the slot is paused or resuming, what the
+gate holds (requests leaving the robots middleware, out of
+``CONCURRENT_REQUESTS``, behind those queued in the slot when the pause
+began). A released request counts as out until the crawl's
+:class:`~scrapy_rep._slots.Ledger` says it left (followed while a gate holds).
+The gate stops holding once its backlog is gone and a request it let go after
+the pause has left; the record stays until a good answer ends the slot's run
+of slow-down answers; past ``REP_CACHE_MAX_ORIGINS`` records, the oldest
+holding nothing are forgotten.
 """
 
 from __future__ import annotations
@@ -156,9 +149,7 @@ class Gates:
     def count_answer(self, key: str, now: float, *, cluster: int | None = None) -> int:
         """One more slow-down answer in a row from slot ``key``, or, with
         ``cluster``, the cluster's count of them if higher; how many now."""
-        gate = self.by_slot.get(key)
-        if gate is None:
-            gate = self._new_gate(key)
+        gate = self._record(key)
         if not gate.answers:
             gate.since = now
         gate.answers = gate.answers + 1 if cluster is None else max(gate.answers, cluster)
@@ -335,9 +326,7 @@ class Gates:
         """Slot ``key`` sends nothing before ``until`` (``_clock.monotonic()``),
         through its gate, made if it has none. A slot not paused at ``now``
         starts its slow start again at one request; a pause never shortens."""
-        gate = self.by_slot.get(key)
-        if gate is None:
-            gate = self._new_gate(key)
+        gate = self._record(key)
         if gate.until <= now:
             gate.allowed = 1
         gate.probing = gate.unclaimed = False
@@ -367,10 +356,13 @@ class Gates:
         gate.unclaimed = False
         self._close_if_done(key, gate)
 
-    def _new_gate(self, key: str) -> Gate:
-        if len(self.by_slot) >= self._bound:
-            self._evict_idle_gates()
-        gate = self.by_slot[key] = Gate()
+    def _record(self, key: str) -> Gate:
+        """Slot ``key``'s record, made if it has none."""
+        gate = self.by_slot.get(key)
+        if gate is None:
+            if len(self.by_slot) >= self._bound:
+                self._evict_idle_gates()
+            gate = self.by_slot[key] = Gate()
         return gate
 
     def _evict_idle_gates(self) -> None:
