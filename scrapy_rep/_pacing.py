@@ -1,22 +1,14 @@
 """Where a request that may go waits for its turn: Crawl-delay, a paused slot, a place in its slot.
 
-The robots middleware hands a request here once its verdict is known. What
-it meets, in this order:
-
-- **Crawl-delay** (and Request-rate), for its agent: the download slot's
-  minimum delay (:class:`~scrapy_rep._slots.SlotDelays`), or, with shared
-  state, a turn reserved cluster-wide (:class:`~scrapy_rep.cluster.ClusterDelay`),
-  waited for out of the downloader's active set; a request the Redis queue
-  handed out has taken its turn there already;
-- **a paused slot** (429/503, :mod:`scrapy_rep.slowdown`): its gate holds the
-  request until the pause ends and the slow start has room; a request
-  waiting for a cluster turn sits the pause out first;
-- **a place in its slot** (``REP_SLOT_LIMIT``, :class:`~scrapy_rep._slots.SlotLimits`):
-  at most the slot's concurrency in flight, which Scrapy does not hold on
-  the asyncio reactor.
-
-With nothing paused, leaving costs one attribute test and the slot limit's
-few dict lookups.
+The robots middleware hands a request here once its verdict is known. It
+meets, in this order: its **Crawl-delay** (and Request-rate), as the download
+slot's minimum delay (:class:`~scrapy_rep._slots.SlotDelays`) or, with shared
+state, a turn reserved cluster-wide (:class:`~scrapy_rep.cluster.ClusterDelay`)
+waited for out of the downloader's active set; **a paused slot's gate**
+(429/503, :mod:`scrapy_rep.slowdown`), sat out first by a request waiting for
+a cluster turn; **a place in its slot** (``REP_SLOT_LIMIT``,
+:class:`~scrapy_rep._slots.SlotLimits`). With nothing paused, leaving costs
+one attribute test and the slot limit's few dict lookups.
 """
 
 from __future__ import annotations
@@ -74,10 +66,9 @@ class Pacing:
         self._waiting = waiting
         self._report = report
         pauses = SlotPauses(crawler)
-        # Both read every answer: one response_downloaded receiver calls them,
-        # as Scrapy's dispatch of a receiver costs about what either's reading
-        # does. The stop signals first: they mark an answer the slow-down then
-        # ignores.
+        # Both read every answer: one response_downloaded receiver (Scrapy's
+        # dispatch costs about what either's reading does) calls the stop
+        # signals first, as they mark an answer the slow-down then ignores.
         both = config.stop_signals and config.slowdown
         self.challenges = (
             Challenges(crawler, config, None, pauses, listen=not both)

@@ -17,6 +17,7 @@ holding nothing are forgotten.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -42,43 +43,27 @@ CLAIM_RECHECK = 0.25
 """Seconds at most between two asks for the probe of a pause another worker probes."""
 
 
+@dataclass(slots=True, eq=False)
 class Gate:
     """One slot's record: its pause, its slow start, the requests it holds."""
 
-    __slots__ = (
-        "allowed",
-        "answers",
-        "began",
-        "holding",
-        "keeping",
-        "out",
-        "parked",
-        "probing",
-        "since",
-        "timer",
-        "unclaimed",
-        "until",
-        "waiters",
-    )
-
-    def __init__(self) -> None:
-        self.until = 0.0  # _clock.monotonic() at which the pause ends
-        self.began = 0.0  # _clock.monotonic() at which that pause began
-        self.timer: _timers.Timer | None = None  # holds the slot's queue until then
-        self.answers = 0  # slow-down answers in a row (0: a good one came since)
-        self.since = 0.0  # when the first of them came (_clock.monotonic())
-        self.holding = False  # paused or resuming: requests leave through the gate
-        self.allowed = 1  # released requests that may be unanswered at once
-        # released, not answered yet -> timer until it reaches the downloader
-        self.out: dict[Request, _timers.Timer | None] = {}
-        self.waiters: deque[tuple[Request, Deferred[bool]]] = deque()
-        # queued in the slot when the pause began: they go first
-        self.parked: deque[Queued] = deque()
-        self.keeping = False  # a keeper sleeps until the pause ends (or its probe is claimed)
-        self.probing = False  # this worker claimed the probe after a shared pause
-        # the shared pause is over but its probe not claimed: nothing was held
-        # here to probe with; the next request held claims it
-        self.unclaimed = False
+    until: float = 0.0  # _clock.monotonic() at which the pause ends
+    began: float = 0.0  # _clock.monotonic() at which that pause began
+    timer: _timers.Timer | None = None  # holds the slot's queue until then
+    answers: int = 0  # slow-down answers in a row (0: a good one came since)
+    since: float = 0.0  # when the first of them came (_clock.monotonic())
+    holding: bool = False  # paused or resuming: requests leave through the gate
+    allowed: int = 1  # released requests that may be unanswered at once
+    # released, not answered yet -> timer until it reaches the downloader
+    out: dict[Request, _timers.Timer | None] = field(default_factory=dict)
+    waiters: deque[tuple[Request, Deferred[bool]]] = field(default_factory=deque)
+    # queued in the slot when the pause began: they go first
+    parked: deque[Queued] = field(default_factory=deque)
+    keeping: bool = False  # a keeper sleeps until the pause ends (or its probe is claimed)
+    probing: bool = False  # this worker claimed the probe after a shared pause
+    # the shared pause is over but its probe not claimed: nothing was held
+    # here to probe with; the next request held claims it
+    unclaimed: bool = False
 
 
 class Gates:
