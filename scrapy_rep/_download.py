@@ -72,7 +72,6 @@ class OwnDownloads:
         self.config = config
         self.path = path
         self._well_known = None if path == ROBOTS_PATH else path
-        self._stats = crawler.stats
         self._size_meta = {"download_maxsize": 0, "download_warnsize": 0} if uncapped else {}
         self._headers = {b"Accept-Encoding": accept_encoding()}
         self._running = 0  # downloads in flight: the signal handlers are connected

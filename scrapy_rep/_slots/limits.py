@@ -101,10 +101,7 @@ class SlotLimits(OnDownloader):
             self._ledger.let_go(request, key)
             return None
         wake: Deferred[bool] = Deferred()
-        held = self._held.get(key)
-        if held is None:
-            held = self._held[key] = deque()
-        held.append((request, wake))  # now: the order requests came in
+        self._held.setdefault(key, deque()).append((request, wake))  # in arrival order
         return self._wait(request, key, wake)
 
     def _key(self, downloader: Downloader, request: Request, url: ParseResult | None) -> str:

@@ -84,10 +84,9 @@ class SlotPauses(OnDownloader):
 
     def take_queued(self, key: str) -> list[Queued]:
         """Take the requests queued in slot ``key`` out of its queue, for
-        :meth:`requeue` to give back a few at a time: given back at once, they
-        would all leave at once (a slot sends everything queued in one go, as
-        the transfers it starts are counted only later), whatever its
-        concurrency. The downloader keeps them active meanwhile."""
+        :meth:`requeue` to give back a few at a time (a slot sends everything
+        queued in one go, whatever its concurrency). The downloader keeps them
+        active meanwhile."""
         slot = self._slot(key)
         if slot is None or not slot.queue:
             return []
@@ -98,10 +97,8 @@ class SlotPauses(OnDownloader):
     def requeue(self, key: str, queued: Queued, reason: str | IgnoreRequest | None = None) -> bool:
         """Give back a request taken by :meth:`take_queued`; with a ``reason``
         (the spider closes; or the exception to end it with: its origin is
-        stopped), end it with IgnoreRequest instead, if the
-        downloader counts it as active (it removes it from there when it fails;
-        one taken out, such as a robots.txt download, goes back through a
-        signal the downloader would never send here). True if it was ended."""
+        stopped), end it with IgnoreRequest instead if the downloader counts it
+        as active (see :meth:`drop_queued`). True if it was ended."""
         downloader = self._downloader or self._bind()
         assert downloader is not None  # take_queued found it
         request, waiter = queued

@@ -318,8 +318,25 @@ class Gates:
         if not gate.holding:
             gate.holding = True
             self.holding += 1
-            self._listen()
-        self._pause(key, gate, until, now)
+            if not self._listening:  # follow released requests while any gate holds
+                self._listening = True
+                self._follow(self._ledger.follow)
+        if until <= gate.until:
+            return
+        if gate.until <= now:  # a new pause, not a longer one
+            gate.began = now
+        added = until - max(gate.until, now)
+        seconds = self._stats.get_value("rep/slowdown/seconds", 0.0)
+        self._stats.set_value("rep/slowdown/seconds", round(seconds + added, 3))
+        gate.until = until
+        gate.timer = self._pauses.hold(key, until)
+        taken = self._pauses.take_queued(key)
+        for request, _ in taken:  # let go before, held again: no longer out
+            self._forget_out(gate, request)
+        gate.parked.extend(taken)
+        if not gate.keeping:
+            gate.keeping = True
+            deferred_from_coro(self._keep(key, gate))
 
     def stop(self, key: str, end: Callable[[Queued], None]) -> None:
         """Slot ``key`` will send nothing more (a stop signal, scrapy_rep.challenges):
@@ -365,25 +382,6 @@ class Gates:
             if gate.holding:  # its keeper, asleep, finds it no longer holding
                 gate.holding = False
                 self.holding -= 1
-
-    def _pause(self, key: str, gate: Gate, until: float, now: float) -> None:
-        """Make slot ``key``'s pause last until ``until``, never shorter."""
-        if until <= gate.until:
-            return
-        if gate.until <= now:  # a new pause, not a longer one
-            gate.began = now
-        added = until - max(gate.until, now)
-        seconds = self._stats.get_value("rep/slowdown/seconds", 0.0)
-        self._stats.set_value("rep/slowdown/seconds", round(seconds + added, 3))
-        gate.until = until
-        gate.timer = self._pauses.hold(key, until)
-        taken = self._pauses.take_queued(key)
-        for request, _ in taken:  # let go before, held again: no longer out
-            self._forget_out(gate, request)
-        gate.parked.extend(taken)
-        if not gate.keeping:
-            gate.keeping = True
-            deferred_from_coro(self._keep(key, gate))
 
     async def _keep(self, key: str, gate: Gate) -> None:
         """Sleep until the pause is over (and, shared, this worker has the
@@ -436,12 +434,6 @@ class Gates:
         if not self.holding and self._listening:
             self._listening = False
             self._follow(self._ledger.unfollow)
-
-    def _listen(self) -> None:
-        """Follow released requests into the downloader while any gate holds."""
-        if not self._listening:
-            self._listening = True
-            self._follow(self._ledger.follow)
 
     def _follow(self, change: Callable[..., None]) -> None:
         change("reached", self._reached)
