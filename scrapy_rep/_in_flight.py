@@ -18,8 +18,6 @@ from scrapy_rep import _timers
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
 
-__all__ = ["InFlight"]
-
 K = TypeVar("K")
 V = TypeVar("V")
 

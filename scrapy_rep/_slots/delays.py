@@ -212,9 +212,7 @@ class SlotDelays(OnDownloader):
         if _HAS_JITTER:
             # DOWNLOAD_DELAY, or AUTOTHROTTLE_START_DELAY when AutoThrottle is on.
             return float(downloader._delay)
-        spider = self._crawler.spider
-        fallback = self._crawler.settings.getfloat("DOWNLOAD_DELAY")
-        return float(getattr(spider, "download_delay", fallback))
+        return float(getattr(self._crawler.spider, "download_delay", self._download_delay))
 
     @staticmethod
     def _own_slot_jitter(downloader: Downloader, own: dict[str, Any]) -> float:

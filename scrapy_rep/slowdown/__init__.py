@@ -95,7 +95,7 @@ class SlowDown:
             return
         probed = gates.probed(key)  # this worker's probe for the cluster
         since = gates.good_answer(key)
-        if since is None and probed and self._cluster is not None:
+        if (since is not None or probed) and self._cluster is not None:
             self._cluster.resume(key)  # the other workers stop waiting for its outcome
         if since is not None:
             self._stats.inc_value("rep/slowdown/resumed")
@@ -106,8 +106,6 @@ class SlowDown:
                 status,
                 now - since,
             )
-            if self._cluster is not None:
-                self._cluster.resume(key)
         gates.widen(key)
 
     def _slow(self, response: Response, request: Request) -> None:
