@@ -238,9 +238,8 @@ class OwnDownloads:
             self._bounded[request] = headers.bound_headers(request.url)
         if len(self._out) >= self.most_out:
             return
-        engine = self.crawler.engine
         if self._can_leave is None:  # what is missing was logged at start (_slots)
-            self._can_leave = not _slots.waiting_problems(engine)
+            self._can_leave = not _slots.waiting_problems(self.crawler.engine)
         if self._can_leave and self._ledger.detach(request):
             self._out.add(request)
             if self._parting:

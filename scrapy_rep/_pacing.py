@@ -200,9 +200,8 @@ class Pacing:
     def leave(
         self, request: Request, url: ParseResult | None = None
     ) -> Coroutine[Any, Any, None] | None:
-        """Where a request that may go now waits for its slot's gate (a paused
-        slot), then for a place in its slot; None: it goes now. (``url``: its
-        URL, parsed already.)"""
+        """Wait at the slot's gate (a paused slot), then for a place in the slot;
+        None: it goes now. ``url``: its URL, parsed already."""
         gates = self.gates
         if gates is not None and gates.holding:  # no call on the hot path when none holds
             held = gates.gate(request)

@@ -40,9 +40,8 @@ def waiting_problems(engine: Any) -> list[str]:
 
 
 def leave_active(engine: Any, request: Request) -> bool:
-    """Take ``request`` out of the downloader's active set (it stops counting
-    against CONCURRENT_REQUESTS) and wake the engine to fill the place; False
-    if it was not there. :func:`waiting_problems` must be empty."""
+    """Take ``request`` out of the downloader's active set and wake the engine to
+    fill its place; False if it was not there (:func:`waiting_problems` empty)."""
     active: set[Request] = engine.downloader.active
     if request not in active:
         return False
@@ -84,9 +83,8 @@ def missing_slot_attributes(*names: str) -> list[str]:
 
 
 class OnDownloader:
-    """What acts on the running downloader: bound to it on first use
-    (middlewares are built before the engine exists), once ``problems`` found
-    all it needs there (what is missing was logged at start: log_problems)."""
+    """Acts on the running downloader, bound on first use (middlewares are built
+    before the engine exists) once ``problems`` finds all it needs there."""
 
     problems: Callable[[object], list[str]]
 

@@ -71,14 +71,10 @@ def _jitter_value(jitter: float) -> float | bool:
 
 
 class SlotDelays(OnDownloader):
-    """Minimum delays between request starts, per download slot.
-
-    ``require(request, delay)`` makes the delay of the request's download
-    slot at least ``delay`` seconds; when several origins share a slot, the
-    largest minimum wins. At most ``max_slots`` slots are remembered (the
-    oldest first gives its DOWNLOAD_SLOTS entry back): the middleware calls
-    ``require`` for every request of an origin with a delay, so a slot that
-    is still in use gets its minimum back with its next request.
+    """Minimum delays between request starts, per download slot (the largest
+    of the origins sharing one). At most ``max_slots`` slots are remembered
+    (the oldest first gives its DOWNLOAD_SLOTS entry back): a slot still in use
+    gets its minimum back with its next request, as each one calls ``require``.
     """
 
     problems = staticmethod(internals_problems)

@@ -83,9 +83,8 @@ class _ReportingSet(set["Request"]):
 
 
 def follow_departures(downloader: object, told: Callable[[Request], None]) -> bool:
-    """Have ``told`` called with each request that leaves ``downloader``'s
-    active set for good, if the frontier watches it; False if not (then
-    Scrapy's signals must tell)."""
+    """Have ``told`` called with each request leaving ``downloader``'s active set
+    for good; False if the frontier does not watch it (Scrapy's signals tell)."""
     active = getattr(downloader, "active", None)
     if not isinstance(active, _ReportingSet):
         return False

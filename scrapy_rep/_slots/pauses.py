@@ -45,11 +45,8 @@ def pause_problems(downloader: object) -> list[str]:
 class SlotPauses(OnDownloader):
     """Download slots held still until a time: nothing queued in them leaves.
 
-    ``lastseen``, whose clock differs between Scrapy releases, and the delay
-    settings are left alone. A slot created during a pause (the old one was
-    garbage-collected) has no timer: :mod:`scrapy_rep.slowdown` holds it again
-    when a request reaches it. Without the internals (:func:`pause_problems`,
-    logged at start), only the requests not yet in the slot wait.
+    A slot created during a pause (the old one was garbage-collected) has no
+    timer: :mod:`scrapy_rep.slowdown` holds it again when a request reaches it.
     """
 
     problems = staticmethod(pause_problems)

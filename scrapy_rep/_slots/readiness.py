@@ -36,11 +36,8 @@ def readiness_problems(downloader: object) -> list[str]:
 
 
 class SlotReadiness(OnDownloader):
-    """Reads download slots for the frontier (see the module docstring).
-
-    Without the internals (logged at start), a slot reads as empty, with
-    ``CONCURRENT_REQUESTS_PER_DOMAIN`` places and ``DOWNLOAD_DELAY``.
-    """
+    """Reads download slots for the frontier; without the internals (logged at
+    start), a slot reads as empty, with the settings' concurrency and delay."""
 
     problems = staticmethod(readiness_problems)
 

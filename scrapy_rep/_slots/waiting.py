@@ -62,10 +62,7 @@ class Waiting:
     def detached(self, request: Request) -> Iterator[None]:
         """While the block runs, ``request`` is out of the downloader's active
         set, if allowed (else it waits inside CONCURRENT_REQUESTS)."""
-        if self.count >= self.cap or not self._can_detach():
-            yield
-            return
-        if not self.ledger.detach(request):
+        if self.count >= self.cap or not self._can_detach() or not self.ledger.detach(request):
             yield
             return
         self.count += 1

@@ -31,11 +31,9 @@ def wakeup_problems(engine: Any) -> list[str]:
 
 
 class EngineWakeup:
-    """Wakes the engine now or at a time (see the module docstring).
-
-    ``on_timer`` is called each time a timer set by :meth:`at` wakes the
-    engine (for a stat). Without the engine's internals (reported at start),
-    nothing is woken: the engine's heartbeat still asks every 5 s.
+    """Wakes the engine now or at a time; ``on_timer`` is called each time a
+    timer set by :meth:`at` wakes it (for a stat). Without the engine's
+    internals (reported at start), the engine's heartbeat still asks every 5 s.
     """
 
     def __init__(self, crawler: Crawler, on_timer: Callable[[], None] | None = None) -> None:

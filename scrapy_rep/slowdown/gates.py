@@ -262,8 +262,7 @@ class Gates:
     def _not_reached(self, key: str, request: Request) -> None:
         gate = self.by_slot.get(key)
         if gate is not None and request in gate.out:
-            gate.out[request] = None  # its timer, which fired
-            self._free(key, gate, request)
+            self._free(key, gate, request)  # (cancelling its fired timer does nothing)
 
     def _reached(self, request: Request) -> None:
         key: str | None = request.meta.get("download_slot")
