@@ -49,19 +49,6 @@ class BackoffTable:
     """Origin -> :class:`Backoff`, in :data:`BYTES_PER_ORIGIN` bytes each, for
     ``bound`` origins at most (see the module docstring)."""
 
-    __slots__ = (
-        "_buckets",
-        "_capacity",
-        "_count",
-        "_epoch",
-        "_failures",
-        "_fingerprints",
-        "_kind_of",
-        "_kinds",
-        "_reason",
-        "_retry",
-    )
-
     def __init__(self, bound: int) -> None:
         self._capacity = -(-max(bound, 0) // WAYS) * WAYS
         self._epoch = _clock.now()
