@@ -224,12 +224,7 @@ class Pacing:
         if held is None:
             return None
         self._stats.inc_value("rep/waited/gate")
-        return self._held(request, held)
-
-    async def _held(self, request: Request, held: Coroutine[Any, Any, None]) -> None:
-        await held
-        if self.challenges is not None and self.challenges.stopped:  # stopped meanwhile
-            self.challenges.check(request)
+        return self._gated(request, held, place=False)
 
     def placed(
         self, request: Request, placed: Coroutine[Any, Any, None]
@@ -254,11 +249,13 @@ class Pacing:
         if self.challenges is not None and self.challenges.stopped:  # stopped meanwhile
             self.challenges.check(request)
 
-    async def _gated(self, request: Request, held: Coroutine[Any, Any, None]) -> None:
+    async def _gated(
+        self, request: Request, held: Coroutine[Any, Any, None], *, place: bool = True
+    ) -> None:
         await held
         if self.challenges is not None and self.challenges.stopped:  # stopped meanwhile
             self.challenges.check(request)
-        if self.limits is not None:
+        if place and self.limits is not None:
             placed = self.limits.admit(request)
             if placed is not None:
                 await self.placed(request, placed)
@@ -267,5 +264,5 @@ class Pacing:
         """Download slot ``key``'s 429/503 gate: None when it holds nothing (not
         paused, not resuming); else the seconds its pause still lasts, <= 0
         once over (the requests it holds are the ledger's, counted as out)."""
-        gate = self.gates.holding_gate(key) if self.gates is not None else None
-        return None if gate is None else gate.until - _clock.monotonic()
+        gate = self.gates.by_slot.get(key) if self.gates is not None else None
+        return None if gate is None or not gate.holding else gate.until - _clock.monotonic()

@@ -126,11 +126,6 @@ class Gates:
         gate = self.by_slot.get(key)
         return None if gate is None else gate.until
 
-    def holding_gate(self, key: str) -> Gate | None:
-        """Slot ``key``'s gate if it holds requests now (paused or resuming)."""
-        gate = self.by_slot.get(key) if self.holding else None
-        return gate if gate is not None and gate.holding else None
-
     def count_answer(self, key: str, now: float, *, cluster: int | None = None) -> int:
         """One more slow-down answer in a row from slot ``key``, or, with
         ``cluster``, the cluster's count of them if higher; how many now."""
