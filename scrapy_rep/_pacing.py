@@ -95,12 +95,9 @@ class Pacing:
                 )
         if self.gates is not None and shared.pauses is not None:  # one probe per shared pause
             self.gates.claim = shared.pauses.claim_probe
+        paused = self.gates.paused if self.gates is not None else None
         self.delays = (
-            SlotDelays(
-                crawler,
-                config.cache_max_origins,
-                paused=self.gates.paused if self.gates is not None else None,
-            )
+            SlotDelays(crawler, config.cache_max_origins, paused)
             if config.obey_crawl_delay
             else None
         )

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from scrapy import Request
-    from scrapy.core.downloader import Downloader
+    from scrapy.core.downloader import Downloader, Slot
     from scrapy.crawler import Crawler
 
 
@@ -105,6 +105,11 @@ class OnDownloader:
             return None
         self._downloader = downloader
         return downloader
+
+    def _slot(self, key: str) -> Slot | None:
+        """The downloader's slot ``key``, if it has one now."""
+        downloader = self._downloader or self._bind()
+        return downloader.slots.get(key) if downloader is not None else None
 
     def key(self, request: Request) -> str:
         """The request's download slot key (Scrapy's ``get_slot_key``)."""

@@ -3,22 +3,17 @@
 What follows requests into Scrapy's downloader (the slot limit, the slow-down
 gates, the frontier, the Redis queue, the cluster's turns, the own downloads)
 asks the crawl's :class:`Ledger` instead of connecting receivers of its own
-(docs/development.md, "Requests out are one model too"). Its signal receivers
-are connected only while followed (:meth:`Ledger.follow`): each costs every
-request some microseconds, a plain callback far less. It knows:
-
-- requests let go to a slot (:meth:`Ledger.let_go`): out until they left the
-  downloader, were answered without reaching it (a cache hit), or are found in
-  their slot neither within :data:`REACH_TIMEOUT` nor later (a sweep looks);
-  told by the frontier's watched ``Downloader.active`` when there is one, else
-  by two receivers (about 63,500 instructions a request, 13.5 µs; callgrind);
-- requests a scheduler queue that holds its slot's concurrency handed out
-  (:meth:`Ledger.hand_out`): out until that queue is told they left
-  ``Downloader.active`` for good (:meth:`Ledger.returned`), wherever they are
-  meanwhile; :meth:`Ledger.out` counts a slot's requests out;
-- requests taken out of ``Downloader.active`` to wait in a middleware or to
-  download without a place (:meth:`Ledger.detach`): alive, and ``spider_idle``
-  is answered with ``DontCloseSpider`` while any is.
+(docs/development.md, "Requests out are one model too"): a Scrapy receiver,
+connected only while followed, costs every request some microseconds, a plain
+callback far less. It knows the requests let go to a slot (:meth:`Ledger.let_go`,
+out until the downloader is done with them or they are found in no slot
+within :data:`REACH_TIMEOUT`; with the frontier watching ``Downloader.active``,
+told by a direct call, else by two receivers: about 63,500 instructions a
+request, 13.5 µs), the requests a scheduler queue that holds its slot's
+concurrency handed out (:meth:`Ledger.hand_out`, out until it is told they
+left for good), and those detached from ``Downloader.active`` but alive
+(:meth:`Ledger.detach`: ``spider_idle`` is answered with ``DontCloseSpider``
+while any is).
 """
 
 from __future__ import annotations

@@ -51,11 +51,6 @@ class SlotPauses(OnDownloader):
 
     problems = staticmethod(pause_problems)
 
-    def _slot(self, key: str) -> Slot | None:
-        """The downloader's slot ``key``, if it has one now."""
-        downloader = self._downloader or self._bind()
-        return downloader.slots.get(key) if downloader is not None else None
-
     def concurrency(self, key: str, default: int) -> int:
         """The slot's own concurrency (``default`` if it has no slot now)."""
         slot = self._slot(key)

@@ -49,8 +49,7 @@ class SlotReadiness(OnDownloader):
 
     def holding(self, key: str) -> AbstractSet[Request]:
         """The requests slot ``key`` holds now: queued in it or transferring."""
-        downloader = self._downloader or self._bind()
-        slot = downloader.slots.get(key) if downloader is not None else None
+        slot = self._slot(key)
         return slot.active if slot is not None else _NONE
 
     def concurrency(self, key: str) -> int:
@@ -78,8 +77,7 @@ class SlotReadiness(OnDownloader):
     def since_start(self, key: str) -> float | None:
         """Seconds since slot ``key`` last started a request (None: it has no slot
         or never started one)."""
-        downloader = self._downloader or self._bind()
-        slot = downloader.slots.get(key) if downloader is not None else None
+        slot = self._slot(key)
         if slot is None or not slot.lastseen:
             return None
         return float(SLOT_CLOCK() - slot.lastseen)
