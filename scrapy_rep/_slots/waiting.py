@@ -1,21 +1,16 @@
 """Requests waiting in a middleware without holding a place in CONCURRENT_REQUESTS.
 
-Scrapy counts a request as active in the downloader from the moment its
-downloader middlewares start until its last ``process_response`` ends, so
-requests waiting there (for their origin's robots.txt, a cluster-wide
-Crawl-delay turn, a tdmrep.json) would fill ``CONCURRENT_REQUESTS`` and stall
-origins that could go ahead. While one waits, it is taken out of the
-downloader's active set, and put back before the middleware method returns
-(the downloader removes it when its download ends). At most
-``REP_MAX_WAITING`` requests wait that way, all kinds together (one
-:class:`Waiting` per crawl); the others wait inside the limit.
-
-What else keeps this sound: the engine waits for a waiting request before
-closing (it is in its in-progress set), but its idle check only looks at the
-downloader's active set, so ``spider_idle`` is answered with
-``DontCloseSpider`` while any request is detached (by the ledger); the engine
-is woken after a request is taken out, to pull more at once instead of at its
-next 5 s heartbeat; every sleep ends early, with False, once it closes.
+Scrapy counts a request as active from the start of its downloader
+middlewares to the end of its last ``process_response``, so requests waiting
+there (for robots.txt, a cluster-wide Crawl-delay turn, a tdmrep.json) would
+fill ``CONCURRENT_REQUESTS`` and stall origins that could go ahead. While one
+waits, it is out of the downloader's active set (put back before the
+middleware returns: the downloader removes it when its download ends), up to
+``REP_MAX_WAITING`` at once, all kinds together; the others wait inside the
+limit. The engine still waits for them before closing, but its idle check
+does not see them: ``spider_idle`` is answered with ``DontCloseSpider`` while
+any is detached (by the ledger). The engine is woken after a request is taken
+out, to pull more at once; every sleep ends early, with False, once it closes.
 """
 
 from __future__ import annotations

@@ -2,15 +2,11 @@
 
 :class:`~scrapy_rep.slowdown.SlowDown` decides when a slot is paused and for
 how long; :class:`Gates` holds the requests meanwhile (docs/slowdown.md, "What
-happens"). Each slot that answered slow-down has one record, its
-:class:`Gate`: the pause and, while the slot is paused or resuming, what the
-gate holds (requests leaving the robots middleware, out of
-``CONCURRENT_REQUESTS``, behind those queued in the slot when the pause
-began). A released request counts as out until the crawl's
-:class:`~scrapy_rep._slots.Ledger` says it left (followed while a gate holds).
-The gate stops holding once its backlog is gone and a request it let go after
-the pause has left; the record stays until a good answer ends the slot's run
-of slow-down answers; past ``REP_CACHE_MAX_ORIGINS`` records, the oldest
+happens"), each slot's in its record (:class:`Gate`). A released request
+counts as out until the crawl's :class:`~scrapy_rep._slots.Ledger` says it
+left. The gate stops holding once its backlog is gone and a request it let go
+after the pause has left; the record stays until a good answer ends the slot's
+run of slow-down answers; past ``REP_CACHE_MAX_ORIGINS`` records, the oldest
 holding nothing are forgotten.
 """
 
