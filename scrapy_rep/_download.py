@@ -65,9 +65,8 @@ class OwnDownloads:
 
     def __init__(self, crawler: Crawler, config: Config, path: str, *, uncapped: bool) -> None:
         """``path``: the file ("/robots.txt", "/.well-known/tdmrep.json").
-        ``uncapped``: answers are decoded with a bound
-        (:func:`scrapy_rep.decompression.problem` found nothing) and Scrapy's own
-        handlers report received bytes, so DOWNLOAD_MAXSIZE can be lifted."""
+        ``uncapped``: answers are decoded with a bound and Scrapy's own handlers
+        report received bytes, so DOWNLOAD_MAXSIZE can be lifted."""
         self.crawler = crawler
         self.config = config
         self.path = path

@@ -1,15 +1,13 @@
 """Crawl-delay as a download slot's minimum, which jitter, AutoThrottle and GC cannot undercut.
 
-How (docs/crawl-delay.md, "Nothing undercuts it"): the slot's jitter is cut
-to what keeps its low end at the minimum; AutoThrottle sets ``slot.delay`` in
-a ``response_downloaded`` handler, and ours, connected when the first minimum
-is recorded (during the crawl, so after AutoThrottle's: receivers run in
-connection order), raises it back; and a garbage-collected slot is recreated
-from ``per_slot_settings``, so the minimum is written there too.
-
-When workers share a slot's pacing through Redis, :meth:`SlotDelays.let_cluster_pace`
-holds its local delay at 0 instead: a request released at its cluster-wide
-reserved time must leave at once. :meth:`SlotDelays.require` takes it back.
+How (docs/crawl-delay.md, "Nothing undercuts it"): the slot's jitter is cut to
+what keeps its low end at the minimum; AutoThrottle's ``response_downloaded``
+handler sets ``slot.delay``, and ours, connected after it (at the first
+minimum, during the crawl: receivers run in connection order), raises it back;
+a garbage-collected slot is recreated from ``per_slot_settings``, which holds
+the minimum too. When workers share a slot's pacing through Redis,
+:meth:`SlotDelays.let_cluster_pace` holds its local delay at 0 instead: a
+request released at its reserved time must leave at once.
 """
 
 from __future__ import annotations

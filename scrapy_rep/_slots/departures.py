@@ -1,18 +1,15 @@
 """Told when a request leaves the downloader: for the frontier's full slots and Crawl-delay holds.
 
 Scrapy signals ``request_left_downloader`` while the request is still in its
-slot's ``active`` set, and nothing at all for a request that never reaches its
-slot (an HttpCacheMiddleware hit, a request a middleware drops). What every
-request does last is leave ``Downloader.active`` (``Downloader.fetch`` removes
-it), so :class:`Departures` replaces that set with one that reports each
-request leaving it: by ``remove`` (Scrapy's fetch: done with the downloader,
-``final``) or by ``discard`` (:meth:`~scrapy_rep._slots.ledger.Ledger.detach`:
-it steps out to wait in a middleware). Without the internal
-(:func:`departure_problems`, logged at start), nothing is reported.
-
-Others told of the final departures (:func:`follow_departures`) are called
-directly from the set: a receiver of ``request_left_downloader`` costs every
-request about 30,000 instructions, most of it Scrapy's dispatch.
+slot's ``active`` set, and nothing for one that never reaches its slot (a
+cache hit, a request a middleware drops). What every request does last is
+leave ``Downloader.active`` (``Downloader.fetch`` removes it), so
+:class:`Departures` replaces that set with one that reports each request
+leaving it: by ``remove`` (done with the downloader, ``final``) or by
+``discard`` (detached to wait in a middleware). Others told of the final
+departures (:func:`follow_departures`) are called directly from the set: a
+``request_left_downloader`` receiver costs every request about 30,000
+instructions, most of it Scrapy's dispatch.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """At most a download slot's concurrency of requests in flight, on every reactor.
 
-Scrapy holds a slot to its concurrency by counting the requests it transfers,
-but on the asyncio reactor ``Downloader._process_queue`` starts every request
-queued in the slot in one loop turn, before any of them counts as
-transferring: requests that enter a slot together all go at once (40 released
-by their robots.txt reached a ``CONCURRENT_REQUESTS_PER_DOMAIN = 2`` site 14
-at a time). :class:`SlotLimits` keeps the count itself, for requests leaving
-the robots middleware that no scrapy-rep queue handed out (those queues hold
-the slot themselves): docs/crawl-delay.md, "At most the slot's concurrency in
-flight". A place is freed when the crawl's
-:class:`~scrapy_rep._slots.ledger.Ledger` is done with its request; the limit
-is the slot's concurrency as Scrapy makes it. A request that may go costs a
-few dict lookups, about 1 microsecond.
+On the asyncio reactor ``Downloader._process_queue`` starts every request
+queued in a slot in one loop turn, before any counts as transferring: requests
+that enter a slot together all go at once (40 released by their robots.txt
+reached a ``CONCURRENT_REQUESTS_PER_DOMAIN = 2`` site 14 at a time).
+:class:`SlotLimits` keeps the count itself, for the requests leaving the robots
+middleware that no scrapy-rep queue handed out (those hold the slot
+themselves): docs/crawl-delay.md, "At most the slot's concurrency in flight".
+A request that may go costs a few dict lookups, about 1 microsecond.
 """
 
 from __future__ import annotations
@@ -126,9 +122,7 @@ class SlotLimits(OnDownloader):
 
     def _limit(self, downloader: Downloader, key: str) -> int:
         slot = downloader.slots.get(key)
-        if slot is not None:
-            return int(slot.concurrency)
-        return self._new_limit(downloader, key)
+        return int(slot.concurrency) if slot is not None else self._new_limit(downloader, key)
 
     @staticmethod
     def _new_limit(downloader: Downloader, key: str) -> int:
