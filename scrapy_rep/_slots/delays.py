@@ -96,11 +96,8 @@ class SlotDelays(OnDownloader):
 
     def require(self, request: Request, delay: float) -> None:
         """Make the delay of ``request``'s download slot at least ``delay`` s.
-
-        Called for every request of an origin with a Crawl-delay, before the
-        slot of a new key exists: when nothing changes it costs the slot key
-        and one dict lookup (about 2 microseconds, most of it get_slot_key).
-        """
+        Called for every request of an origin with a Crawl-delay: when nothing
+        changes it costs the slot key and one dict lookup (about 2 µs)."""
         downloader = self._downloader or self._bind()
         if downloader is None:
             return

@@ -127,11 +127,9 @@ class Ledger:
         self._done = done
 
     def _follow_out(self) -> None:
-        """From the first request let go: with the frontier watching the
-        downloader's active set, requests let go are done with when they
-        leave it, told directly; else Scrapy's signals tell. (Not before: a
-        crawl whose queue holds its slots lets none go, and pays for no
-        receiver.)"""
+        """From the first request let go (a crawl whose queue holds its slots
+        lets none go, and pays for no receiver): told by the frontier's watched
+        active set, else by Scrapy's signals."""
         self._following_out = True
         downloader = getattr(self._crawler.engine, "downloader", None)
         if not departures.follow_departures(downloader, self._left_out):
@@ -233,9 +231,8 @@ class Ledger:
         return len(holding) + len(handed.difference(holding))
 
     def returns_untold(self) -> None:
-        """The queue is not told when its requests leave ``Downloader.active``
-        (the frontier could not watch it): requests no longer :meth:`alive`
-        are forgotten when their slot is counted."""
+        """The queue is not told when its requests leave (the frontier could not
+        watch): those no longer :meth:`alive` are forgotten as their slot is counted."""
         self._untold = True
 
     def _forget_gone(self, key: str) -> set[Request] | None:

@@ -227,11 +227,9 @@ class Gates:
 
     def answered(self, key: str, request: Request, now: float) -> bool:
         """``request``, released by slot ``key``'s gate, was answered: its place
-        is free. True if it was sent before the slot's pause began, so that its
-        answer says nothing of the site now: the pause still runs at ``now``, or
-        the answer took longer than the pause (a busy machine or a slow site),
-        by when the download began (Scrapy's ``download_latency``: from the start
-        of the download to the answer's headers)."""
+        is free. True if it was sent before the pause began, so its answer says
+        nothing of the site now: the pause still runs at ``now``, or the download
+        began before it (by Scrapy's ``download_latency``: a busy machine, a slow site)."""
         gate = self.by_slot.get(key)
         if gate is None:
             return False
