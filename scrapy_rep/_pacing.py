@@ -223,21 +223,15 @@ class Pacing:
         self._stats.inc_value("rep/waited/gate")
         return self._gated(request, held, place=False)
 
-    def placed(
-        self, request: Request, placed: Coroutine[Any, Any, None]
-    ) -> Coroutine[Any, Any, None]:
+    async def placed(self, request: Request, placed: Coroutine[Any, Any, None]) -> None:
         """``placed`` (a wait for a place in the request's slot), then the
         slot's gate again if a pause began meanwhile (a challenge, a 429/503
         to a request already out): requests kept waiting for a place must
         not all go when the pause ends."""
-        if self.gates is None:
-            return placed
-        return self._regated(request, placed)
-
-    async def _regated(self, request: Request, placed: Coroutine[Any, Any, None]) -> None:
         await placed
         gates = self.gates
-        assert gates is not None
+        if gates is None:
+            return
         if gates.holding:
             held = gates.gate(request)
             if held is not None:
