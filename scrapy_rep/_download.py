@@ -210,9 +210,8 @@ class OwnDownloads:
         follow = self._ledger.follow if on else self._ledger.unfollow
         follow("reached", self._reached)
         if on:
-            # With the frontier's active set, a request taken out stays out
-            # until Scrapy removes it (Ledger.part): every page downloaded
-            # meanwhile is spared the receiver below.
+            # With the frontier's active set, a request taken out stays out until
+            # Scrapy removes it (Ledger.part): pages are spared the receiver below.
             self._parting = self._ledger.watched()
         if not self._parting:
             follow("left", self._left)

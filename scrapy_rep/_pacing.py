@@ -45,11 +45,8 @@ if TYPE_CHECKING:
 
 
 class Pacing:
-    """The crawl's pacing of requests whose verdict is known (see the module docstring).
-
-    ``gates`` (None without ``REP_SLOWDOWN``) and ``limits`` (None without
-    ``REP_SLOT_LIMIT``) are read by the robots middleware on every request.
-    """
+    """The crawl's pacing of requests whose verdict is known; the robots
+    middleware reads ``gates`` and ``limits`` (None when off) on every request."""
 
     def __init__(
         self,

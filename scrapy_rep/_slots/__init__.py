@@ -1,14 +1,10 @@
 """Scrapy's engine and downloader internals, in one room: per-slot delays, pauses, waiting.
 
-Scrapy has no public API for per-slot delays or for requests that wait inside
-a downloader middleware, so this package is the only part of scrapy-rep that
-touches the engine's and downloader's internals (its modules: the module map
-in docs/development.md). Each module's ``*_problems`` function lists what it
-needs and does not find; :func:`log_problems` logs them at start naming the
-Scrapy version, and tests/test_slots.py, tests/test_slowdown.py and
-tests/test_slot_limit.py fail when any of it changes.
-
-Everything is imported from here (``from scrapy_rep._slots import SlotDelays``).
+Scrapy has no public API for per-slot delays or for requests that wait inside a
+downloader middleware, so only this package touches those internals (its
+modules: docs/development.md's module map). Each ``*_problems`` function lists
+what its module needs and does not find: :func:`log_problems` logs them at start
+naming the Scrapy version, and tests fail when any of it changes.
 """
 
 from __future__ import annotations

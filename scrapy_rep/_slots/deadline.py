@@ -1,14 +1,12 @@
 """The deadline of one of scrapy-rep's own downloads, on scrapy-rep's clock.
 
 A robots.txt or tdmrep.json request carries the time its fetch has left as
-``download_timeout`` (:mod:`scrapy_rep._download`), which Scrapy's HTTP/1.1
-handler keeps with a reactor timer, in real time. :func:`clock_deadline` keeps
-it on scrapy-rep's clock too (a test that advances the clock sees the fetch
-end at once): when that comes first, it fires the handler's own timer early,
-so the download ends through Scrapy's own code (its exception, the
-middlewares' ``process_exception``, its stats) as a real timeout would. Only
-these downloads pay for a timer. With another download handler, or a request
-still queued in its slot, nothing is fired: ``download_timeout`` ends it.
+``download_timeout``, which Scrapy's HTTP/1.1 handler keeps in real time.
+:func:`clock_deadline` keeps it on scrapy-rep's clock too (a test that advances
+the clock sees the fetch end) and, when that comes first, fires the handler's
+own timer early: the download ends through Scrapy's own code (its exception,
+``process_exception``, stats) as a real timeout would. With another handler,
+or a request still queued in its slot, nothing is fired.
 """
 
 from __future__ import annotations

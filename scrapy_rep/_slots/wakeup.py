@@ -32,9 +32,7 @@ def wakeup_problems(engine: Any) -> list[str]:
 
 class EngineWakeup:
     """Wakes the engine now or at a time; ``on_timer`` is called each time a
-    timer set by :meth:`at` wakes it (for a stat). Without the engine's
-    internals (reported at start), the engine's heartbeat still asks every 5 s.
-    """
+    timer set by :meth:`at` wakes it (for a stat)."""
 
     def __init__(self, crawler: Crawler, on_timer: Callable[[], None] | None = None) -> None:
         self._crawler = crawler

@@ -2,13 +2,10 @@
 
 This module reads every answer on ``response_downloaded`` (retries included,
 before the slot's next request is picked) and decides the pauses: how long,
-at which level, shared with other workers through Redis. The held requests,
-the probe and the slow start after a pause are the gates',
-:mod:`scrapy_rep.slowdown.gates`. docs/slowdown.md is the manual (why
-tdmrep.json answers pause nothing, and robots.txt's do, too).
-
-With nothing paused, a request costs one dict truthiness test (in the robots
-middleware), and a response two membership tests and two dict truthiness tests.
+at which level, shared with other workers through Redis; the gates
+(:mod:`scrapy_rep.slowdown.gates`) hold the requests. docs/slowdown.md is the
+manual. With nothing paused, a request costs one dict truthiness test (in the
+robots middleware), a response two membership and two dict truthiness tests.
 """
 
 from __future__ import annotations
