@@ -216,9 +216,8 @@ class Ledger:
         return key
 
     def out(self, key: str, holding: AbstractSet[Request]) -> int:
-        """Requests of slot ``key`` out: those it holds (``holding``, its
-        ``active`` set) and those handed out not in it (on their way to it, or
-        detached but alive: waiting at a gate, for a place)."""
+        """Requests of slot ``key`` out: those it holds (``holding``, its ``active``
+        set) and those handed out not in it (on their way, or detached but alive)."""
         handed = self._handed_to.get(key)
         if handed is None:
             return len(holding)

@@ -106,9 +106,8 @@ class SlotPauses(OnDownloader):
         return False
 
     def drop_queued(self, key: str, reason: str, timer: _timers.Timer | None) -> int:
-        """End the requests queued in slot ``key`` with IgnoreRequest (their
-        errbacks get it), if ``timer`` holds it; their number. For the spider
-        closing during a pause, which would otherwise wait for the pause to end."""
+        """The spider closes during a pause: end the requests queued in slot ``key``
+        with IgnoreRequest if ``timer`` holds it (else they would wait it out); how many."""
         slot = self._slot(key)
         if slot is None or timer is None or not _held_by(slot, timer):
             return 0

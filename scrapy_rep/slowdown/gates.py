@@ -149,9 +149,8 @@ class Gates:
         return True
 
     async def sit_out(self, key: str) -> bool:
-        """Wait, without slow start, until slot ``key`` is not paused; False if
-        the spider closes meanwhile. For requests paced cluster-wide, already
-        out of the active set."""
+        """Wait, without slow start, until slot ``key`` is not paused (False: the
+        spider closes): for requests paced cluster-wide, out of the active set."""
         while True:
             gate = self.by_slot.get(key)
             left = 0.0 if gate is None else gate.until - _clock.monotonic()
@@ -356,9 +355,8 @@ class Gates:
         return gate
 
     def _evict_idle_gates(self) -> None:
-        # A broad crawl meets many slots: forget the oldest records holding
-        # nothing, those not paused first (a paused slot's own timer still
-        # holds what is queued in it).
+        # Forget the oldest records holding nothing, those not paused first (a
+        # paused slot's own timer still holds what is queued in it).
         idle = [
             key
             for key, gate in self.by_slot.items()
