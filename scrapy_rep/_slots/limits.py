@@ -72,10 +72,9 @@ class SlotLimits(OnDownloader):
     def admit(
         self, request: Request, url: ParseResult | None = None
     ) -> Coroutine[Any, Any, None] | None:
-        """None if ``request`` may go now (it takes a place of its slot), else
-        a coroutine that waits for a place (IgnoreRequest if the spider closes).
-        ``url``: the request's URL, parsed already (its host name is read once
-        per network location, not for each request)."""
+        """None if ``request`` may go now (it takes a place of its slot), else a
+        coroutine that waits for one (IgnoreRequest if the spider closes). ``url``:
+        its URL, parsed already (host names are read once per network location)."""
         handed = self._handed
         if handed and request in handed:  # its scheduler queue holds the slot's concurrency
             return None

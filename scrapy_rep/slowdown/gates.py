@@ -63,11 +63,8 @@ class Gate:
 
 
 class Gates:
-    """The records of the slots that answered slow-down (see the module docstring).
-
-    ``holding`` (how many gates hold requests now) is read where every request
-    leaves the robots middleware: 0, the request goes on without any other cost.
-    """
+    """The records of the slots that answered slow-down; ``holding`` is read for
+    every request leaving the robots middleware (0: it goes on at no other cost)."""
 
     def __init__(
         self,
