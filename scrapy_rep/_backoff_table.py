@@ -1,20 +1,15 @@
 """A compact memory of unreachable origins' backoff, far larger than the rules cache.
 
-An unreachable origin pushed out of the rules cache (REP_CACHE_MAX_ORIGINS)
-must keep its retry time, or it is asked again at its next request instead
-of after its backoff, and keep its failure count, or each return opens a new
-"outage" (a new WARNING, a backoff starting over). This table holds 14 bytes
-per origin in flat arrays (docs/robotstxt.md lists them): a 64-bit
-fingerprint of the origin (two origins sharing one, about 1 in 10**9 at a
-million origins, share a backoff), the retry time in tenths of a second
-rounded up, the failure count and the kind of failure.
-
-Slots are grouped in buckets of :data:`WAYS`; an origin lives in the emptier
-of two buckets its fingerprint names. The arrays start small and double when
-both of a new origin's buckets are full, up to the bound
-(``REP_BACKOFF_MAX_ORIGINS``, rounded up to a multiple of :data:`WAYS`). At
-the bound, a new origin takes the place of the one in its two buckets whose
-retry time comes first: the one whose backoff is over or ends soonest.
+An unreachable origin pushed out of the rules cache must keep its retry time
+and failure count, or its next request asks again at once and opens a new
+"outage" (docs/robotstxt.md, "When robots.txt is unreachable"). This table
+holds 14 bytes per origin in flat arrays: a 64-bit fingerprint (two origins
+sharing one, about 1 in 10**9 at a million origins, share a backoff), the
+retry time in tenths of a second rounded up, the failure count and the kind
+of failure. An origin lives in the emptier of two buckets of :data:`WAYS`
+slots its fingerprint names; the arrays double when both are full, up to the
+bound, past which it takes the place of the one of them whose retry time
+comes first.
 """
 
 from __future__ import annotations
@@ -53,19 +48,6 @@ class Backoff(NamedTuple):
 class BackoffTable:
     """Origin -> :class:`Backoff`, in :data:`BYTES_PER_ORIGIN` bytes each, for
     ``bound`` origins at most (see the module docstring)."""
-
-    __slots__ = (
-        "_buckets",
-        "_capacity",
-        "_count",
-        "_epoch",
-        "_failures",
-        "_fingerprints",
-        "_kind_of",
-        "_kinds",
-        "_reason",
-        "_retry",
-    )
 
     def __init__(self, bound: int) -> None:
         self._capacity = -(-max(bound, 0) // WAYS) * WAYS

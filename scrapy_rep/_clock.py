@@ -1,15 +1,10 @@
 """Now: the one module of scrapy-rep that reads the time.
 
-Every rule of time (Crawl-delay turns, pauses and probes, backoff, fetch
-timeouts, freshness, the frontier's sleeping slots) reads ``now()`` or
-``monotonic()`` here, and sets its timers with :mod:`scrapy_rep._timers`,
-which count in this time. A test moves it forward by hand with ``advance()``
-and sees a 600 s backoff or a 30 s deadline pass at once in a crawl it runs
-for real (the model is Twisted's ``task.Clock``; here the reactor's own timers
-stay underneath, so a test that does not advance runs in real time).
-
-Only tests call ``advance()`` and ``reset()``. The offset is per process: a
-cluster of workers (a process each) is never advanced.
+Every rule of time reads ``now()`` or ``monotonic()`` here and sets its timers
+with :mod:`scrapy_rep._timers`, which count in this time. A test moves it
+forward with ``advance()`` and sees a 600 s backoff pass at once in a crawl it
+runs for real (the reactor's own timers stay underneath, so a test that does
+not advance runs in real time). The offset is per process.
 """
 
 from __future__ import annotations

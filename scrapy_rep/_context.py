@@ -1,14 +1,9 @@
 """The crawl's one context: what scrapy-rep's components in one crawl share.
 
-Scrapy builds each component with the crawler, in an order of its own
-(downloader middlewares, then the scheduler and its queues, the spider
-middlewares, the spider). What they share is kept in one :class:`CrawlContext`
-held by that crawler, so it lives and dies with the crawl and no module keeps a
-table of crawlers. The first component to ask builds it
-(:func:`crawl_context`): the settings read once, and the waiting room every
-middleware shares under one ``REP_MAX_WAITING``. The crawl's robots service,
-frontier state and evidence archive take their places in it when first asked
-for, built by the layer that owns them (:func:`scrapy_rep._robots.robots_service`,
+Held by the crawler, so it lives and dies with the crawl and no module keeps a
+table of crawlers (docs/development.md). The first component Scrapy builds
+makes it (:func:`crawl_context`); the layers above put their parts in it
+(:func:`scrapy_rep._robots.robots_service`,
 :func:`scrapy_rep.frontier.shared.frontier_of`,
 :meth:`scrapy_rep.evidence.Evidence.of`): this module sits below them.
 """

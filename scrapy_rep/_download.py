@@ -2,21 +2,15 @@
 
 ``crawler.engine.download_async`` runs the user's downloader middlewares
 (proxies, auth, headers, cookies, caches), so scrapy-rep asks for its files
-the way pages are asked for. On top, what any server on the web can make one
-of them cost is bounded here (docs/robotstxt.md, "What a server can make a
-robots.txt fetch cost"): bytes (``REP_MAX_SIZE``, cut from a
-``bytes_received`` handler connected only while such downloads run), time
-(``REP_FETCH_TIMEOUT`` for the whole fetch, :class:`Budget`), places (a
-download in flight is out of the downloader's active set, at most
-``REP_MAX_FETCHES`` at once per file) and redirects (followed here, hop by
-hop: :meth:`OwnDownloads.follow`). One core, two users: robots.txt
-(:class:`scrapy_rep.fetcher.RobotsDownload`) and the other files of an origin
-(``/.well-known/tdmrep.json``, :mod:`scrapy_rep._tdmrep_files`:
-:meth:`OwnDownloads.file`).
-
-Every request carries ``rep_robotstxt`` (so it is decoded with a bound); one
-for another file carries ``rep_well_known`` too (its path). Each
-:class:`OwnDownloads` handles only the requests for its own file.
+the way pages are asked for. On top, what a server can make one of them cost
+is bounded here (docs/robotstxt.md, "What a server can make a robots.txt fetch
+cost"): bytes (``REP_MAX_SIZE``), time for the whole fetch (:class:`Budget`),
+places (at most ``REP_MAX_FETCHES`` at once out of the downloader's active
+set) and redirects (followed hop by hop: :meth:`OwnDownloads.follow`). One
+core, two users: robots.txt (:class:`scrapy_rep.fetcher.RobotsDownload`) and
+``/.well-known/tdmrep.json`` (:mod:`scrapy_rep._tdmrep_files`). Every request
+carries ``rep_robotstxt`` (decoded with a bound), one for another file
+``rep_well_known`` too: each :class:`OwnDownloads` handles only its own file's.
 """
 
 from __future__ import annotations
@@ -71,14 +65,12 @@ class OwnDownloads:
 
     def __init__(self, crawler: Crawler, config: Config, path: str, *, uncapped: bool) -> None:
         """``path``: the file ("/robots.txt", "/.well-known/tdmrep.json").
-        ``uncapped``: answers are decoded with a bound
-        (:func:`scrapy_rep.decompression.problem` found nothing) and Scrapy's own
-        handlers report received bytes, so DOWNLOAD_MAXSIZE can be lifted."""
+        ``uncapped``: answers are decoded with a bound and Scrapy's own handlers
+        report received bytes, so DOWNLOAD_MAXSIZE can be lifted."""
         self.crawler = crawler
         self.config = config
         self.path = path
         self._well_known = None if path == ROBOTS_PATH else path
-        self._stats = crawler.stats
         self._size_meta = {"download_maxsize": 0, "download_warnsize": 0} if uncapped else {}
         self._headers = {b"Accept-Encoding": accept_encoding()}
         self._running = 0  # downloads in flight: the signal handlers are connected
@@ -218,9 +210,8 @@ class OwnDownloads:
         follow = self._ledger.follow if on else self._ledger.unfollow
         follow("reached", self._reached)
         if on:
-            # With the frontier's active set, a request taken out stays out
-            # until Scrapy removes it (Ledger.part): every page downloaded
-            # meanwhile is spared the receiver below.
+            # With the frontier's active set, a request taken out stays out until
+            # Scrapy removes it (Ledger.part): pages are spared the receiver below.
             self._parting = self._ledger.watched()
         if not self._parting:
             follow("left", self._left)
@@ -245,9 +236,8 @@ class OwnDownloads:
             self._bounded[request] = headers.bound_headers(request.url)
         if len(self._out) >= self.most_out:
             return
-        engine = self.crawler.engine
         if self._can_leave is None:  # what is missing was logged at start (_slots)
-            self._can_leave = not _slots.waiting_problems(engine)
+            self._can_leave = not _slots.waiting_problems(self.crawler.engine)
         if self._can_leave and self._ledger.detach(request):
             self._out.add(request)
             if self._parting:

@@ -1,13 +1,9 @@
-"""One task per key at a time, shared by whoever waits for its result.
+"""One task per key at a time (a robots.txt or tdmrep.json fetch per origin), shared by its waiters.
 
 Each waiter gets a Deferred of its own, fired with the result when the task
-ends: a shared Deferred would hand its result to its first waiter only, and
-this works alike on the asyncio reactor and on Twisted's own. The robots.txt
-fetcher and the tdmrep.json files each keep one, keyed by origin.
-
-A task may end before ``join`` returns (Scrapy's HTTP cache answers at once on
-Twisted's reactor): a waiter is therefore registered before its task starts,
-and a finished task is never looked up again.
+ends: a shared Deferred would hand its result to its first waiter only. A
+task may end before ``join`` returns (Scrapy's HTTP cache answers at once on
+Twisted's reactor), so a waiter is registered before its task starts.
 """
 
 from __future__ import annotations
@@ -20,11 +16,9 @@ from twisted.internet.defer import Deferred
 from scrapy_rep import _timers
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine, Hashable
+    from collections.abc import Callable, Coroutine
 
-__all__ = ["InFlight"]
-
-K = TypeVar("K", bound="Hashable")
+K = TypeVar("K")
 V = TypeVar("V")
 
 

@@ -1,22 +1,14 @@
 """Where a request that may go waits for its turn: Crawl-delay, a paused slot, a place in its slot.
 
-The robots middleware hands a request here once its verdict is known. What
-it meets, in this order:
-
-- **Crawl-delay** (and Request-rate), for its agent: the download slot's
-  minimum delay (:class:`~scrapy_rep._slots.SlotDelays`), or, with shared
-  state, a turn reserved cluster-wide (:class:`~scrapy_rep.cluster.ClusterDelay`),
-  waited for out of the downloader's active set; a request the Redis queue
-  handed out has taken its turn there already;
-- **a paused slot** (429/503, :mod:`scrapy_rep.slowdown`): its gate holds the
-  request until the pause ends and the slow start has room; a request
-  waiting for a cluster turn sits the pause out first;
-- **a place in its slot** (``REP_SLOT_LIMIT``, :class:`~scrapy_rep._slots.SlotLimits`):
-  at most the slot's concurrency in flight, which Scrapy does not hold on
-  the asyncio reactor.
-
-With nothing paused, leaving costs one attribute test and the slot limit's
-few dict lookups.
+The robots middleware hands a request here once its verdict is known. It
+meets, in this order: its **Crawl-delay** (and Request-rate), as the download
+slot's minimum delay (:class:`~scrapy_rep._slots.SlotDelays`) or, with shared
+state, a turn reserved cluster-wide (:class:`~scrapy_rep.cluster.ClusterDelay`)
+waited for out of the downloader's active set; **a paused slot's gate**
+(429/503, :mod:`scrapy_rep.slowdown`), sat out first by a request waiting for
+a cluster turn; **a place in its slot** (``REP_SLOT_LIMIT``,
+:class:`~scrapy_rep._slots.SlotLimits`). With nothing paused, leaving costs
+one attribute test and the slot limit's few dict lookups.
 """
 
 from __future__ import annotations
@@ -53,11 +45,8 @@ if TYPE_CHECKING:
 
 
 class Pacing:
-    """The crawl's pacing of requests whose verdict is known (see the module docstring).
-
-    ``gates`` (None without ``REP_SLOWDOWN``) and ``limits`` (None without
-    ``REP_SLOT_LIMIT``) are read by the robots middleware on every request.
-    """
+    """The crawl's pacing of requests whose verdict is known; the robots
+    middleware reads ``gates`` and ``limits`` (None when off) on every request."""
 
     def __init__(
         self,
@@ -74,10 +63,9 @@ class Pacing:
         self._waiting = waiting
         self._report = report
         pauses = SlotPauses(crawler)
-        # Both read every answer: one response_downloaded receiver calls them,
-        # as Scrapy's dispatch of a receiver costs about what either's reading
-        # does. The stop signals first: they mark an answer the slow-down then
-        # ignores.
+        # Both read every answer: one response_downloaded receiver (Scrapy's
+        # dispatch costs about what either's reading does) calls the stop
+        # signals first, as they mark an answer the slow-down then ignores.
         both = config.stop_signals and config.slowdown
         self.challenges = (
             Challenges(crawler, config, pauses, listen=not both) if config.stop_signals else None
@@ -102,12 +90,9 @@ class Pacing:
                 )
         if self.gates is not None and shared.pauses is not None:  # one probe per shared pause
             self.gates.claim = shared.pauses.claim_probe
+        paused = self.gates.paused if self.gates is not None else None
         self.delays = (
-            SlotDelays(
-                crawler,
-                config.cache_max_origins,
-                paused=self.gates.paused if self.gates is not None else None,
-            )
+            SlotDelays(crawler, config.cache_max_origins, paused)
             if config.obey_crawl_delay
             else None
         )
@@ -207,9 +192,8 @@ class Pacing:
     def leave(
         self, request: Request, url: ParseResult | None = None
     ) -> Coroutine[Any, Any, None] | None:
-        """Where a request that may go now waits for its slot's gate (a paused
-        slot), then for a place in its slot; None: it goes now. (``url``: its
-        URL, parsed already.)"""
+        """Wait at the slot's gate (a paused slot), then for a place in the slot;
+        None: it goes now. ``url``: its URL, parsed already."""
         gates = self.gates
         if gates is not None and gates.holding:  # no call on the hot path when none holds
             held = gates.gate(request)
@@ -232,28 +216,17 @@ class Pacing:
         if held is None:
             return None
         self._stats.inc_value("rep/waited/gate")
-        return self._held(request, held)
+        return self._gated(request, held, place=False)
 
-    async def _held(self, request: Request, held: Coroutine[Any, Any, None]) -> None:
-        await held
-        if self.challenges is not None and self.challenges.stopped:  # stopped meanwhile
-            self.challenges.check(request)
-
-    def placed(
-        self, request: Request, placed: Coroutine[Any, Any, None]
-    ) -> Coroutine[Any, Any, None]:
+    async def placed(self, request: Request, placed: Coroutine[Any, Any, None]) -> None:
         """``placed`` (a wait for a place in the request's slot), then the
         slot's gate again if a pause began meanwhile (a challenge, a 429/503
         to a request already out): requests kept waiting for a place must
         not all go when the pause ends."""
-        if self.gates is None:
-            return placed
-        return self._regated(request, placed)
-
-    async def _regated(self, request: Request, placed: Coroutine[Any, Any, None]) -> None:
         await placed
         gates = self.gates
-        assert gates is not None
+        if gates is None:
+            return
         if gates.holding:
             held = gates.gate(request)
             if held is not None:
@@ -262,11 +235,13 @@ class Pacing:
         if self.challenges is not None and self.challenges.stopped:  # stopped meanwhile
             self.challenges.check(request)
 
-    async def _gated(self, request: Request, held: Coroutine[Any, Any, None]) -> None:
+    async def _gated(
+        self, request: Request, held: Coroutine[Any, Any, None], *, place: bool = True
+    ) -> None:
         await held
         if self.challenges is not None and self.challenges.stopped:  # stopped meanwhile
             self.challenges.check(request)
-        if self.limits is not None:
+        if place and self.limits is not None:
             placed = self.limits.admit(request)
             if placed is not None:
                 await self.placed(request, placed)
@@ -275,5 +250,5 @@ class Pacing:
         """Download slot ``key``'s 429/503 gate: None when it holds nothing (not
         paused, not resuming); else the seconds its pause still lasts, <= 0
         once over (the requests it holds are the ledger's, counted as out)."""
-        gate = self.gates.holding_gate(key) if self.gates is not None else None
-        return None if gate is None else gate.until - _clock.monotonic()
+        gate = self.gates.by_slot.get(key) if self.gates is not None else None
+        return None if gate is None or not gate.holding else gate.until - _clock.monotonic()

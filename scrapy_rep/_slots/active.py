@@ -3,12 +3,8 @@
 A request waiting inside a downloader middleware (for its robots.txt, a
 Crawl-delay turn, a paused slot's gate) is in ``Downloader.active``, so it
 counts against ``CONCURRENT_REQUESTS``: :func:`leave_active` takes it out and
-wakes the engine (``ExecutionEngine._slot.nextcall``) to fill its place,
-:func:`rejoin_active` puts it back; :func:`engine_closing` reads
-``ExecutionEngine._slot.closing``; :func:`slot_key` reads the downloader's
-slot keys.
-:func:`waiting_problems` lists what of these is missing (logged at start by
-:func:`scrapy_rep._slots.log_problems`).
+wakes the engine (``ExecutionEngine._slot.nextcall``) to fill its place.
+:func:`waiting_problems` lists what is missing (logged at start).
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from scrapy import Request
-    from scrapy.core.downloader import Downloader
+    from scrapy.core.downloader import Downloader, Slot
     from scrapy.crawler import Crawler
 
 
@@ -44,9 +40,8 @@ def waiting_problems(engine: Any) -> list[str]:
 
 
 def leave_active(engine: Any, request: Request) -> bool:
-    """Take ``request`` out of the downloader's active set (it stops counting
-    against CONCURRENT_REQUESTS) and wake the engine to fill the place; False
-    if it was not there. :func:`waiting_problems` must be empty."""
+    """Take ``request`` out of the downloader's active set and wake the engine to
+    fill its place; False if it was not there (:func:`waiting_problems` empty)."""
     active: set[Request] = engine.downloader.active
     if request not in active:
         return False
@@ -55,11 +50,6 @@ def leave_active(engine: Any, request: Request) -> bool:
     if slot is not None:
         slot.nextcall.schedule()
     return True
-
-
-def rejoin_active(engine: Any, request: Request) -> None:
-    """Put back a request taken out by :func:`leave_active`."""
-    engine.downloader.active.add(request)
 
 
 def slot_key(engine: Any, request: Request) -> str:
@@ -93,9 +83,8 @@ def missing_slot_attributes(*names: str) -> list[str]:
 
 
 class OnDownloader:
-    """What acts on the running downloader: bound to it on first use
-    (middlewares are built before the engine exists), once ``problems`` found
-    all it needs there (what is missing was logged at start: log_problems)."""
+    """Acts on the running downloader, bound on first use (middlewares are built
+    before the engine exists) once ``problems`` finds all it needs there."""
 
     problems: Callable[[object], list[str]]
 
@@ -116,3 +105,12 @@ class OnDownloader:
             return None
         self._downloader = downloader
         return downloader
+
+    def _slot(self, key: str) -> Slot | None:
+        """The downloader's slot ``key``, if it has one now."""
+        downloader = self._downloader or self._bind()
+        return downloader.slots.get(key) if downloader is not None else None
+
+    def key(self, request: Request) -> str:
+        """The request's download slot key (Scrapy's ``get_slot_key``)."""
+        return slot_key(self._crawler.engine, request)

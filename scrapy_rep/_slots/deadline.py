@@ -1,20 +1,12 @@
 """The deadline of one of scrapy-rep's own downloads, on scrapy-rep's clock.
 
 A robots.txt or tdmrep.json request carries the time its fetch has left as
-Scrapy's ``download_timeout`` (:mod:`scrapy_rep._download`); Scrapy's HTTP/1.1
-handler keeps it with a reactor timer, in real time. :func:`clock_deadline` keeps the
-same deadline on scrapy-rep's clock (:mod:`scrapy_rep._timers`), so that a
-test that advances the clock sees the fetch end at once. When the clock's
-deadline comes first, it fires the handler's own timer early: the download
-ends through Scrapy's own code (its exception, its message, the downloader
-middlewares' ``process_exception``, its stats), as a timeout in real time
-would. In real time the two agree (ours starts as the request is handed to
-the engine, Scrapy's when the handler takes it, for the same seconds).
-
-Only these downloads pay for a timer, never pages. With another download
-handler (HTTP/2, httpx, a project's), or a request still queued in its slot
-when the deadline comes, nothing is fired: Scrapy's ``download_timeout``
-ends it in real time, as before.
+``download_timeout``, which Scrapy's HTTP/1.1 handler keeps in real time.
+:func:`clock_deadline` keeps it on scrapy-rep's clock too (a test that advances
+the clock sees the fetch end) and, when that comes first, fires the handler's
+own timer early: the download ends through Scrapy's own code (its exception,
+``process_exception``, stats) as a real timeout would. With another handler,
+or a request still queued in its slot, nothing is fired.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
 """Crawl-delay as a download slot's minimum, which jitter, AutoThrottle and GC cannot undercut.
 
-How the minimum holds against what would otherwise undercut it:
-
-- jitter: a slot randomises its delay to ``delay * (1 +/- jitter)``. We keep
-  the slot's own jitter only as far as the low end stays at the minimum,
-  ``jitter <= 1 - minimum / delay``: a slot sitting at the minimum is not
-  randomised, a slot whose delay is above it (``DOWNLOAD_DELAY``,
-  AutoThrottle) keeps the randomisation that fits above the minimum.
-- AutoThrottle sets ``slot.delay`` in a ``response_downloaded`` handler,
-  before the downloader picks the slot's next request. Our handler is
-  connected when the first minimum is recorded, during the crawl, so after
-  AutoThrottle's (receivers run in connection order), and raises the delay
-  back to the minimum. AutoThrottle stays free to go above it.
-- garbage collection: a slot idle for about a minute is dropped and later
-  recreated from ``per_slot_settings``, so the minimum is written there too.
-
-When many workers share the pacing of a slot through Redis
-(:mod:`scrapy_rep.cluster`), :meth:`SlotDelays.let_cluster_pace` does the
-opposite: the slot's local delay is held at 0 (no jitter, AutoThrottle and GC
-cannot raise it), because a request released at its cluster-wide reserved
-time must leave at once. :meth:`SlotDelays.require` takes the slot back.
+How (docs/crawl-delay.md, "Nothing undercuts it"): the slot's jitter is cut to
+what keeps its low end at the minimum; AutoThrottle's ``response_downloaded``
+handler sets ``slot.delay``, and ours, connected after it (at the first
+minimum, during the crawl: receivers run in connection order), raises it back;
+a garbage-collected slot is recreated from ``per_slot_settings``, which holds
+the minimum too. When workers share a slot's pacing through Redis,
+:meth:`SlotDelays.let_cluster_pace` holds its local delay at 0 instead: a
+request released at its reserved time must leave at once.
 """
 
 from __future__ import annotations
@@ -81,14 +69,10 @@ def _jitter_value(jitter: float) -> float | bool:
 
 
 class SlotDelays(OnDownloader):
-    """Minimum delays between request starts, per download slot.
-
-    ``require(request, delay)`` makes the delay of the request's download
-    slot at least ``delay`` seconds; when several origins share a slot, the
-    largest minimum wins. At most ``max_slots`` slots are remembered (the
-    oldest first gives its DOWNLOAD_SLOTS entry back): the middleware calls
-    ``require`` for every request of an origin with a delay, so a slot that
-    is still in use gets its minimum back with its next request.
+    """Minimum delays between request starts, per download slot (the largest
+    of the origins sharing one). At most ``max_slots`` slots are remembered
+    (the oldest first gives its DOWNLOAD_SLOTS entry back): a slot still in use
+    gets its minimum back with its next request, as each one calls ``require``.
     """
 
     problems = staticmethod(internals_problems)
@@ -112,12 +96,8 @@ class SlotDelays(OnDownloader):
 
     def require(self, request: Request, delay: float) -> None:
         """Make the delay of ``request``'s download slot at least ``delay`` s.
-
-        Called for every request of an origin with a Crawl-delay, before the
-        slot of a new key exists: when nothing changes it costs the slot key
-        (Scrapy's get_slot_key), one dict lookup and one comparison (about
-        2 microseconds here, most of it get_slot_key).
-        """
+        Called for every request of an origin with a Crawl-delay: when nothing
+        changes it costs the slot key and one dict lookup (about 2 µs)."""
         downloader = self._downloader or self._bind()
         if downloader is None:
             return
@@ -128,15 +108,10 @@ class SlotDelays(OnDownloader):
         self._raise_minimum(downloader, key, delay)
 
     def let_cluster_pace(self, request: Request) -> float:
-        """Hold the local delay of ``request``'s slot at 0: the cluster paces it.
-
-        Returns the delay the slot would have of its own (its DOWNLOAD_SLOTS
-        entry, else DOWNLOAD_DELAY), which the cluster-wide spacing must
-        include. Until :meth:`require` is called for the slot again, jitter,
-        AutoThrottle and slot garbage collection leave the delay at 0. Called
-        for every paced request: when nothing changes it costs the slot key and
-        one set lookup.
-        """
+        """Hold the local delay of ``request``'s slot at 0 (the cluster paces
+        it) until :meth:`require` is called for it again; returns the delay the
+        slot would have of its own (its DOWNLOAD_SLOTS entry, else
+        DOWNLOAD_DELAY), which the cluster-wide spacing must include."""
         downloader = self._downloader or self._bind()
         if downloader is None:
             return 0.0
@@ -228,9 +203,7 @@ class SlotDelays(OnDownloader):
         if _HAS_JITTER:
             # DOWNLOAD_DELAY, or AUTOTHROTTLE_START_DELAY when AutoThrottle is on.
             return float(downloader._delay)
-        spider = self._crawler.spider
-        fallback = self._crawler.settings.getfloat("DOWNLOAD_DELAY")
-        return float(getattr(spider, "download_delay", fallback))
+        return float(getattr(self._crawler.spider, "download_delay", self._download_delay))
 
     @staticmethod
     def _own_slot_jitter(downloader: Downloader, own: dict[str, Any]) -> float:
@@ -244,17 +217,8 @@ class SlotDelays(OnDownloader):
         return 0.5 if randomize else 0.0
 
 
-def _set_jitter_2_19(slot: Slot, jitter: float) -> None:
-    slot.jitter = jitter
-
-
-def _set_randomize_delay(slot: Slot, jitter: float) -> None:
-    slot.randomize_delay = jitter >= 0.5
-
-
-_set_jitter: Callable[[Slot, float], None] = (
-    _set_jitter_2_19 if _HAS_JITTER else _set_randomize_delay
-)
+def _set_jitter(slot: Slot, jitter: float) -> None:
+    setattr(slot, _JITTER_KEY, _jitter_value(jitter))
 
 
 def _end_pending_delay(downloader: Downloader, slot: Slot) -> None:

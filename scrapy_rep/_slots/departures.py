@@ -1,27 +1,14 @@
 """Told when a request leaves the downloader: for the frontier's full slots and Crawl-delay holds.
 
-The frontier (:mod:`scrapy_rep.frontier`) parks a download slot that has its
-concurrency of requests out until one of them is done. Scrapy signals
-``request_left_downloader`` while the request is still in the slot's
-``active`` set and in ``Downloader.active``, and nothing at all for a request
-that never reaches its slot (an HttpCacheMiddleware hit, a request a
-middleware drops). What every request does last is leave ``Downloader.active``
-(``Downloader.fetch`` removes it when the download and the middlewares are
-done), so :class:`Departures` replaces that set with one that reports each
-request leaving it:
-
-- ``remove`` (Scrapy's ``fetch``): the request is done with the downloader
-  (``final``);
-- ``discard`` (:meth:`scrapy_rep._slots.ledger.Ledger.detach`): it steps out to
-  wait in a middleware (for its robots.txt, a paused slot's gate) and counts
-  no more against its slot's places.
-
-Without the internal (:func:`departure_problems`, logged at start by the
-frontier) nothing is reported, and :attr:`Departures.watching` is False.
-
-Others told of the final departures (:func:`follow_departures`: the slot
-limit) are called directly from the set, not through a Scrapy signal: a
-receiver of ``request_left_downloader`` costs every request about 30,000
+Scrapy signals ``request_left_downloader`` while the request is still in its
+slot's ``active`` set, and nothing for one that never reaches its slot (a
+cache hit, a request a middleware drops). What every request does last is
+leave ``Downloader.active`` (``Downloader.fetch`` removes it), so
+:class:`Departures` replaces that set with one that reports each request
+leaving it: by ``remove`` (done with the downloader, ``final``) or by
+``discard`` (detached to wait in a middleware). Others told of the final
+departures (:func:`follow_departures`) are called directly from the set: a
+``request_left_downloader`` receiver costs every request about 30,000
 instructions, most of it Scrapy's dispatch.
 """
 
@@ -93,9 +80,8 @@ class _ReportingSet(set["Request"]):
 
 
 def follow_departures(downloader: object, told: Callable[[Request], None]) -> bool:
-    """Have ``told`` called with each request that leaves ``downloader``'s
-    active set for good, if the frontier watches it; False if not (then
-    Scrapy's signals must tell)."""
+    """Have ``told`` called with each request leaving ``downloader``'s active set
+    for good; False if the frontier does not watch it (Scrapy's signals tell)."""
     active = getattr(downloader, "active", None)
     if not isinstance(active, _ReportingSet):
         return False
@@ -109,11 +95,10 @@ def watched(downloader: object) -> bool:
 
 
 def part(downloader: object, request: Request, told: Callable[[Request], None]) -> None:
-    """``request``, taken out of the watched active set
-    (:func:`~scrapy_rep._slots.active.leave_active`), stays out until Scrapy
-    removes it at the end of its fetch; then ``told(request)`` is called. Its
-    owner needs no ``request_left_downloader`` receiver to put it back first
-    (one costs each request downloaded meanwhile about 23,000 instructions)."""
+    """``request``, taken out of the watched active set, stays out until
+    Scrapy's fetch removes it; then ``told(request)``. Its owner needs no
+    ``request_left_downloader`` receiver to put it back first (one costs each
+    request downloaded meanwhile about 23,000 instructions)."""
     active = getattr(downloader, "active", None)
     assert isinstance(active, _ReportingSet)  # watched() said so
     active._parted[request] = told

@@ -2,20 +2,13 @@
 
 Twisted's HTTP/1.1 client bounds each header line but not their number: a
 server streaming header lines for the whole timeout took a crawler to almost
-500 MB. :func:`install` patches ``twisted.web._newclient.HTTPClientParser.dataReceived``
-once per process, for every crawler and every response in it: header bytes
-are counted on every response, and an answer passing the bound
-(``REP_HEADERS_MAX``; with several crawls in one process, the smallest of
-theirs) is given up only when its URL is one scrapy-rep downloads itself
-(robots.txt, each redirect hop, tdmrep.json). The download core registers
-those when they reach the downloader (:func:`bound_headers`, under their meta
-key, whatever URL a middleware gave them) and releases them when they end;
-every other response is parsed as before. ``REP_HEADERS_MAX = 0`` leaves
-Twisted unpatched (unless another crawl of the process installed the patch).
-Twisted has no public hook for this (as of 26.10):
-``HTTPClientParser.dataReceived``, ``.state``, ``.request.absoluteURI`` and
-``twisted.web.client.URI`` are checked by :func:`install`, and what is missing
-is reported at start.
+500 MB. :func:`install` patches ``HTTPClientParser.dataReceived`` once per
+process (the bound: the smallest ``REP_HEADERS_MAX`` of its crawls; 0 leaves
+Twisted unpatched): every response's header bytes are counted, but only one
+to a URL scrapy-rep downloads itself is given up, registered by the download
+core when it reaches the downloader (:func:`bound_headers`) and released when
+it ends. docs/robotstxt.md says it for users. Twisted has no public hook for
+this (as of 26.10): what :func:`install` needs and does not find is reported.
 """
 
 from __future__ import annotations

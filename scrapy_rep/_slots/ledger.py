@@ -1,37 +1,19 @@
 """The crawl's one record of requests out: Scrapy's downloader signals, received once.
 
 What follows requests into Scrapy's downloader (the slot limit, the slow-down
-gates, the frontier's Crawl-delay holds, the Redis queue's leases, the
-cluster's turns, the own downloads) asks the crawl's :class:`Ledger` (kept by
-its waiting room) instead of connecting receivers of its own:
-
-- ``request_reached_downloader``, ``request_left_downloader`` and
-  ``response_received`` are received here once each, only while followed
-  (:meth:`Ledger.follow`: a Scrapy receiver costs every request some
-  microseconds, a plain callback far less);
-- a request let go to a slot (:meth:`Ledger.let_go`) is out until it left the
-  downloader, was answered without reaching it (an HttpCacheMiddleware hit),
-  or is in its slot's ``active`` set neither within :data:`REACH_TIMEOUT` nor
-  later (a later middleware dropped it), looked at by a sweep every
-  ``REACH_TIMEOUT`` seconds while any is out (:meth:`Ledger.track` is told);
-  with the frontier watching ``Downloader.active``
-  (:mod:`~scrapy_rep._slots.departures`), it is out instead until it leaves
-  that set, which every request does last, told by a direct call; else the
-  two signal receivers, connected from the first request let go, cost every
-  request about 63,500 instructions (13.5 µs; callgrind, 80 sites x 20 pages);
-- a request a scheduler queue that holds its slot's concurrency itself
-  handed out (:meth:`Ledger.hand_out`: the frontier, the Redis queue) is out
-  until that queue is told it left ``Downloader.active`` for good
-  (:meth:`Ledger.returned`), wherever it is meanwhile: on its way to its
-  slot, in it, or detached but alive; :meth:`Ledger.out` counts a slot's
-  requests out for the frontier, and the slot limit lets these go at once
-  (:attr:`Ledger.handed`): the queue holds the slot's concurrency;
-- a request taken out of ``Downloader.active`` to wait in a middleware or to
-  download without a place (:meth:`Ledger.detach`) is alive (:meth:`Ledger.alive`);
-  ``spider_idle`` is answered with ``DontCloseSpider`` while any is. With the
-  frontier watching ``Downloader.active``, one may stay out until Scrapy's
-  fetch removes it (:meth:`Ledger.part`), with no ``request_left_downloader``
-  receiver to put it back first.
+gates, the frontier, the Redis queue, the cluster's turns, the own downloads)
+asks the crawl's :class:`Ledger` instead of connecting receivers of its own
+(docs/development.md, "Requests out are one model too"): a Scrapy receiver,
+connected only while followed, costs every request some microseconds, a plain
+callback far less. It knows the requests let go to a slot (:meth:`Ledger.let_go`,
+out until the downloader is done with them or they are found in no slot
+within :data:`REACH_TIMEOUT`; with the frontier watching ``Downloader.active``,
+told by a direct call, else by two receivers: about 63,500 instructions a
+request, 13.5 µs), the requests a scheduler queue that holds its slot's
+concurrency handed out (:meth:`Ledger.hand_out`, out until it is told they
+left for good), and those detached from ``Downloader.active`` but alive
+(:meth:`Ledger.detach`: ``spider_idle`` is answered with ``DontCloseSpider``
+while any is).
 """
 
 from __future__ import annotations
@@ -43,7 +25,7 @@ from scrapy.exceptions import DontCloseSpider
 
 from scrapy_rep import _timers
 from scrapy_rep._slots import departures
-from scrapy_rep._slots.active import leave_active, rejoin_active
+from scrapy_rep._slots.active import leave_active
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -145,11 +127,9 @@ class Ledger:
         self._done = done
 
     def _follow_out(self) -> None:
-        """From the first request let go: with the frontier watching the
-        downloader's active set, requests let go are done with when they
-        leave it, told directly; else Scrapy's signals tell. (Not before: a
-        crawl whose queue holds its slots lets none go, and pays for no
-        receiver.)"""
+        """From the first request let go (a crawl whose queue holds its slots
+        lets none go, and pays for no receiver): told by the frontier's watched
+        active set, else by Scrapy's signals."""
         self._following_out = True
         downloader = getattr(self._crawler.engine, "downloader", None)
         if not departures.follow_departures(downloader, self._left_out):
@@ -236,9 +216,8 @@ class Ledger:
         return key
 
     def out(self, key: str, holding: AbstractSet[Request]) -> int:
-        """Requests of slot ``key`` out: those it holds (``holding``, its
-        ``active`` set) and those handed out not in it (on their way to it, or
-        detached but alive: waiting at a gate, for a place)."""
+        """Requests of slot ``key`` out: those it holds (``holding``, its ``active``
+        set) and those handed out not in it (on their way, or detached but alive)."""
         handed = self._handed_to.get(key)
         if handed is None:
             return len(holding)
@@ -251,9 +230,8 @@ class Ledger:
         return len(holding) + len(handed.difference(holding))
 
     def returns_untold(self) -> None:
-        """The queue is not told when its requests leave ``Downloader.active``
-        (the frontier could not watch it): requests no longer :meth:`alive`
-        are forgotten when their slot is counted."""
+        """The queue is not told when its requests leave (the frontier could not
+        watch): those no longer :meth:`alive` are forgotten as their slot is counted."""
         self._untold = True
 
     def _forget_gone(self, key: str) -> set[Request] | None:
@@ -290,7 +268,7 @@ class Ledger:
     def rejoin(self, request: Request) -> None:
         """Put back a request :meth:`detach` took out."""
         self.detached.discard(request)
-        rejoin_active(self._crawler.engine, request)
+        self._crawler.engine.downloader.active.add(request)  # type: ignore[union-attr]
 
     def alive(self, request: Request) -> bool:
         """True while ``request`` is under way: in ``Downloader.active``, or detached."""

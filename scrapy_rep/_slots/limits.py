@@ -1,40 +1,13 @@
 """At most a download slot's concurrency of requests in flight, on every reactor.
 
-Scrapy holds a slot to its concurrency by counting the requests it transfers,
-but on the asyncio reactor ``Downloader._process_queue`` starts every request
-queued in the slot in one loop turn (a task each), before any of them counts
-as transferring: requests that enter a slot together all go at once (40
-released by their robots.txt reached a ``CONCURRENT_REQUESTS_PER_DOMAIN = 2``
-site 14 at a time). :class:`SlotLimits` keeps the count itself, for the
-requests leaving the robots middleware:
-
-- a request takes a place of its slot where it leaves the middleware (after
-  its robots.txt, its Crawl-delay turn and a paused slot's gate); with no
-  place free, it waits in arrival order, out of ``CONCURRENT_REQUESTS`` as
-  robots.txt waiters do (``REP_MAX_WAITING``);
-- its place is freed when the crawl's :class:`~scrapy_rep._slots.ledger.Ledger`
-  is done with it: it left the downloader (answered or failed), was answered
-  without reaching the slot (an HttpCacheMiddleware hit), or was in the
-  slot's ``active`` set neither within
-  :data:`~scrapy_rep._slots.ledger.REACH_TIMEOUT` nor later (a later
-  middleware dropped or rescheduled it);
-- the limit is the slot's own concurrency, as Scrapy makes it:
-  ``DOWNLOAD_SLOTS[key]["concurrency"]``, else ``CONCURRENT_REQUESTS_PER_IP``
-  or ``CONCURRENT_REQUESTS_PER_DOMAIN``.
-
-Scrapy-rep's scheduler queues hold the slot's concurrency themselves: a
-request the frontier (:class:`~scrapy_rep.PolitePriorityQueue`) or the Redis
-queue handed out goes on at once, not counted here (the crawl's ledger counts
-it for them, :meth:`~scrapy_rep._slots.ledger.Ledger.hand_out`, from its
-hand-out until it leaves the downloader, wherever it waits meanwhile). The
-limit holds the requests that reach the robots middleware by another way: a
-queue of the project's own or Scrapy's, ``engine.download``.
-
-A request that may go costs a few dict lookups (its slot key from its
-URL's network location, its slot's places and concurrency), an int and a dict
-entry: about 1 microsecond. Requests that skip the robots middleware (``dont_obey_robotstxt``,
-robots.txt itself) are not counted. When the spider closes, waiting requests
-end with IgnoreRequest.
+On the asyncio reactor ``Downloader._process_queue`` starts every request
+queued in a slot in one loop turn, before any counts as transferring: requests
+that enter a slot together all go at once (40 released by their robots.txt
+reached a ``CONCURRENT_REQUESTS_PER_DOMAIN = 2`` site 14 at a time).
+:class:`SlotLimits` keeps the count itself, for the requests leaving the robots
+middleware that no scrapy-rep queue handed out (those hold the slot
+themselves): docs/crawl-delay.md, "At most the slot's concurrency in flight".
+A request that may go costs a few dict lookups, about 1 microsecond.
 """
 
 from __future__ import annotations
@@ -99,10 +72,9 @@ class SlotLimits(OnDownloader):
     def admit(
         self, request: Request, url: ParseResult | None = None
     ) -> Coroutine[Any, Any, None] | None:
-        """None if ``request`` may go now (it takes a place of its slot), else
-        a coroutine that waits for a place (IgnoreRequest if the spider closes).
-        ``url``: the request's URL, parsed already (its host name is read once
-        per network location, not for each request)."""
+        """None if ``request`` may go now (it takes a place of its slot), else a
+        coroutine that waits for one (IgnoreRequest if the spider closes). ``url``:
+        its URL, parsed already (host names are read once per network location)."""
         handed = self._handed
         if handed and request in handed:  # its scheduler queue holds the slot's concurrency
             return None
@@ -124,10 +96,7 @@ class SlotLimits(OnDownloader):
             self._ledger.let_go(request, key)
             return None
         wake: Deferred[bool] = Deferred()
-        held = self._held.get(key)
-        if held is None:
-            held = self._held[key] = deque()
-        held.append((request, wake))  # now: the order requests came in
+        self._held.setdefault(key, deque()).append((request, wake))  # in arrival order
         return self._wait(request, key, wake)
 
     def _key(self, downloader: Downloader, request: Request, url: ParseResult | None) -> str:
@@ -152,9 +121,7 @@ class SlotLimits(OnDownloader):
 
     def _limit(self, downloader: Downloader, key: str) -> int:
         slot = downloader.slots.get(key)
-        if slot is not None:
-            return int(slot.concurrency)
-        return self._new_limit(downloader, key)
+        return int(slot.concurrency) if slot is not None else self._new_limit(downloader, key)
 
     @staticmethod
     def _new_limit(downloader: Downloader, key: str) -> int:
@@ -176,12 +143,9 @@ class SlotLimits(OnDownloader):
     # -- places freed ----------------------------------------------------------------
 
     def _done(self, request: Request, key: str, reached: bool) -> None:
+        """A place of slot ``key`` is free: the first waiting request takes it."""
         if not reached:
             self._stats.inc_value("rep/slot_limit/not_reached")
-        self._free(key)
-
-    def _free(self, key: str) -> None:
-        """A place of slot ``key`` is free: the first waiting request takes it."""
         self._count(key, -1)
         held = self._held.get(key)
         if not held:

@@ -1,15 +1,12 @@
 """Download slots paused for a 429/503 answer: their queue held, then given back a few at a time.
 
-A slot that answered 429 or 503 is paused (:class:`SlotPauses`, for
-:mod:`scrapy_rep.slowdown`): its ``latercall``, the timer that holds its queue
-until its delay has passed, is replaced by one that fires when the pause ends
-(``Downloader._process_queue`` sends nothing while a latercall is set). Nothing
-else of the slot is written: when the timer fires, the slot's own delay
-(Crawl-delay minimum, ``DOWNLOAD_DELAY``, AutoThrottle, jitter) applies again.
-The requests queued in the slot (``Slot.queue``) when the pause begins are
-taken out and given back a few at a time after it (:meth:`SlotPauses.take_queued`);
-if the spider closes during a pause, they end with IgnoreRequest instead of
-keeping the crawl open.
+A paused slot's ``latercall``, the timer that holds its queue until its delay
+has passed (``Downloader._process_queue`` sends nothing while one is set), is
+replaced by one that fires when the pause ends; nothing else of the slot is
+written, so its own delay applies again after. The requests queued in it when
+the pause begins are taken out and given back a few at a time after it
+(:meth:`SlotPauses.take_queued`), or, if the spider closes meanwhile, ended
+with IgnoreRequest instead of keeping the crawl open.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from scrapy.core.downloader import Slot
 from scrapy.exceptions import IgnoreRequest
 
 from scrapy_rep import _clock, _timers
-from scrapy_rep._slots.active import OnDownloader, missing_slot_attributes, slot_key
+from scrapy_rep._slots.active import OnDownloader, missing_slot_attributes
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -48,28 +45,11 @@ def pause_problems(downloader: object) -> list[str]:
 class SlotPauses(OnDownloader):
     """Download slots held still until a time: nothing queued in them leaves.
 
-    ``hold(key, until)`` replaces the slot's ``latercall`` with a timer
-    that fires at ``until`` (``_clock.monotonic()``) and then lets the downloader
-    go on as its own timer would (``Downloader._latercall``); the caller keeps
-    the timer (the slot's record in :mod:`scrapy_rep.slowdown.gates`), which
-    holds the slot while it is the slot's ``latercall``. ``lastseen``, whose
-    clock differs between Scrapy releases, and the delay settings are left
-    alone. A slot created during a pause (the old one was garbage-collected)
-    has no timer: :mod:`scrapy_rep.slowdown` holds it again when a request
-    reaches it. Without the internals (:func:`pause_problems`, logged at
-    start), ``hold`` does nothing and only the requests not yet in the slot wait.
+    A slot created during a pause (the old one was garbage-collected) has no
+    timer: :mod:`scrapy_rep.slowdown` holds it again when a request reaches it.
     """
 
     problems = staticmethod(pause_problems)
-
-    def key(self, request: Request) -> str:
-        """The request's download slot key (Scrapy's ``get_slot_key``)."""
-        return slot_key(self._crawler.engine, request)
-
-    def _slot(self, key: str) -> Slot | None:
-        """The downloader's slot ``key``, if it has one now."""
-        downloader = self._downloader or self._bind()
-        return downloader.slots.get(key) if downloader is not None else None
 
     def concurrency(self, key: str, default: int) -> int:
         """The slot's own concurrency (``default`` if it has no slot now)."""
@@ -78,7 +58,8 @@ class SlotPauses(OnDownloader):
 
     def hold(self, key: str, until: float) -> _timers.Timer | None:
         """Nothing queued in slot ``key`` leaves before ``until`` (monotonic):
-        the timer that holds it now, None if the downloader has no such slot."""
+        the timer that holds it now (then lets the downloader go on as its own
+        timer would), None if the downloader has no such slot."""
         slot = self._slot(key)
         if slot is None:
             return None
@@ -95,10 +76,9 @@ class SlotPauses(OnDownloader):
 
     def take_queued(self, key: str) -> list[Queued]:
         """Take the requests queued in slot ``key`` out of its queue, for
-        :meth:`requeue` to give back a few at a time: given back at once, they
-        would all leave at once (a slot sends everything queued in one go, as
-        the transfers it starts are counted only later), whatever its
-        concurrency. The downloader keeps them active meanwhile."""
+        :meth:`requeue` to give back a few at a time (a slot sends everything
+        queued in one go, whatever its concurrency). The downloader keeps them
+        active meanwhile."""
         slot = self._slot(key)
         if slot is None or not slot.queue:
             return []
@@ -109,10 +89,8 @@ class SlotPauses(OnDownloader):
     def requeue(self, key: str, queued: Queued, reason: str | IgnoreRequest | None = None) -> bool:
         """Give back a request taken by :meth:`take_queued`; with a ``reason``
         (the spider closes; or the exception to end it with: its origin is
-        stopped), end it with IgnoreRequest instead, if the
-        downloader counts it as active (it removes it from there when it fails;
-        one taken out, such as a robots.txt download, goes back through a
-        signal the downloader would never send here). True if it was ended."""
+        stopped), end it with IgnoreRequest instead if the downloader counts it
+        as active (see :meth:`drop_queued`). True if it was ended."""
         downloader = self._downloader or self._bind()
         assert downloader is not None  # take_queued found it
         request, waiter = queued
@@ -128,9 +106,8 @@ class SlotPauses(OnDownloader):
         return False
 
     def drop_queued(self, key: str, reason: str, timer: _timers.Timer | None) -> int:
-        """End the requests queued in slot ``key`` with IgnoreRequest (their
-        errbacks get it), if ``timer`` holds it; their number. For the spider
-        closing during a pause, which would otherwise wait for the pause to end."""
+        """The spider closes during a pause: end the requests queued in slot ``key``
+        with IgnoreRequest if ``timer`` holds it (else they would wait it out); how many."""
         slot = self._slot(key)
         if slot is None or timer is None or not _held_by(slot, timer):
             return 0
@@ -154,5 +131,5 @@ class SlotPauses(OnDownloader):
 
 def _held_by(slot: Slot, timer: _timers.Timer | None) -> bool:
     """Whether ``timer`` (set by :meth:`SlotPauses.hold`) is the slot's latercall."""
-    latercall: object = slot.latercall
+    latercall: object = slot.latercall  # a Timer, which Scrapy's type does not allow
     return latercall is timer

@@ -1,15 +1,11 @@
 """What a download slot can take now, read off Scrapy's downloader: for the frontier.
 
-The frontier (:mod:`scrapy_rep.frontier`) hands a request out only when its
-download slot can start it at once. That takes, per slot key: the requests
-the slot holds (``Slot.active``: queued in it or transferring), its
-concurrency (``Slot.concurrency``, else its ``DOWNLOAD_SLOTS`` entry, else
-``CONCURRENT_REQUESTS_PER_DOMAIN``), its delay (``Slot.delay``, else its
-``DOWNLOAD_SLOTS`` entry, else ``DOWNLOAD_DELAY``) and when it last started a
-request (``Slot.lastseen``, whose clock is :data:`scrapy_rep._compat.SLOT_CLOCK`).
-Requests handed out but still in the downloader middlewares are in no slot
-yet: the crawl's ledger counts those (:meth:`~scrapy_rep._slots.ledger.Ledger.out`).
-:func:`readiness_problems` lists what is missing; it is logged at start.
+The frontier hands a request out only when its download slot can start it at
+once: that takes the requests the slot holds (``Slot.active``), its
+concurrency, its delay (each from the slot, else its ``DOWNLOAD_SLOTS`` entry,
+else the setting) and when it last started a request (``Slot.lastseen``, on
+:data:`scrapy_rep._compat.SLOT_CLOCK`). Requests handed out but still in the
+middlewares are the ledger's (:meth:`~scrapy_rep._slots.ledger.Ledger.out`).
 """
 
 from __future__ import annotations
@@ -17,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from scrapy_rep._compat import SLOT_CLOCK
-from scrapy_rep._slots.active import OnDownloader, missing_slot_attributes, slot_key
+from scrapy_rep._slots.active import OnDownloader, missing_slot_attributes
 
 if TYPE_CHECKING:
     from collections.abc import Set as AbstractSet
@@ -40,11 +36,8 @@ def readiness_problems(downloader: object) -> list[str]:
 
 
 class SlotReadiness(OnDownloader):
-    """Reads download slots for the frontier (see the module docstring).
-
-    Without the internals (logged at start), a slot reads as empty, with
-    ``CONCURRENT_REQUESTS_PER_DOMAIN`` places and ``DOWNLOAD_DELAY``.
-    """
+    """Reads download slots for the frontier; without the internals (logged at
+    start), a slot reads as empty, with the settings' concurrency and delay."""
 
     problems = staticmethod(readiness_problems)
 
@@ -54,14 +47,9 @@ class SlotReadiness(OnDownloader):
         self._default_concurrency = max(settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"), 1)
         self._default_delay = settings.getfloat("DOWNLOAD_DELAY")
 
-    def key(self, request: Request) -> str:
-        """The request's download slot key (``Downloader.get_slot_key``)."""
-        return slot_key(self._crawler.engine, request)
-
     def holding(self, key: str) -> AbstractSet[Request]:
         """The requests slot ``key`` holds now: queued in it or transferring."""
-        downloader = self._downloader or self._bind()
-        slot = downloader.slots.get(key) if downloader is not None else None
+        slot = self._slot(key)
         return slot.active if slot is not None else _NONE
 
     def concurrency(self, key: str) -> int:
@@ -89,8 +77,7 @@ class SlotReadiness(OnDownloader):
     def since_start(self, key: str) -> float | None:
         """Seconds since slot ``key`` last started a request (None: it has no slot
         or never started one)."""
-        downloader = self._downloader or self._bind()
-        slot = downloader.slots.get(key) if downloader is not None else None
+        slot = self._slot(key)
         if slot is None or not slot.lastseen:
             return None
         return float(SLOT_CLOCK() - slot.lastseen)

@@ -1,32 +1,16 @@
 """Requests waiting in a middleware without holding a place in CONCURRENT_REQUESTS.
 
-Scrapy counts a request as active in the downloader from the moment its
-downloader middlewares start until its last ``process_response`` ends, so
-requests waiting in ``process_request`` for their origin's robots.txt (or,
-with shared state, for their cluster-wide Crawl-delay turn), and responses
-waiting in ``process_response`` for their origin's tdmrep.json, would fill
-``CONCURRENT_REQUESTS`` and stall origins that could go ahead. While a
-request waits, it is taken out of the downloader's active set and put back
-before the middleware method returns (the downloader removes it when its
-download ends, so it must be there again). At most ``REP_MAX_WAITING``
-requests wait that way, all kinds together (one :class:`Waiting` per crawl,
-in its context: :mod:`scrapy_rep._context`); the others wait as in Scrapy, inside the limit. So the
-downloader never holds more than ``CONCURRENT_REQUESTS + REP_MAX_WAITING``
-requests, and origins' own concurrency and delays still apply to each one.
-
-What else keeps this sound:
-
-- the engine keeps a waiting request in its own in-progress set, so it waits
-  for it before closing; its idle check only looks at the downloader's active
-  set, so ``spider_idle`` is answered with ``DontCloseSpider`` while any
-  request is detached (by the ledger);
-- after taking a request out, the engine is woken so it pulls more from the
-  scheduler at once instead of at its next 5 s heartbeat;
-- every sleep ends early, with False, once the engine starts closing.
-
-The engine internals this needs are in :mod:`scrapy_rep._slots.active`; the
-crawl's :class:`~scrapy_rep._slots.ledger.Ledger`, kept here, knows which
-requests are detached.
+Scrapy counts a request as active from the start of its downloader
+middlewares to the end of its last ``process_response``, so requests waiting
+there (for robots.txt, a cluster-wide Crawl-delay turn, a tdmrep.json) would
+fill ``CONCURRENT_REQUESTS`` and stall origins that could go ahead. While one
+waits, it is out of the downloader's active set (put back before the
+middleware returns: the downloader removes it when its download ends), up to
+``REP_MAX_WAITING`` at once, all kinds together; the others wait inside the
+limit. The engine still waits for them before closing, but its idle check
+does not see them: ``spider_idle`` is answered with ``DontCloseSpider`` while
+any is detached (by the ledger). The engine is woken after a request is taken
+out, to pull more at once; every sleep ends early, with False, once it closes.
 """
 
 from __future__ import annotations
@@ -73,10 +57,7 @@ class Waiting:
     def detached(self, request: Request) -> Iterator[None]:
         """While the block runs, ``request`` is out of the downloader's active
         set, if allowed (else it waits inside CONCURRENT_REQUESTS)."""
-        if self.count >= self.cap or not self._can_detach():
-            yield
-            return
-        if not self.ledger.detach(request):
+        if self.count >= self.cap or not self._can_detach() or not self.ledger.detach(request):
             yield
             return
         self.count += 1

@@ -1,15 +1,11 @@
 """Asking the engine for its next request at a given time: the frontier's wake-up.
 
-The engine pulls requests from the scheduler when something happens (a
-download ends, a request is scheduled) and on a heartbeat every 5 s
-(``ExecutionEngine._SLOT_HEARTBEAT_INTERVAL``). When the frontier
-(:mod:`scrapy_rep.frontier`) holds requests none of which is due, it asks to
-be called when the first one is, through ``ExecutionEngine._slot.nextcall``.
-
-``CallLaterOnce.schedule(delay)`` keeps a call already pending: a delayed
-``schedule`` would postpone every other wake-up (a download ending) until it
-fires. So :class:`EngineWakeup` keeps a timer of its own, which calls
-``schedule()`` without delay when it fires.
+The engine pulls requests from the scheduler when something happens and on a
+5 s heartbeat; the frontier, holding requests none of which is due, asks to be
+called when the first one is, through ``ExecutionEngine._slot.nextcall``. Its
+``schedule(delay)`` keeps a call already pending, so a delayed one would
+postpone every other wake-up (a download ending) until it fires: hence a
+timer of our own, which calls ``schedule()`` without delay.
 """
 
 from __future__ import annotations
@@ -35,12 +31,8 @@ def wakeup_problems(engine: Any) -> list[str]:
 
 
 class EngineWakeup:
-    """Wakes the engine now or at a time (see the module docstring).
-
-    ``on_timer`` is called each time a timer set by :meth:`at` wakes the
-    engine (for a stat). Without the engine's internals (reported at start),
-    nothing is woken: the engine's heartbeat still asks every 5 s.
-    """
+    """Wakes the engine now or at a time; ``on_timer`` is called each time a
+    timer set by :meth:`at` wakes it (for a stat)."""
 
     def __init__(self, crawler: Crawler, on_timer: Callable[[], None] | None = None) -> None:
         self._crawler = crawler

@@ -1,20 +1,11 @@
 """When a site says "slow down" (429, 503, ``Retry-After``), its download slot pauses.
 
-This module observes the answers on ``response_downloaded`` (every download,
-retries included, before the slot's next request is picked) and decides the
-pauses: how long (``Retry-After``, else a backoff doubling per slow-down answer
-in a row, between ``REP_SLOWDOWN_MIN_DELAY`` and ``REP_SLOWDOWN_MAX_DELAY``),
-at which level, shared with other workers through Redis. The held requests,
-the probe and the slow start after a pause are the slots' gates,
-:mod:`scrapy_rep.slowdown.gates`. docs/slowdown.md is the manual.
-
-Answers to scrapy-rep's own ``/.well-known/tdmrep.json`` requests neither
-pause nor resume a slot: the file is a probe the crawl sends on its own, often
-served by another backend than the pages (:mod:`scrapy_rep._tdmrep_files`).
-robots.txt's answers do pause: RFC 9309 reads them as the site's own state.
-
-With nothing paused, a request costs one dict truthiness test (in the robots
-middleware), and a response two membership tests and two dict truthiness tests.
+This module reads every answer on ``response_downloaded`` (retries included,
+before the slot's next request is picked) and decides the pauses: how long,
+at which level, shared with other workers through Redis; the gates
+(:mod:`scrapy_rep.slowdown.gates`) hold the requests. docs/slowdown.md is the
+manual. With nothing paused, a request costs one dict truthiness test (in the
+robots middleware), a response two membership and two dict truthiness tests.
 """
 
 from __future__ import annotations
@@ -46,11 +37,8 @@ logger = logging.getLogger(__name__)
 
 
 class SlowDown:
-    """Pauses of download slots that answered 429/503 (see the module docstring).
-
-    ``gates`` (:class:`~scrapy_rep.slowdown.gates.Gates`) holds each slot's
-    record; where requests leave the robots middleware, they pass its gate.
-    """
+    """Pauses of download slots that answered 429/503 (see the module docstring);
+    ``gates`` holds each slot's record."""
 
     def __init__(
         self,
@@ -104,7 +92,7 @@ class SlowDown:
             return
         probed = gates.probed(key)  # this worker's probe for the cluster
         since = gates.good_answer(key)
-        if since is None and probed and self._cluster is not None:
+        if (since is not None or probed) and self._cluster is not None:
             self._cluster.resume(key)  # the other workers stop waiting for its outcome
         if since is not None:
             self._stats.inc_value("rep/slowdown/resumed")
@@ -115,8 +103,6 @@ class SlowDown:
                 status,
                 now - since,
             )
-            if self._cluster is not None:
-                self._cluster.resume(key)
         gates.widen(key)
 
     def _slow(self, response: Response, request: Request) -> None:

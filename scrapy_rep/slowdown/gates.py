@@ -1,29 +1,19 @@
 """Paused download slots' gates: held requests in arrival order, then a slow start.
 
 :class:`~scrapy_rep.slowdown.SlowDown` decides when a slot is paused and for
-how long; :class:`Gates` holds the requests meanwhile (docs/slowdown.md).
-Each slot that answered slow-down has one record, its :class:`Gate`: the
-pause (its end, the timer holding the slot's queue, the slow-down answers in
-a row) and, while the slot is paused or resuming, what the gate holds:
-
-- requests leaving the robots middleware wait at it in arrival order, out of
-  ``CONCURRENT_REQUESTS`` (``REP_MAX_WAITING``); those queued in the slot when
-  the pause began (taken out by :class:`~scrapy_rep._slots.SlotPauses`) go first;
-- when the pause ends, one released request (a probe) may be unanswered at
-  once, doubled by each good answer (:meth:`Gates.widen`) up to the slot's
-  concurrency; a released request counts as out until the crawl's
-  :class:`~scrapy_rep._slots.Ledger` says it left (followed while a gate holds);
-- the gate stops holding once its backlog is gone and a request it let go
-  after the pause has left (``holding``); the record stays until a good answer
-  ends the slot's run of slow-down answers; past ``REP_CACHE_MAX_ORIGINS``
-  records, the oldest holding nothing are forgotten.
-
-The spider closing ends every held request with IgnoreRequest.
+how long; :class:`Gates` holds the requests meanwhile (docs/slowdown.md, "What
+happens"), each slot's in its record (:class:`Gate`). A released request
+counts as out until the crawl's :class:`~scrapy_rep._slots.Ledger` says it
+left. The gate stops holding once its backlog is gone and a request it let go
+after the pause has left; the record stays until a good answer ends the slot's
+run of slow-down answers; past ``REP_CACHE_MAX_ORIGINS`` records, the oldest
+holding nothing are forgotten.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -49,51 +39,32 @@ CLAIM_RECHECK = 0.25
 """Seconds at most between two asks for the probe of a pause another worker probes."""
 
 
+@dataclass(slots=True, eq=False)
 class Gate:
     """One slot's record: its pause, its slow start, the requests it holds."""
 
-    __slots__ = (
-        "allowed",
-        "answers",
-        "began",
-        "holding",
-        "keeping",
-        "out",
-        "parked",
-        "probing",
-        "since",
-        "timer",
-        "unclaimed",
-        "until",
-        "waiters",
-    )
-
-    def __init__(self) -> None:
-        self.until = 0.0  # _clock.monotonic() at which the pause ends
-        self.began = 0.0  # _clock.monotonic() at which that pause began
-        self.timer: _timers.Timer | None = None  # holds the slot's queue until then
-        self.answers = 0  # slow-down answers in a row (0: a good one came since)
-        self.since = 0.0  # when the first of them came (_clock.monotonic())
-        self.holding = False  # paused or resuming: requests leave through the gate
-        self.allowed = 1  # released requests that may be unanswered at once
-        # released, not answered yet -> timer until it reaches the downloader
-        self.out: dict[Request, _timers.Timer | None] = {}
-        self.waiters: deque[tuple[Request, Deferred[bool]]] = deque()
-        # queued in the slot when the pause began: they go first
-        self.parked: deque[Queued] = deque()
-        self.keeping = False  # a keeper sleeps until the pause ends (or its probe is claimed)
-        self.probing = False  # this worker claimed the probe after a shared pause
-        # the shared pause is over but its probe not claimed: nothing was held
-        # here to probe with; the next request held claims it
-        self.unclaimed = False
+    until: float = 0.0  # _clock.monotonic() at which the pause ends
+    began: float = 0.0  # _clock.monotonic() at which that pause began
+    timer: _timers.Timer | None = None  # holds the slot's queue until then
+    answers: int = 0  # slow-down answers in a row (0: a good one came since)
+    since: float = 0.0  # when the first of them came (_clock.monotonic())
+    holding: bool = False  # paused or resuming: requests leave through the gate
+    allowed: int = 1  # released requests that may be unanswered at once
+    # released, not answered yet -> timer until it reaches the downloader
+    out: dict[Request, _timers.Timer | None] = field(default_factory=dict)
+    waiters: deque[tuple[Request, Deferred[bool]]] = field(default_factory=deque)
+    # queued in the slot when the pause began: they go first
+    parked: deque[Queued] = field(default_factory=deque)
+    keeping: bool = False  # a keeper sleeps until the pause ends (or its probe is claimed)
+    probing: bool = False  # this worker claimed the probe after a shared pause
+    # the shared pause is over but its probe not claimed: nothing was held
+    # here to probe with; the next request held claims it
+    unclaimed: bool = False
 
 
 class Gates:
-    """The records of the slots that answered slow-down (see the module docstring).
-
-    ``holding`` (how many gates hold requests now) is read where every request
-    leaves the robots middleware: 0, the request goes on without any other cost.
-    """
+    """The records of the slots that answered slow-down; ``holding`` is read for
+    every request leaving the robots middleware (0: it goes on at no other cost)."""
 
     def __init__(
         self,
@@ -148,17 +119,10 @@ class Gates:
         gate = self.by_slot.get(key)
         return None if gate is None else gate.until
 
-    def holding_gate(self, key: str) -> Gate | None:
-        """Slot ``key``'s gate if it holds requests now (paused or resuming)."""
-        gate = self.by_slot.get(key) if self.holding else None
-        return gate if gate is not None and gate.holding else None
-
     def count_answer(self, key: str, now: float, *, cluster: int | None = None) -> int:
         """One more slow-down answer in a row from slot ``key``, or, with
         ``cluster``, the cluster's count of them if higher; how many now."""
-        gate = self.by_slot.get(key)
-        if gate is None:
-            gate = self._new_gate(key)
+        gate = self._record(key)
         if not gate.answers:
             gate.since = now
         gate.answers = gate.answers + 1 if cluster is None else max(gate.answers, cluster)
@@ -182,9 +146,8 @@ class Gates:
         return True
 
     async def sit_out(self, key: str) -> bool:
-        """Wait, without slow start, until slot ``key`` is not paused; False if
-        the spider closes meanwhile. For requests paced cluster-wide, already
-        out of the active set."""
+        """Wait, without slow start, until slot ``key`` is not paused (False: the
+        spider closes): for requests paced cluster-wide, out of the active set."""
         while True:
             gate = self.by_slot.get(key)
             left = 0.0 if gate is None else gate.until - _clock.monotonic()
@@ -260,11 +223,9 @@ class Gates:
 
     def answered(self, key: str, request: Request, now: float) -> bool:
         """``request``, released by slot ``key``'s gate, was answered: its place
-        is free. True if it was sent before the slot's pause began, so that its
-        answer says nothing of the site now: the pause still runs at ``now``, or
-        the answer took longer than the pause (a busy machine or a slow site),
-        by when the download began (Scrapy's ``download_latency``: from the start
-        of the download to the answer's headers)."""
+        is free. True if it was sent before the pause began, so its answer says
+        nothing of the site now: the pause still runs at ``now``, or the download
+        began before it (by Scrapy's ``download_latency``: a busy machine, a slow site)."""
         gate = self.by_slot.get(key)
         if gate is None:
             return False
@@ -286,8 +247,7 @@ class Gates:
     def _not_reached(self, key: str, request: Request) -> None:
         gate = self.by_slot.get(key)
         if gate is not None and request in gate.out:
-            gate.out[request] = None  # its timer, which fired
-            self._free(key, gate, request)
+            self._free(key, gate, request)  # (cancelling its fired timer does nothing)
 
     def _reached(self, request: Request) -> None:
         key: str | None = request.meta.get("download_slot")
@@ -335,17 +295,32 @@ class Gates:
         """Slot ``key`` sends nothing before ``until`` (``_clock.monotonic()``),
         through its gate, made if it has none. A slot not paused at ``now``
         starts its slow start again at one request; a pause never shortens."""
-        gate = self.by_slot.get(key)
-        if gate is None:
-            gate = self._new_gate(key)
+        gate = self._record(key)
         if gate.until <= now:
             gate.allowed = 1
         gate.probing = gate.unclaimed = False
         if not gate.holding:
             gate.holding = True
             self.holding += 1
-            self._listen()
-        self._pause(key, gate, until, now)
+            if not self._listening:  # follow released requests while any gate holds
+                self._listening = True
+                self._follow(self._ledger.follow)
+        if until <= gate.until:
+            return
+        if gate.until <= now:  # a new pause, not a longer one
+            gate.began = now
+        added = until - max(gate.until, now)
+        seconds = self._stats.get_value("rep/slowdown/seconds", 0.0)
+        self._stats.set_value("rep/slowdown/seconds", round(seconds + added, 3))
+        gate.until = until
+        gate.timer = self._pauses.hold(key, until)
+        taken = self._pauses.take_queued(key)
+        for request, _ in taken:  # let go before, held again: no longer out
+            self._forget_out(gate, request)
+        gate.parked.extend(taken)
+        if not gate.keeping:
+            gate.keeping = True
+            deferred_from_coro(self._keep(key, gate))
 
     def stop(self, key: str, end: Callable[[Queued], None]) -> None:
         """Slot ``key`` will send nothing more (a stop signal, scrapy_rep.challenges):
@@ -367,16 +342,18 @@ class Gates:
         gate.unclaimed = False
         self._close_if_done(key, gate)
 
-    def _new_gate(self, key: str) -> Gate:
-        if len(self.by_slot) >= self._bound:
-            self._evict_idle_gates()
-        gate = self.by_slot[key] = Gate()
+    def _record(self, key: str) -> Gate:
+        """Slot ``key``'s record, made if it has none."""
+        gate = self.by_slot.get(key)
+        if gate is None:
+            if len(self.by_slot) >= self._bound:
+                self._evict_idle_gates()
+            gate = self.by_slot[key] = Gate()
         return gate
 
     def _evict_idle_gates(self) -> None:
-        # A broad crawl meets many slots: forget the oldest records holding
-        # nothing, those not paused first (a paused slot's own timer still
-        # holds what is queued in it).
+        # Forget the oldest records holding nothing, those not paused first (a
+        # paused slot's own timer still holds what is queued in it).
         idle = [
             key
             for key, gate in self.by_slot.items()
@@ -388,25 +365,6 @@ class Gates:
             if gate.holding:  # its keeper, asleep, finds it no longer holding
                 gate.holding = False
                 self.holding -= 1
-
-    def _pause(self, key: str, gate: Gate, until: float, now: float) -> None:
-        """Make slot ``key``'s pause last until ``until``, never shorter."""
-        if until <= gate.until:
-            return
-        if gate.until <= now:  # a new pause, not a longer one
-            gate.began = now
-        added = until - max(gate.until, now)
-        seconds = self._stats.get_value("rep/slowdown/seconds", 0.0)
-        self._stats.set_value("rep/slowdown/seconds", round(seconds + added, 3))
-        gate.until = until
-        gate.timer = self._pauses.hold(key, until)
-        taken = self._pauses.take_queued(key)
-        for request, _ in taken:  # let go before, held again: no longer out
-            self._forget_out(gate, request)
-        gate.parked.extend(taken)
-        if not gate.keeping:
-            gate.keeping = True
-            deferred_from_coro(self._keep(key, gate))
 
     async def _keep(self, key: str, gate: Gate) -> None:
         """Sleep until the pause is over (and, shared, this worker has the
@@ -459,12 +417,6 @@ class Gates:
         if not self.holding and self._listening:
             self._listening = False
             self._follow(self._ledger.unfollow)
-
-    def _listen(self) -> None:
-        """Follow released requests into the downloader while any gate holds."""
-        if not self._listening:
-            self._listening = True
-            self._follow(self._ledger.follow)
 
     def _follow(self, change: Callable[..., None]) -> None:
         change("reached", self._reached)
