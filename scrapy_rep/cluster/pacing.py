@@ -78,15 +78,15 @@ return {at - now, 0}
 # KEYS: the slot's next free send time, its hold. ARGV: the token, spacing (us).
 # The request that took the turn with that token reached the site, or never
 # will: the next turn is a spacing from now at the earliest (never earlier
-# than a turn already set: another worker's, a pause's end).
-_ARRIVED = """
+# than a turn already set: another worker's, a pause's end). The Redis queue's
+# SENT (frontier/_redis_scripts.py) goes on from here.
+ARRIVED = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
 local turn = math.max(now + tonumber(ARGV[2]), tonumber(redis.call('GET', KEYS[1]) or '0'))
 redis.call('SET', KEYS[1], string.format('%.0f', turn), 'PX',
            math.ceil((turn - now) / 1000) + 1000)
-return 1
 """
 
 
@@ -145,7 +145,7 @@ class ClusterDelay:
         # Written at once (a blocking round trip, rare: one per paced request):
         # a call queued behind the loop's other work would count the next
         # turn from later than the arrival, costing the site's pages time.
-        self._arrived = link.script_now(_ARRIVED)
+        self._arrived = link.script_now(ARRIVED)
         self._turns: dict[str, _Turns] = {}
         self._tokens = (f"{uuid.uuid4().hex[:12]}:{n}" for n in itertools.count())
         self._holding: dict[Request, _Hold] = {}

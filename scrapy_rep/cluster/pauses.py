@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from scrapy_rep.cluster._channel import Channel
-from scrapy_rep.cluster.link import RedisUnavailable
+from scrapy_rep.cluster.link import RedisUnavailable, reply_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -310,8 +310,8 @@ class ClusterPauses(Channel["Apply"]):
             return
         now = int(found[0])
         for index in range(1, len(found) - 1, 2):
-            slot = found[index].decode() if isinstance(found[index], bytes) else str(found[index])
-            self._deliver(slot, (int(float(found[index + 1])) - now) / 1e6, None, 0)
+            left = (int(float(found[index + 1])) - now) / 1e6
+            self._deliver(reply_text(found[index]), left, None, 0)
 
     def _received(self, data: bytes | str) -> None:
         try:

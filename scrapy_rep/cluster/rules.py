@@ -88,14 +88,14 @@ class Claim:
     :meth:`RedisRulesCache.publish` (which releases the fetch lock if held)."""
 
 
-class RedisRulesCache:
-    """The rules cache on Redis, an in-process LRU in front: ``get``/``put``
+class RedisRulesCache(MemoryRulesCache):
+    """The rules cache on Redis, the in-process LRU in front: ``get``/``put``
     touch the LRU only; ``claim``/``publish``, called by the robots.txt fetch,
     are the only calls to Redis."""
 
     def __init__(self, link: RedisLink, config: Config, stats: StatsCollector) -> None:
+        super().__init__(config.cache_max_origins, config.backoff_max_origins)
         self.link = link
-        self.local = MemoryRulesCache(config.cache_max_origins, config.backoff_max_origins)
         self._prefix = config.redis_prefix
         self._max_size = config.max_size
         self._keep = config.redis_keep
@@ -106,12 +106,6 @@ class RedisRulesCache:
         self._stats = stats
         self._claim = link.script(_CLAIM)
         self._publish = link.script(_PUBLISH)
-
-    def get(self, origin: Origin) -> Entry | None:
-        return self.local.get(origin)
-
-    def put(self, origin: Origin, entry: Entry) -> None:
-        self.local.put(origin, entry)
 
     def _keys(self, origin: Origin) -> list[str]:
         text = origin.text

@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from scrapy_rep.cluster._channel import Channel
-from scrapy_rep.cluster.link import RedisUnavailable
+from scrapy_rep.cluster.link import RedisUnavailable, reply_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -77,7 +77,7 @@ class ClusterStops(Channel["Apply"]):
         except RedisUnavailable:
             return
         for index in range(0, len(found) - 1, 2):
-            message = {**_loads(found[index + 1]), "slot": _text(found[index])}
+            message = {**_loads(found[index + 1]), "slot": reply_text(found[index])}
             self._received(json.dumps(message))
 
     def _received(self, data: bytes | str) -> None:
@@ -98,10 +98,6 @@ def _field(value: Any) -> str | int | None:
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31:
         return value
     return None
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _loads(data: bytes | str) -> dict[str, Any]:

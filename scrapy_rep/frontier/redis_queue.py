@@ -35,7 +35,7 @@ from scrapy_rep._context import crawl_context
 from scrapy_rep._robots import ALLOWED, REFUSED, UNKNOWN, robots_service
 from scrapy_rep._slots.readiness import SlotReadiness
 from scrapy_rep._slots.wakeup import EngineWakeup
-from scrapy_rep.cluster.link import Outage, _redis_errors
+from scrapy_rep.cluster.link import Outage, _redis_errors, reply_text
 from scrapy_rep.cluster.pacing import HOLD_MARGIN, HOLD_MAX, hand_over_turn
 from scrapy_rep.frontier._redis_scripts import KNOWN, POP, PUSH, RELEASE, SENT
 from scrapy_rep.frontier.queue import AWAIT_ROBOTS
@@ -90,7 +90,6 @@ class RedisPoliteQueue:
         self._robots: RobotsService | None = robots_service(crawler)
         config = self._robots.config if self._robots is not None else crawl_context(crawler).config
         self._prefix = config.redis_prefix
-        self._retry = config.redis_retry
         self._prefetch: Prefetch | None = None
         if self._robots is not None:
             # The queue's requests live in Redis, not here: no count of them
@@ -128,8 +127,7 @@ class RedisPoliteQueue:
         self._unreleased: deque[tuple[str, str]] = deque()  # places to give back
         self._unsent: deque[tuple[str, str, int]] = deque()  # holds to end (as _holding)
         self._known_count = 0
-        self._outage = Outage()
-        self._next_try = 0.0
+        self._outage = Outage(min(config.redis_retry, 5.0))
         self._errors: tuple[type[BaseException], ...] = (*_redis_errors(), _Down)
         self._ledger = crawl_context(crawler).waiting.ledger
         self._ledger.follow("left", self._left_downloader)
@@ -141,7 +139,7 @@ class RedisPoliteQueue:
         # (a pop without its reply may hold a request: not closed before it is known)
         local = len(self._forbidden) + len(self._local) + len(self._uncertain)
         local += self._unanswered is not None
-        if self._down():
+        if self._outage.down:
             return local + self._known_count  # wait for Redis rather than close
         try:
             self._known_count = max(int(self.server.get(f"{self.key}:count") or 0), 0)
@@ -154,7 +152,7 @@ class RedisPoliteQueue:
         if found[0] == REFUSED:  # the robots middleware drops it at once
             self._forbidden.append(request)
             return
-        if self._down():
+        if self._outage.down:
             self._local.append(request)
             self._stats.inc_value("rep/redis/frontier/local")
             return
@@ -171,7 +169,7 @@ class RedisPoliteQueue:
         self._sweep()
         if self._prefetch is not None:
             self._prefetch.retry()
-        if self._down():
+        if self._outage.down:
             return self._pop_local_or_wake()
         try:
             self._flush_local()
@@ -193,7 +191,7 @@ class RedisPoliteQueue:
         self._answered()
         # as fresh as this pop: what len() says while Redis is down
         self._known_count = max(int(reply[3]), 0)
-        slot = _text(reply[0])
+        slot = reply_text(reply[0])
         if not slot:
             first = int(reply[2])
             if first >= 0:
@@ -202,7 +200,7 @@ class RedisPoliteQueue:
             self._stats.inc_value("rep/redis/frontier/not_ready")
             return None
         request: Request = self._codec._decode_request(reply[1])
-        if _text(reply[4]) == "1":  # handed out by a pop whose reply was lost
+        if reply_text(reply[4]) == "1":  # handed out by a pop whose reply was lost
             self._stats.inc_value("rep/redis/frontier/replayed")
         if self._readiness(request)[0] == "refused":  # dropped at once (its slot stopped...)
             self._release(slot, token)  # so it holds no place of the slot meanwhile
@@ -330,8 +328,8 @@ class RedisPoliteQueue:
             slot, token, spacing = self._unsent[0]
             self._sent_script(
                 keys=[
-                    f"{self.key}:hold:{slot}",
                     f"{self._prefix}delay:{slot}",
+                    f"{self.key}:hold:{slot}",
                     f"{self.key}:slots",
                     f"{self.key}:q:{slot}",
                 ],
@@ -358,10 +356,7 @@ class RedisPoliteQueue:
             if now - when > SWEEP_AFTER and not self._ledger.alive(request)
         ]
         for request in gone:
-            self._reached_site(request)
-            slot, token, _ = self._out.pop(request)
-            self._ledger.returned(request)
-            self._release(slot, token)
+            self._left_downloader(request)
 
     def _release(self, slot: str, token: str) -> None:
         self._unreleased.append((slot, token))
@@ -380,7 +375,7 @@ class RedisPoliteQueue:
     def _tell(self, flush: Callable[[], None]) -> None:
         """Tell Redis what ``flush`` sends, now; Redis down: at the first pop
         once it answers."""
-        if self._down():
+        if self._outage.down:
             return
         try:
             flush()
@@ -395,7 +390,7 @@ class RedisPoliteQueue:
             return self._local.popleft()
         # Redis is tried again at the next pop after the pause: ask for one
         # then, not at the engine's next heartbeat.
-        self._wakeup.at(self._next_try)
+        self._wakeup.at(self._outage.next_try)
         return None
 
     def _flush_local(self) -> None:
@@ -416,12 +411,8 @@ class RedisPoliteQueue:
 
     # -- outages ----------------------------------------------------------------------
 
-    def _down(self) -> bool:
-        return self._outage.on and _clock.monotonic() < self._next_try
-
     def _failed(self, exc: BaseException) -> None:
-        self._next_try = _clock.monotonic() + min(self._retry, 5.0)
-        if isinstance(exc, _Down) or not self._outage.begin():
+        if not self._outage.begin() or isinstance(exc, _Down):
             return
         self._stats.inc_value("rep/redis/frontier/outages")
         logger.warning(
@@ -439,7 +430,3 @@ class RedisPoliteQueue:
 
 class _Down(Exception):
     """A push failed while flushing (already counted)."""
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
