@@ -124,8 +124,8 @@ class RedisPoliteQueue:
         # pushes that failed: Redis may have run them (the reply lost), so they
         # are not handed out here but pushed again, the same bytes, when it answers
         self._uncertain: deque[tuple[Request, bytes]] = deque()
-        self._unreleased: deque[tuple[str, str]] = deque()  # places to give back
-        self._unsent: deque[tuple[str, str, int]] = deque()  # holds to end (as _holding)
+        # places to give back, holds to end: (script, keys, args), in order
+        self._untold: deque[tuple[Any, list[str], list[Any]]] = deque()
         self._known_count = 0
         self._outage = Outage(min(config.redis_retry, 5.0))
         self._errors: tuple[type[BaseException], ...] = (*_redis_errors(), _Down)
@@ -175,10 +175,8 @@ class RedisPoliteQueue:
             self._flush_local()
             if self._known_later:  # rules learnt while Redis was down
                 self._tell_known()
-            if self._unreleased:  # places left while Redis was down
-                self._give_back()
-            if self._unsent:  # requests that reached their site meanwhile
-                self._tell_sent()
+            if self._untold:  # places left, sites reached, while Redis was down
+                self._tell_untold()
             token = self._unanswered = self._unanswered or next(self._tokens)
             reply = self._pop_script(
                 keys=[f"{self.key}:slots", f"{self.key}:count", self._given_key],
@@ -317,25 +315,12 @@ class RedisPoliteQueue:
         answer: its slot's next Crawl-delay turn, any worker's, is a spacing
         from now (see ``SENT``)."""
         held = self._holding.pop(request, None)
-        if held is not None:
-            self._unsent.append(held)
-            self._tell(self._tell_sent)  # (Redis down: or the hold ends by its expiry)
-
-    def _tell_sent(self) -> None:
-        """End the holds of the requests that reached their site, in order (one
-        told late, after an outage, ends now rather than at its expiry)."""
-        while self._unsent:
-            slot, token, spacing = self._unsent[0]
-            self._sent_script(
-                keys=[
-                    f"{self._prefix}delay:{slot}",
-                    f"{self.key}:hold:{slot}",
-                    f"{self.key}:slots",
-                    f"{self.key}:q:{slot}",
-                ],
-                args=[token, spacing, slot],
-            )
-            self._unsent.popleft()
+        if held is not None:  # (Redis down: told late, or the hold ends by its expiry)
+            slot, token, spacing = held
+            keys = [f"{self._prefix}delay:{slot}", f"{self.key}:hold:{slot}"]
+            keys += [f"{self.key}:slots", f"{self.key}:q:{slot}"]
+            self._untold.append((self._sent_script, keys, [token, spacing, slot]))
+            self._tell(self._tell_untold)
 
     def _left_downloader(self, request: Request) -> None:
         self._reached_site(request)
@@ -359,18 +344,18 @@ class RedisPoliteQueue:
             self._left_downloader(request)
 
     def _release(self, slot: str, token: str) -> None:
-        self._unreleased.append((slot, token))
-        self._tell(self._give_back)  # (Redis down: or its lease ends)
+        keys = [f"{self.key}:out:{slot}", f"{self.key}:q:{slot}", f"{self.key}:slots"]
+        self._untold.append((self._release_script, keys, [token, slot]))
+        self._tell(self._tell_untold)  # (Redis down: told late, or its lease ends)
 
-    def _give_back(self) -> None:
-        """Give back the places of the requests that left, in order."""
-        while self._unreleased:
-            slot, token = self._unreleased[0]
-            self._release_script(
-                keys=[f"{self.key}:out:{slot}", f"{self.key}:q:{slot}", f"{self.key}:slots"],
-                args=[token, slot],
-            )
-            self._unreleased.popleft()
+    def _tell_untold(self) -> None:
+        """Give back the places of the requests that left and end the holds of
+        those that reached their site, in order (a hold told late, after an
+        outage, ends now rather than at its expiry)."""
+        while self._untold:
+            script, keys, args = self._untold[0]
+            script(keys=keys, args=args)
+            self._untold.popleft()
 
     def _tell(self, flush: Callable[[], None]) -> None:
         """Tell Redis what ``flush`` sends, now; Redis down: at the first pop

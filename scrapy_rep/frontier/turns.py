@@ -16,7 +16,7 @@ AutoThrottle alone count from the hand-out, as Scrapy counts from the start.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from scrapy_rep.cluster.pacing import HOLD_MAX  # the Redis queue's bound too
 
@@ -30,19 +30,10 @@ HORIZON = 300.0
 matters (REP_MAX_CRAWL_DELAY is 60 s by default)."""
 
 
-class TurnState(Protocol):
-    """What the queue asks of the per-slot state (in memory here; in Redis
-    for a cluster). ``sent`` answers the key of the slot the request held."""
-
-    def wait(self, key: str, delay: float, now: float) -> float: ...
-
-    def handed(self, key: str, request: Request, now: float) -> None: ...
-
-    def sent(self, request: Request, now: float) -> str | None: ...
-
-
 class SlotTurns:
-    """The in-memory :class:`TurnState` of one crawl (see the module docstring)."""
+    """The slots' turns of one crawl, in memory (see the module docstring; the
+    Redis queue keeps them in Redis). ``sent`` answers the key of the slot the
+    request held."""
 
     def __init__(self, slots: SlotReadiness, bound: int) -> None:
         self._slots = slots
