@@ -142,22 +142,14 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             # memory queue next, which counts it (counted here too, it would
             # hold its origin's place in the prefetch window for good).
             if len(queue) == 0 and self._where.get(slot) is None:
-                del self.pqueues[slot]
-                queue.close()
-                if self.key:
-                    remove_slot_dir(self.key, slot)
+                self._drop_queue(slot)
             raise
-        self._heads.pop(slot, None)
-        self._seen_ready.pop(slot, None)
         prefetch = frontier.prefetch
         if origin is not None and prefetch is not None:
             prefetch.queued(origin)  # discounted by _take, for the same origin
             if verdict == UNKNOWN:
                 prefetch.want(origin, request)
-        where = self._where.get(slot)
-        # A slot's first request may differ now; a pending queue waits on.
-        if where is None or (where == AWAITING and not slot.startswith(PENDING)):
-            self._candidate(slot, front=slot == RELEASE_SLOT)
+        self._joined(slot)
 
     def pop(self) -> Request | None:
         now = _clock.monotonic()
@@ -207,7 +199,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         verdict had been known when they were pushed)."""
         robots = self._frontier.robots
         assert robots is not None  # requests are pending only with robots.txt
-        queue = self.pqueues.pop(pending)
+        queue = self.pqueues[pending]
         self._heads.pop(pending, None)
         taken = _pop_all(queue)
         if len(taken) > 1:
@@ -218,9 +210,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             for request in taken:
                 queue.push(request)
             taken = _pop_all(queue)
-        queue.close()
-        if self.key:
-            remove_slot_dir(self.key, pending)
+        self._drop_queue(pending)
         joined: dict[str, None] = {}  # the slots joined, in order
         for request in taken:
             refused = robots.readiness(request)[0] == REFUSED
@@ -231,11 +221,23 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             target.push(request)
             joined[slot] = None
         for slot in joined:
-            self._heads.pop(slot, None)
-            self._seen_ready.pop(slot, None)
-            if self._where.get(slot) in (None, AWAITING):
-                self._candidate(slot, front=slot == RELEASE_SLOT)
+            self._joined(slot)
         self._frontier.wakeup.now()  # the engine may have asked already
+
+    def _joined(self, slot: str) -> None:
+        """``slot``'s queue has new requests: its first may differ now (a
+        pending queue waits on)."""
+        self._heads.pop(slot, None)
+        self._seen_ready.pop(slot, None)
+        where = self._where.get(slot)
+        if where is None or (where == AWAITING and not slot.startswith(PENDING)):
+            self._candidate(slot, front=slot == RELEASE_SLOT)
+
+    def _drop_queue(self, slot: str) -> None:
+        """Close ``slot``'s empty queue (and its directory on disk)."""
+        self.pqueues.pop(slot).close()
+        if self.key:
+            remove_slot_dir(self.key, slot)
 
     # -- choosing a slot ---------------------------------------------------------------
 
@@ -388,11 +390,8 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         if len(queue) == 0:
             self._candidates.popleft()
             del self._where[slot]
-            del self.pqueues[slot]
             self._verdicts.forget(slot)
-            queue.close()
-            if self.key:
-                remove_slot_dir(self.key, slot)
+            self._drop_queue(slot)
         elif ready:  # its turn is taken: the others go first
             self._candidates.popleft()
             self._candidates.append(slot)
