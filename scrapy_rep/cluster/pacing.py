@@ -179,9 +179,7 @@ class ClusterDelay:
     async def pace(self, slot: str, spacing: float, sleep: Sleep, request: Request) -> Pace:
         """Wait for ``request``'s cluster-wide turn in ``slot``: PACED (the
         slot is held for it until :meth:`release`), LOCAL or CLOSING."""
-        turns = self._turns.get(slot)
-        if turns is None:
-            turns = self._turns[slot] = _Turns()
+        turns = self._turns.setdefault(slot, _Turns())
         turns.users += 1
         try:
             async with turns.lock:
@@ -218,7 +216,9 @@ class ClusterDelay:
             if not await sleep(max(min(spacing, int(lasts) / 1000), HELD_POLL_MIN)):
                 stats.inc_value("rep/redis/delay/dropped_closing")
                 return CLOSING
-        self._hold(request, _Hold(slot, token, micros, let_go=False))
+        self._holding[request] = _Hold(slot, token, micros, let_go=False)
+        if self._sweep_timer is None and self._ledger is not None:
+            self._sweep_timer = _timers.call_later(SWEEP_EVERY, self._sweep)
         if int(wait) > 0 and not await sleep(int(wait) / 1e6):
             self.release(request)
             stats.inc_value("rep/redis/delay/dropped_closing")
@@ -227,11 +227,6 @@ class ClusterDelay:
         return PACED
 
     # -- holds --------------------------------------------------------------------
-
-    def _hold(self, request: Request, hold: _Hold) -> None:
-        self._holding[request] = hold
-        if self._sweep_timer is None and self._ledger is not None:
-            self._sweep_timer = _timers.call_later(SWEEP_EVERY, self._sweep)
 
     def let_go(self, request: Request) -> None:
         """The middleware let ``request`` go, at its turn: from now on it is

@@ -1,23 +1,13 @@
 """``scrapy_rep.RedisPoliteQueue``: scrapy-redis's shared queue, kept per download slot.
 
-For scrapy-redis's ``SCHEDULER_QUEUE_CLASS``. Each download slot's requests
-are a sorted set of their own (priorities as scrapy-redis's ``PriorityQueue``
-keeps them), and one server-side script (``_redis_scripts.POP``) hands a
-worker only a request whose slot is ready for the whole cluster: its turn
-(the Crawl-delay key of :mod:`scrapy_rep.cluster.pacing`, taken as the
-request is handed out) and its pause (:mod:`scrapy_rep.cluster.pauses`) have
-passed, it has fewer requests out in all workers than its concurrency (leases
-given back when a request leaves the downloader, or when they end), and its
-origin's robots.txt is known (a worker that meets an unknown origin starts
-the fetch and parks its slot, at most ``AWAIT_ROBOTS``). docs/cluster.md, "A
-queue per download slot", says what a crawl sees, the keys (under
-scrapy-redis's ``SCHEDULER_QUEUE_KEY``, ``K``) and the faults.
-
-A Crawl-delay slot stays held until the request reaches the site, and a pop
-whose reply was lost is replayed (``POP``, ``SENT``). When Redis fails (an
-error answer too: a full Redis refusing pushes), this worker hands out what
-it pushes meanwhile, paced locally, waits for the rest, and pushes back what
-it still holds once Redis answers. One WARNING per outage.
+For scrapy-redis's ``SCHEDULER_QUEUE_CLASS``: a sorted set per download slot,
+and one server-side script (``_redis_scripts.POP``) that hands a worker only
+a request whose slot is ready for the whole cluster (its turn, its pause, its
+requests out, its robots.txt). docs/cluster.md, "A queue per download slot",
+says when a slot is ready, the keys (under ``SCHEDULER_QUEUE_KEY``, ``K``)
+and the faults: when Redis fails (an error answer too), this worker hands out
+what it pushes meanwhile, paced locally, and pushes back what it still holds
+once Redis answers.
 """
 
 from __future__ import annotations
