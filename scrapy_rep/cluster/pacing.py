@@ -153,10 +153,6 @@ class ClusterDelay:
         self._ledger: Ledger | None = None
         self._sweep_timer: _timers.Timer | None = None
 
-    @property
-    def up(self) -> bool:
-        return self.link.up
-
     def watch(self, crawler: Crawler) -> None:
         """End each hold when its request reaches the site (see the module docstring)."""
         timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT")

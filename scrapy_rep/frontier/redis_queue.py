@@ -209,21 +209,18 @@ class RedisPoliteQueue:
         background) in batches of ``CLEAR_BATCH``, so that no one command holds
         Redis (one ``DEL`` of 190k keys took 571 ms) while other workers call."""
         try:
-            self._unlink([self.key, f"{self.key}:slots", f"{self.key}:count"])
+            self.server.unlink(self.key, f"{self.key}:slots", f"{self.key}:count")
             for pattern in (":q:*", ":meta:*", ":out:*", ":hold:*", ":given:*"):
                 batch: list[Any] = []
                 for name in self.server.scan_iter(match=f"{self.key}{pattern}", count=CLEAR_BATCH):
                     batch.append(name)
                     if len(batch) >= CLEAR_BATCH:
-                        self._unlink(batch)
+                        self.server.unlink(*batch)
                         batch = []
-                self._unlink(batch)
+                if batch:
+                    self.server.unlink(*batch)
         except self._errors as exc:
             self._failed(exc)
-
-    def _unlink(self, names: list[Any]) -> None:
-        if names:
-            self.server.unlink(*names)
 
     def close(self) -> None:
         self._wakeup.cancel()
