@@ -47,8 +47,8 @@ class ClusterStops(Channel["Apply"]):
     what = "Stop"
 
     def __init__(self, link: RedisLink, config: Config, stats: StatsCollector) -> None:
-        self.key = f"{config.redis_prefix}stopped"
-        super().__init__(link, config, stats, self.key)
+        # the hash of stopped slots and the channel have the one name
+        super().__init__(link, config, stats, f"{config.redis_prefix}stopped")
         self._keep_ms = int(max(config.redis_keep, 60.0) * 1000)
         self._stop = link.script(_STOP)
         self._all = link.script(_ALL)
@@ -61,7 +61,7 @@ class ClusterStops(Channel["Apply"]):
         args = [slot, json.dumps(what), self._keep_ms, self.channel]
         args.append(json.dumps({"slot": slot, "by": self._me, **what}))
         try:
-            await self.link.call(self._stop, [self.key], args)
+            await self.link.call(self._stop, [self.channel], args)
         except RedisUnavailable:
             self._stats.inc_value("rep/challenge/redis/local")
             logger.warning(
@@ -73,7 +73,7 @@ class ClusterStops(Channel["Apply"]):
 
     async def _catch_up(self) -> None:
         try:
-            found = await self.link.call(self._all, [self.key], [])
+            found = await self.link.call(self._all, [self.channel], [])
         except RedisUnavailable:
             return
         for index in range(0, len(found) - 1, 2):
