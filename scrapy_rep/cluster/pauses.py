@@ -204,7 +204,6 @@ class ClusterPauses(Channel["Apply"]):
         self._prefix = config.redis_prefix
         self._min_us = int(config.slowdown_min_delay * 1e6)
         self._max_us = int(config.slowdown_max_delay * 1e6)
-        self._max = config.slowdown_max_delay
         # A level outlives its pause by REP_SLOWDOWN_MAX_DELAY, at least a
         # minute: a slow-down answer later than that starts from the minimum.
         self._keep_ms = int(max(config.slowdown_max_delay, 60.0) * 1000)
@@ -328,6 +327,6 @@ class ClusterPauses(Channel["Apply"]):
 
     def _deliver(self, slot: str, left: float, origin: str | None, level: int) -> None:
         # Whoever wrote to Redis, no pause lasts longer than this worker allows.
-        left = min(left, self._max)
+        left = min(left, self._max_us / 1e6)
         if left > 0 and self._apply is not None:
             self._apply(slot, left, origin, level, False)

@@ -91,8 +91,7 @@ class RedisRulesCache(MemoryRulesCache):
         self._prefix = config.redis_prefix
         self._max_size = config.max_size
         self._keep = config.redis_keep
-        attempts = config.fetch_retries + 1
-        self.lock_seconds = config.fetch_timeout * attempts + LOCK_MARGIN
+        self.lock_seconds = config.fetch_timeout * (config.fetch_retries + 1) + LOCK_MARGIN
         self.wait_max = 2 * self.lock_seconds
         self._token = f"{uuid.uuid4().hex}:{os.getpid()}"
         self._stats = stats
