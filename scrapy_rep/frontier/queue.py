@@ -150,17 +150,12 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
     def pop(self) -> Request | None:
         now = _clock.monotonic()
         chosen = self._select(now)
-        if chosen is None:
-            return None
-        slot, ready = chosen
-        return self._take(slot, now, ready=ready)
+        return None if chosen is None else self._take(chosen[0], now, ready=chosen[1])
 
     def peek(self) -> Request | None:
         """The request :meth:`pop` would hand out now, left in the queue."""
         chosen = self._select(_clock.monotonic())
-        if chosen is None:
-            return None
-        return self._head(chosen[0])
+        return None if chosen is None else self._head(chosen[0])
 
     def robots_known(self, origin: Origin) -> None:
         """``origin``'s robots.txt fetch ended: its requests go to their slots."""

@@ -129,12 +129,11 @@ class RedisPoliteQueue:
         # (a pop without its reply may hold a request: not closed before it is known)
         local = len(self._forbidden) + len(self._local) + len(self._uncertain)
         local += self._unanswered is not None
-        if self._outage.down:
-            return local + self._known_count  # wait for Redis rather than close
-        try:
-            self._known_count = max(int(self.server.get(f"{self.key}:count") or 0), 0)
-        except self._errors as exc:
-            self._failed(exc)
+        if not self._outage.down:  # (down: the last count, to wait for Redis rather than close)
+            try:
+                self._known_count = max(int(self.server.get(f"{self.key}:count") or 0), 0)
+            except self._errors as exc:
+                self._failed(exc)
         return local + self._known_count
 
     def push(self, request: Request) -> None:
