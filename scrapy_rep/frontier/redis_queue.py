@@ -106,15 +106,13 @@ class RedisPoliteQueue:
         self._holding: dict[Request, tuple[str, str, int]] = {}
         # origin -> one of its requests, and the slots parked for its robots.txt
         self._awaiting: dict[Origin, tuple[Request, set[str]]] = {}
-        # the same, for origins whose rules came while Redis was down (or its
-        # KNOWN failed): their slots are made ready once Redis answers
-        self._known_later: dict[Origin, tuple[Request, set[str]]] = {}
         self._forbidden: deque[Request] = deque()  # dropped by the middleware at once
         self._local: deque[Request] = deque()  # pushed while Redis was down
         # pushes that failed: Redis may have run them (the reply lost), so they
         # are not handed out here but pushed again, the same bytes, when it answers
         self._uncertain: deque[tuple[Request, bytes]] = deque()
-        # places to give back, holds to end: (script, keys, args), in order
+        # slots made ready, places to give back, holds to end: (script, keys,
+        # args) in order, kept while Redis is down or fails to answer
         self._untold: deque[tuple[Any, list[str], list[Any]]] = deque()
         self._known_count = 0
         self._outage = Outage(min(config.redis_retry, 5.0))
@@ -162,9 +160,7 @@ class RedisPoliteQueue:
             return self._pop_local_or_wake()
         try:
             self._flush_local()
-            if self._known_later:  # rules learnt while Redis was down
-                self._tell_known()
-            if self._untold:  # places left, sites reached, while Redis was down
+            if self._untold:  # rules learnt, places left, sites reached, while Redis was down
                 self._tell_untold()
             token = self._unanswered = self._unanswered or next(self._tokens)
             reply = self._pop_script(
@@ -277,24 +273,13 @@ class RedisPoliteQueue:
         # Kept until Redis has been told: a fetch that ends during an outage
         # (Redis killed as the answer came) would otherwise leave its slots
         # parked in Redis until AWAIT_ROBOTS, with nobody fetching.
-        _, slots = self._known_later.setdefault(origin, (awaiting[0], set()))
-        slots |= awaiting[1]
-        self._tell(self._tell_known)
-
-    def _tell_known(self) -> None:
-        """Make ready the slots of the origins whose rules this worker learnt,
-        in order; one whose call fails stays for the next try."""
-        while self._known_later:
-            origin, (request, slots) = next(iter(self._known_later.items()))
-            delay = self._readiness(request)[1]
-            while slots:
-                slot = next(iter(slots))
-                self._known_script(
-                    keys=[f"{self.key}:slots", f"{self.key}:meta:{slot}"],
-                    args=[slot, self._spacing(slot, delay), self._slots.concurrency(slot)],
-                )
-                slots.discard(slot)
-            del self._known_later[origin]
+        request, slots = awaiting
+        delay = self._readiness(request)[1]
+        for slot in slots:
+            keys = [f"{self.key}:slots", f"{self.key}:meta:{slot}"]
+            args = [slot, self._spacing(slot, delay), self._slots.concurrency(slot)]
+            self._untold.append((self._known_script, keys, args))
+        self._tell(self._tell_untold)
 
     def _reached_site(self, request: Request) -> None:
         """``request`` reached its site (its answer began), or left without an
@@ -335,9 +320,10 @@ class RedisPoliteQueue:
         self._tell(self._tell_untold)  # (Redis down: told late, or its lease ends)
 
     def _tell_untold(self) -> None:
-        """Give back the places of the requests that left and end the holds of
-        those that reached their site, in order (a hold told late, after an
-        outage, ends now rather than at its expiry)."""
+        """Make ready the slots whose rules came, give back the places of the
+        requests that left and end the holds of those that reached their site,
+        in order (a hold told late, after an outage, ends now rather than at
+        its expiry); one whose call fails stays for the next try."""
         while self._untold:
             script, keys, args = self._untold[0]
             script(keys=keys, args=args)
