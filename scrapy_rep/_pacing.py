@@ -135,7 +135,7 @@ class Pacing:
         elif turn_taken(request):  # the Redis queue took its turn (scrapy_rep.frontier.redis_queue)
             self._stats.inc_value("rep/redis/delay/queue_turn")
             delays.let_cluster_pace(request)
-        elif not cluster.up:  # Redis unavailable: each worker spaces its own requests
+        elif not cluster.link.up:  # Redis unavailable: each worker spaces its own requests
             self._stats.inc_value("rep/redis/delay/local")
             delays.require(request, delay)
         else:

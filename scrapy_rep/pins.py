@@ -2,10 +2,8 @@
 
 A pin maps an origin to the SHA-256 of the bytes its rules were read from
 (:attr:`scrapy_rep.policy.Entry.sha256`). :class:`PinWatch` says once what
-changed in a robots.txt that differs from its pin (when the pinned body is at
-hand: seen this crawl, in ``REP_STATE_DIR``, or in an evidence archive), counts
-the requests refused since, and under ``REP_PIN_ACTION = "stop_origin"`` has
-the middleware drop the origin's requests.
+changed in a robots.txt that differs from its pin, counts the requests refused
+since, or has the middleware drop them (``REP_PIN_ACTION = "stop_origin"``).
 """
 
 from __future__ import annotations

@@ -319,7 +319,9 @@ class StateStore:
         now = _clock.now()
         rows: dict[_Body, list[tuple[object, ...]]] = {"new": [], "keep": [], "none": []}
         for text, (entry, mode, body) in pending.items():
-            meta = encode(entry, _rules(entry, mode))
+            # no body: a robots.txt gone (4xx) allows all (refused locally is never kept)
+            rules: Rules = "allow_all" if entry.outcome == UNAVAILABLE else "none"
+            meta = encode(entry, "body" if mode != "none" else rules)
             row = (text, entry.outcome, meta, body, entry.fetched, entry.expires, now)
             rows[mode].append(row)
         try:
@@ -374,14 +376,6 @@ def _passing(problem: BaseException) -> bool:
     return isinstance(problem, sqlite3.OperationalError) and any(
         words in str(problem) for words in ("locked", "disk I/O", "locking protocol")
     )
-
-
-def _rules(entry: Entry, mode: _Body) -> Rules:
-    if mode != "none":
-        return "body"
-    if entry.outcome in (UNAVAILABLE, REFUSED_LOCALLY):
-        return "allow_all"
-    return "none"
 
 
 def _marks(db: sqlite3.Connection) -> tuple[int, int]:

@@ -1,20 +1,14 @@
 """Politeness shared by many Scrapy processes through Redis (``REP_REDIS_URL``).
 
-Three pieces, each on by its own setting, all keyed under ``REP_REDIS_PREFIX``
-with a TTL (docs/cluster.md describes each, its keys and its faults):
-
-- robots.txt (``REP_REDIS_ROBOTS``, :mod:`~scrapy_rep.cluster.rules`): one
-  fetch per origin for the cluster, under a lock that expires; the others
-  re-parse the stored body (parser objects are never pickled).
-- Crawl-delay (``REP_REDIS_DELAY``, :mod:`~scrapy_rep.cluster.pacing`): each
-  request takes its slot's next turn on Redis's clock; the slot's local delay
-  is then zero, its own delay folded into the spacing.
-- Slow-down pauses (``REP_REDIS_SLOWDOWN``, :mod:`~scrapy_rep.cluster.pauses`):
-  a 429/503 (or challenge) record per slot, published to every worker.
-
-Redis down or slow: :mod:`~scrapy_rep.cluster.link`. Shared state needs the
-asyncio reactor (``redis.asyncio``); on another, :meth:`SharedState.connect`
-logs a WARNING and keeps all state local.
+robots.txt (:mod:`~scrapy_rep.cluster.rules`: the others re-parse the stored
+body, parser objects are never pickled), Crawl-delay
+(:mod:`~scrapy_rep.cluster.pacing`: turns on Redis's clock, the slot's local
+delay then zero, its own delay folded into the spacing) and slow-down pauses
+(:mod:`~scrapy_rep.cluster.pauses`), each on by its own setting. docs/cluster.md
+describes each, its keys and its faults (Redis down or slow:
+:mod:`~scrapy_rep.cluster.link`). Shared state needs the asyncio reactor
+(``redis.asyncio``); on another, :meth:`SharedState.connect` logs a WARNING
+and keeps all state local.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each worker subscribes when the spider opens, reads the state already written
 (``_catch_up``) each time it subscribes, and hands each message to
 ``_received``; a subscriber that fails subscribes again later. The crawl waits
-for the first subscription (:meth:`Channel._first_subscription`), so that a
+for the first subscription (:meth:`Channel.start`), so that a
 worker joining late acts on the cluster's state from its first request.
 """
 
@@ -59,16 +59,12 @@ class Channel(Generic[ApplyT]):
 
     async def start(self, apply: ApplyT) -> None:
         """Subscribe (at spider_opened). Returns once the state already written
-        is known (or Redis failed to say within its timeout), so that a worker
-        joining later acts on it from its first request."""
+        is known, or after twice REP_REDIS_TIMEOUT of this worker's own time
+        (at most STALLED_ATTEMPTS times that on the clock)."""
         self._apply = apply
-        if self._listener is None:
-            self._listener = asyncio.ensure_future(self._listen())
-            await self._first_subscription()
-
-    async def _first_subscription(self) -> None:
-        """Wait for the first subscription and catch-up: twice REP_REDIS_TIMEOUT
-        of this worker's own time, and at most STALLED_ATTEMPTS times that."""
+        if self._listener is not None:
+            return
+        self._listener = asyncio.ensure_future(self._listen())
         since = _clock.monotonic()
         budget = self._timeout * 2
         while not self._ready.is_set():

@@ -51,18 +51,27 @@ outage (no second WARNING): a slow or full Redis answers some calls only."""
 
 
 class Outage:
-    """Whether one client of Redis is in an outage, and which of its failures
-    and answers deserve more than DEBUG: one WARNING per outage, one INFO when
-    it ends (see the module docstring)."""
+    """Whether one client of Redis is in an outage (not tried again for
+    ``retry`` seconds after a failure), and which of its failures and answers
+    deserve more than DEBUG: one WARNING per outage, one INFO when it ends
+    (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, retry: float = 0.0) -> None:
         self.on = False
         self.since = 0.0  # _clock.monotonic() at which it began
+        self.retry = retry
+        self.next_try = 0.0
         self._told = False  # this outage was logged as a WARNING
         self._same_until = 0.0
 
+    @property
+    def down(self) -> bool:
+        """In the pause after a failure: Redis is not tried."""
+        return self.on and _clock.monotonic() < self.next_try
+
     def begin(self) -> bool:
         """A call failed: True when that begins an outage to warn about."""
+        self.next_try = _clock.monotonic() + self.retry
         if self.on:
             return False
         self.on, self.since = True, _clock.monotonic()
@@ -134,15 +143,13 @@ class RedisLink:
         self._timeouts = (RedisTimeout, asyncio.TimeoutError, TimeoutError)
         self._timeout = config.redis_timeout
         self._stalls = LoopStalls()
-        self._retry = config.redis_retry
         self._stats = stats
-        self._outage = Outage()
-        self._next_try = 0.0
+        self._outage = Outage(config.redis_retry)
 
     @property
     def up(self) -> bool:
         """False during the pause after a failure (``REP_REDIS_RETRY``)."""
-        return not self._outage.on or _clock.monotonic() >= self._next_try
+        return not self._outage.down
 
     def script(self, source: str) -> Any:
         return self.client.register_script(source)
@@ -224,8 +231,6 @@ class RedisLink:
 
     def _failed(self, exc: BaseException) -> None:
         self._stats.inc_value("rep/redis/errors")
-        now = _clock.monotonic()
-        self._next_try = now + self._retry
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if not self._outage.begin():  # under way, or again soon after its end
             logger.debug("Redis at %s still unavailable (%s)", self.url, reason)
@@ -236,7 +241,7 @@ class RedisLink:
             "applies Crawl-delay on its own until Redis answers again (next try in %g s)",
             self.url,
             reason,
-            self._retry,
+            self._outage.retry,
         )
 
     async def close(self) -> None:
@@ -245,6 +250,11 @@ class RedisLink:
             await self.client.aclose()
             await self._pool.disconnect()  # a pool given to the client is not closed by it
             self._now_client.close()
+
+
+def reply_text(value: bytes | str) -> str:
+    """A Redis reply's string (bytes decoded as UTF-8, errors replaced)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _redis_errors() -> tuple[type[BaseException], ...]:

@@ -78,15 +78,15 @@ return {at - now, 0}
 # KEYS: the slot's next free send time, its hold. ARGV: the token, spacing (us).
 # The request that took the turn with that token reached the site, or never
 # will: the next turn is a spacing from now at the earliest (never earlier
-# than a turn already set: another worker's, a pause's end).
-_ARRIVED = """
+# than a turn already set: another worker's, a pause's end). The Redis queue's
+# SENT (frontier/_redis_scripts.py) goes on from here.
+ARRIVED = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
 local turn = math.max(now + tonumber(ARGV[2]), tonumber(redis.call('GET', KEYS[1]) or '0'))
 redis.call('SET', KEYS[1], string.format('%.0f', turn), 'PX',
            math.ceil((turn - now) / 1000) + 1000)
-return 1
 """
 
 
@@ -145,17 +145,13 @@ class ClusterDelay:
         # Written at once (a blocking round trip, rare: one per paced request):
         # a call queued behind the loop's other work would count the next
         # turn from later than the arrival, costing the site's pages time.
-        self._arrived = link.script_now(_ARRIVED)
+        self._arrived = link.script_now(ARRIVED)
         self._turns: dict[str, _Turns] = {}
         self._tokens = (f"{uuid.uuid4().hex[:12]}:{n}" for n in itertools.count())
         self._holding: dict[Request, _Hold] = {}
         self._hold_ms = int((HOLD_MAX + HOLD_MARGIN) * 1000)
         self._ledger: Ledger | None = None
         self._sweep_timer: _timers.Timer | None = None
-
-    @property
-    def up(self) -> bool:
-        return self.link.up
 
     def watch(self, crawler: Crawler) -> None:
         """End each hold when its request reaches the site (see the module docstring)."""
@@ -179,9 +175,7 @@ class ClusterDelay:
     async def pace(self, slot: str, spacing: float, sleep: Sleep, request: Request) -> Pace:
         """Wait for ``request``'s cluster-wide turn in ``slot``: PACED (the
         slot is held for it until :meth:`release`), LOCAL or CLOSING."""
-        turns = self._turns.get(slot)
-        if turns is None:
-            turns = self._turns[slot] = _Turns()
+        turns = self._turns.setdefault(slot, _Turns())
         turns.users += 1
         try:
             async with turns.lock:
@@ -218,7 +212,9 @@ class ClusterDelay:
             if not await sleep(max(min(spacing, int(lasts) / 1000), HELD_POLL_MIN)):
                 stats.inc_value("rep/redis/delay/dropped_closing")
                 return CLOSING
-        self._hold(request, _Hold(slot, token, micros, let_go=False))
+        self._holding[request] = _Hold(slot, token, micros, let_go=False)
+        if self._sweep_timer is None and self._ledger is not None:
+            self._sweep_timer = _timers.call_later(SWEEP_EVERY, self._sweep)
         if int(wait) > 0 and not await sleep(int(wait) / 1e6):
             self.release(request)
             stats.inc_value("rep/redis/delay/dropped_closing")
@@ -227,11 +223,6 @@ class ClusterDelay:
         return PACED
 
     # -- holds --------------------------------------------------------------------
-
-    def _hold(self, request: Request, hold: _Hold) -> None:
-        self._holding[request] = hold
-        if self._sweep_timer is None and self._ledger is not None:
-            self._sweep_timer = _timers.call_later(SWEEP_EVERY, self._sweep)
 
     def let_go(self, request: Request) -> None:
         """The middleware let ``request`` go, at its turn: from now on it is

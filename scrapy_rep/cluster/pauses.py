@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from scrapy_rep.cluster._channel import Channel
-from scrapy_rep.cluster.link import RedisUnavailable
+from scrapy_rep.cluster.link import RedisUnavailable, reply_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -204,7 +204,6 @@ class ClusterPauses(Channel["Apply"]):
         self._prefix = config.redis_prefix
         self._min_us = int(config.slowdown_min_delay * 1e6)
         self._max_us = int(config.slowdown_max_delay * 1e6)
-        self._max = config.slowdown_max_delay
         # A level outlives its pause by REP_SLOWDOWN_MAX_DELAY, at least a
         # minute: a slow-down answer later than that starts from the minimum.
         self._keep_ms = int(max(config.slowdown_max_delay, 60.0) * 1000)
@@ -310,8 +309,8 @@ class ClusterPauses(Channel["Apply"]):
             return
         now = int(found[0])
         for index in range(1, len(found) - 1, 2):
-            slot = found[index].decode() if isinstance(found[index], bytes) else str(found[index])
-            self._deliver(slot, (int(float(found[index + 1])) - now) / 1e6, None, 0)
+            left = (int(float(found[index + 1])) - now) / 1e6
+            self._deliver(reply_text(found[index]), left, None, 0)
 
     def _received(self, data: bytes | str) -> None:
         try:
@@ -328,6 +327,6 @@ class ClusterPauses(Channel["Apply"]):
 
     def _deliver(self, slot: str, left: float, origin: str | None, level: int) -> None:
         # Whoever wrote to Redis, no pause lasts longer than this worker allows.
-        left = min(left, self._max)
+        left = min(left, self._max_us / 1e6)
         if left > 0 and self._apply is not None:
             self._apply(slot, left, origin, level, False)

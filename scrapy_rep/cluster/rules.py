@@ -42,10 +42,8 @@ local state = redis.call('HMGET', KEYS[1], 'meta', 'expires', 'body', 'base')
 if state[1] and tonumber(state[2] or '0') > tonumber(ARGV[1]) then
   return {1, state[1], state[3], state[4]}
 end
-if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then
-  return {2, state[1], state[3], state[4]}
-end
-if redis.call('GET', KEYS[2]) == ARGV[2] then
+if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3])
+    or redis.call('GET', KEYS[2]) == ARGV[2] then
   return {2, state[1], state[3], state[4]}
 end
 return {3}
@@ -56,19 +54,13 @@ return {3}
 # rules; "plain": no body), body, base URL of the body, meta to store instead
 # when "keep" finds no body.
 _PUBLISH = """
-if ARGV[5] == 'keep' and redis.call('HEXISTS', KEYS[1], 'body') == 1 then
-  redis.call('HSET', KEYS[1], 'meta', ARGV[1], 'expires', ARGV[2])
-else
+local meta = ARGV[1]
+if ARGV[5] ~= 'keep' or redis.call('HEXISTS', KEYS[1], 'body') == 0 then
   redis.call('DEL', KEYS[1])
-  if ARGV[5] == 'body' then
-    redis.call('HSET', KEYS[1], 'meta', ARGV[1], 'expires', ARGV[2], 'body', ARGV[6],
-               'base', ARGV[7])
-  elseif ARGV[5] == 'keep' then
-    redis.call('HSET', KEYS[1], 'meta', ARGV[8], 'expires', ARGV[2])
-  else
-    redis.call('HSET', KEYS[1], 'meta', ARGV[1], 'expires', ARGV[2])
-  end
+  if ARGV[5] == 'keep' then meta = ARGV[8] end
 end
+redis.call('HSET', KEYS[1], 'meta', meta, 'expires', ARGV[2])
+if ARGV[5] == 'body' then redis.call('HSET', KEYS[1], 'body', ARGV[6], 'base', ARGV[7]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 if redis.call('GET', KEYS[2]) == ARGV[4] then
   redis.call('DEL', KEYS[2])
@@ -88,30 +80,23 @@ class Claim:
     :meth:`RedisRulesCache.publish` (which releases the fetch lock if held)."""
 
 
-class RedisRulesCache:
-    """The rules cache on Redis, an in-process LRU in front: ``get``/``put``
+class RedisRulesCache(MemoryRulesCache):
+    """The rules cache on Redis, the in-process LRU in front: ``get``/``put``
     touch the LRU only; ``claim``/``publish``, called by the robots.txt fetch,
     are the only calls to Redis."""
 
     def __init__(self, link: RedisLink, config: Config, stats: StatsCollector) -> None:
+        super().__init__(config.cache_max_origins, config.backoff_max_origins)
         self.link = link
-        self.local = MemoryRulesCache(config.cache_max_origins, config.backoff_max_origins)
         self._prefix = config.redis_prefix
         self._max_size = config.max_size
         self._keep = config.redis_keep
-        attempts = config.fetch_retries + 1
-        self.lock_seconds = config.fetch_timeout * attempts + LOCK_MARGIN
+        self.lock_seconds = config.fetch_timeout * (config.fetch_retries + 1) + LOCK_MARGIN
         self.wait_max = 2 * self.lock_seconds
         self._token = f"{uuid.uuid4().hex}:{os.getpid()}"
         self._stats = stats
         self._claim = link.script(_CLAIM)
         self._publish = link.script(_PUBLISH)
-
-    def get(self, origin: Origin) -> Entry | None:
-        return self.local.get(origin)
-
-    def put(self, origin: Origin, entry: Entry) -> None:
-        self.local.put(origin, entry)
 
     def _keys(self, origin: Origin) -> list[str]:
         text = origin.text

@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from scrapy_rep.cluster._channel import Channel
-from scrapy_rep.cluster.link import RedisUnavailable
+from scrapy_rep.cluster.link import RedisUnavailable, reply_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -47,8 +47,8 @@ class ClusterStops(Channel["Apply"]):
     what = "Stop"
 
     def __init__(self, link: RedisLink, config: Config, stats: StatsCollector) -> None:
-        self.key = f"{config.redis_prefix}stopped"
-        super().__init__(link, config, stats, self.key)
+        # the hash of stopped slots and the channel have the one name
+        super().__init__(link, config, stats, f"{config.redis_prefix}stopped")
         self._keep_ms = int(max(config.redis_keep, 60.0) * 1000)
         self._stop = link.script(_STOP)
         self._all = link.script(_ALL)
@@ -61,7 +61,7 @@ class ClusterStops(Channel["Apply"]):
         args = [slot, json.dumps(what), self._keep_ms, self.channel]
         args.append(json.dumps({"slot": slot, "by": self._me, **what}))
         try:
-            await self.link.call(self._stop, [self.key], args)
+            await self.link.call(self._stop, [self.channel], args)
         except RedisUnavailable:
             self._stats.inc_value("rep/challenge/redis/local")
             logger.warning(
@@ -73,11 +73,11 @@ class ClusterStops(Channel["Apply"]):
 
     async def _catch_up(self) -> None:
         try:
-            found = await self.link.call(self._all, [self.key], [])
+            found = await self.link.call(self._all, [self.channel], [])
         except RedisUnavailable:
             return
         for index in range(0, len(found) - 1, 2):
-            message = {**_loads(found[index + 1]), "slot": _text(found[index])}
+            message = {**_loads(found[index + 1]), "slot": reply_text(found[index])}
             self._received(json.dumps(message))
 
     def _received(self, data: bytes | str) -> None:
@@ -98,10 +98,6 @@ def _field(value: Any) -> str | int | None:
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31:
         return value
     return None
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _loads(data: bytes | str) -> dict[str, Any]:

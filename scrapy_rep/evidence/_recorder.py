@@ -17,7 +17,6 @@ import os
 import platform
 import socket
 from collections import OrderedDict
-from email.utils import parsedate_to_datetime
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +32,7 @@ from scrapy_rep._version import __version__
 from scrapy_rep.cache import lru_put
 from scrapy_rep.evidence._warc import WarcFiles, digest, http_block, warc_date
 from scrapy_rep.origin import ROBOTS_PATH
+from scrapy_rep.policy import _http_date
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -160,7 +160,8 @@ class Evidence:
         when = _clock.now()
         fields: list[tuple[str, str]] = []
         if cached:  # dated by its original answer, never now
-            sent = _http_date(response.headers.get(b"Date"))
+            date = response.headers.get(b"Date")
+            sent = _http_date(date.decode("latin-1")) if date else None
             fields.append(("Scrapy-Rep-Served-From", "scrapy-httpcache"))
             if sent is None:
                 fields.append(("Scrapy-Rep-Original-Date", "unknown"))
@@ -226,14 +227,13 @@ class Evidence:
             when=when,
             content_type="application/http;msgtype=response",
         )
+        this = (written.record_id, uri, warc_date(when))
         if kind == "revisit":
             self._stats.inc_value("rep/evidence/revisits")
         elif body and not truncated:
-            first = (written.record_id, uri, warc_date(when))
-            lru_put(self._digests, payload_digest, first, _MAX_DIGESTS)
+            lru_put(self._digests, payload_digest, this, _MAX_DIGESTS)
         if body and response.status != 304:
-            target = earlier or (written.record_id, uri, warc_date(when))
-            lru_put(self._latest, uri, target, _MAX_DIGESTS)
+            lru_put(self._latest, uri, earlier or this, _MAX_DIGESTS)
         self._stats.inc_value("rep/evidence/records")
         hop.update(warc_file=written.file, warc_offset=written.offset, record_id=written.record_id)
 
@@ -323,15 +323,6 @@ class Evidence:
 def _key(request: Request) -> tuple[str, str]:
     meta = request.meta
     return meta.get(WELL_KNOWN_META) or ROBOTS_PATH, meta[ROBOTS_META]
-
-
-def _http_date(value: bytes | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return parsedate_to_datetime(value.decode("latin-1")).timestamp()
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
 
 
 def _validators(response: Response) -> dict[str, str]:

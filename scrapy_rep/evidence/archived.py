@@ -27,16 +27,6 @@ class ArchiveUnreadable(Exception):
     """The archive names the body but it cannot be read back (the message says why)."""
 
 
-class _Pointer:
-    __slots__ = ("file", "offset", "record_id", "revisit_of")
-
-    def __init__(self, hop: dict[str, Any]) -> None:
-        self.file = hop.get("warc_file")
-        self.offset = hop.get("warc_offset")
-        self.record_id = hop.get("record_id")
-        self.revisit_of = hop.get("revisit_of")
-
-
 class ArchivedBodies:
     """The pinned bodies of the evidence archive whose ``evidence.jsonl`` is ``jsonl``."""
 
@@ -44,7 +34,7 @@ class ArchivedBodies:
         self.jsonl = jsonl
         self.directory = os.path.dirname(jsonl) or "."
         self._pins = pins
-        self._found: dict[str, tuple[_Pointer, int]] | None = None
+        self._found: dict[str, tuple[dict[str, Any], int]] | None = None
 
     def body(self, origin: str, sha256: str) -> bytes | None:
         """The bytes whose SHA-256 is ``sha256`` that ``origin``'s rules were
@@ -54,19 +44,20 @@ class ArchivedBodies:
         found = self._index().get(origin)
         if found is None or self._pins.get(origin) != sha256:
             return None
-        pointer, size = found
-        if pointer.revisit_of:
-            target = self._hop(pointer.revisit_of)
+        hop, size = found
+        revisit_of = hop.get("revisit_of")
+        if revisit_of:
+            target = self._hop(revisit_of)
             if target is None:
                 raise ArchiveUnreadable(
-                    f"the record it revisits ({pointer.revisit_of}) is not in {self.jsonl}"
+                    f"the record it revisits ({revisit_of}) is not in {self.jsonl}"
                 )
-            pointer = target
-        payload = self._payload(pointer, size)
+            hop = target
+        payload = self._payload(hop, size)
         if hashlib.sha256(payload).hexdigest() != sha256:
             raise ArchiveUnreadable(
-                f"the bytes at {pointer.file} offset {pointer.offset} do not have the "
-                f"pinned sha256 {sha256[:12]}..."
+                f"the bytes at {hop.get('warc_file')} offset {hop.get('warc_offset')} do not "
+                f"have the pinned sha256 {sha256[:12]}..."
             )
         return payload
 
@@ -82,10 +73,10 @@ class ArchivedBodies:
         except OSError as exc:
             raise ArchiveUnreadable(f"cannot read {self.jsonl}: {exc.strerror or exc}") from None
 
-    def _index(self) -> dict[str, tuple[_Pointer, int]]:
+    def _index(self) -> dict[str, tuple[dict[str, Any], int]]:
         """Origin -> (its pinned fetch's last hop, the bytes parsed); the last line wins."""
         if self._found is None:
-            found: dict[str, tuple[_Pointer, int]] = {}
+            found: dict[str, tuple[dict[str, Any], int]] = {}
             for line in self._lines('"parsed_sha256"') if self._pins else ():
                 origin, sha = line.get("origin"), line.get("parsed_sha256")
                 hops, size = line.get("hops"), line.get("parsed_bytes")
@@ -93,22 +84,22 @@ class ArchivedBodies:
                     continue
                 last = hops[-1] if isinstance(hops, list) and hops else None
                 if isinstance(last, dict) and isinstance(size, int):
-                    found[origin] = (_Pointer(last), size)
+                    found[origin] = (last, size)
             self._found = found
         return self._found
 
-    def _hop(self, record_id: str) -> _Pointer | None:
+    def _hop(self, record_id: str) -> dict[str, Any] | None:
         for line in self._lines(record_id):
             for hop in line.get("hops") or ():
                 if isinstance(hop, dict) and hop.get("record_id") == record_id:
-                    return _Pointer(hop)
+                    return hop
         return None
 
     # -- the WARC record -------------------------------------------------------------
 
-    def _payload(self, pointer: _Pointer, size: int) -> bytes:
-        """The first ``size`` bytes of the payload of the record at ``pointer``."""
-        name, offset = pointer.file, pointer.offset
+    def _payload(self, hop: dict[str, Any], size: int) -> bytes:
+        """The first ``size`` bytes of the payload of the record ``hop`` names."""
+        name, offset = hop.get("warc_file"), hop.get("warc_offset")
         if not isinstance(name, str) or not name or os.path.basename(name) != name:
             raise ArchiveUnreadable(f"{self.jsonl} names no WARC file in this directory")
         if not isinstance(offset, int) or offset < 0:
@@ -122,7 +113,7 @@ class ArchivedBodies:
                 data = _inflate(file, size + _HEAD_ROOM, path, offset)
         except OSError as exc:
             raise ArchiveUnreadable(f"cannot read {path}: {exc.strerror or exc}") from None
-        return _http_payload(data, pointer.record_id, size, f"{path} offset {offset}")
+        return _http_payload(data, hop.get("record_id"), size, f"{path} offset {offset}")
 
 
 def json_object(text: str) -> dict[str, Any] | None:

@@ -78,6 +78,7 @@ class Provenance:
 
     def _fetched(self, origin: Origin, entry: Entry, response: Response | None) -> None:
         robots = entry.robots
+        ruleless = robots is None or entry.ruleless
         parsed = sha = None
         read_anew = response is not None and 200 <= response.status < 300
         if entry.outcome == PARSED and read_anew and robots is not None:
@@ -99,15 +100,10 @@ class Provenance:
                 "warc_file": line.get("warc_file") if line else None,
             }
             lru_put(self._rules_from, origin, found, self._bound)
-        elif robots is None or entry.ruleless:
+        elif ruleless:
             self._rules_from.pop(origin, None)
         # else the rules were kept from an earlier fetch (stale, or not modified)
-        if (
-            sha is None
-            and line
-            and line.get("warc_record_id")
-            and (robots is None or entry.ruleless)
-        ):
+        if sha is None and ruleless and line and line.get("warc_record_id"):
             answer = {key: line.get(key) for key in ("fetched_at", "warc_record_id", "warc_file")}
             lru_put(self._answered, origin, (entry, answer), self._bound)
         else:

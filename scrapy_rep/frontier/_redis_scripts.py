@@ -5,6 +5,8 @@ push, a pop that takes a slot's turn as it hands out a request, a place given
 back, a slot's robots.txt made known. Keys and arguments are listed above each.
 """
 
+from scrapy_rep.cluster.pacing import ARRIVED
+
 # KEYS: the slot's queue, the slots, the count, the slot's meta.
 # ARGV: score, request, slot, spacing (us; -1: unknown), concurrency, robots
 # known (1/0), how long to wait for them (us). -> 1 if added.
@@ -128,20 +130,15 @@ redis.call('ZADD', KEYS[1], 'XX', 'LT', string.format('%.0f', now), ARGV[1])
 return 1
 """
 
-# KEYS: the slot's hold, its turn (scrapy-rep's delay key), the slots, the
+# KEYS: the slot's turn (scrapy-rep's delay key), its hold, the slots, the
 # slot's queue. ARGV: the token that holds it, spacing (us), slot.
 # The request handed out with that token reached the site, or left without an
-# answer: cluster/pacing.py's _ARRIVED, and the slot is due at its next turn.
-SENT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-local spacing = tonumber(ARGV[2])
-local turn = math.max(now + spacing, tonumber(redis.call('GET', KEYS[2]) or '0'))
-redis.call('SET', KEYS[2], string.format('%.0f', turn), 'PX',
-  math.ceil((turn - now) / 1000) + 1000)
+# answer: cluster/pacing.py's ARRIVED, and the slot is due at its next turn.
+SENT = (
+    ARRIVED
+    + """
 if redis.call('ZCARD', KEYS[4]) > 0 then
   redis.call('ZADD', KEYS[3], 'XX', 'LT', string.format('%.0f', turn), ARGV[3])
 end
-return 1
 """
+)

@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from scrapy_rep.origin import Origin
     from scrapy_rep.policy import Entry
 
-__all__ = ["HeadVerdicts"]
-
 Found = tuple["Readiness", float, "Origin | None"]
 
 

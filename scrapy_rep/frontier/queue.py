@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final
 
 from scrapy.pqueues import DownloaderAwarePriorityQueue
 
@@ -58,15 +58,11 @@ PENDING = "\x00scrapy-rep:robots.txt:"
 origin): its requests go to their download slots once it is, so that they
 hold up no request of a known origin sharing their slot."""
 
-Where = Literal["candidate", "sleeping", "full", "awaiting"]
-"""Where a slot is (see the module docstring)."""
+# Where a slot is (see the module docstring), and what looking at it found (_look)
 CANDIDATE: Final = "candidate"
 SLEEPING: Final = "sleeping"
 FULL: Final = "full"
 AWAITING: Final = "awaiting"
-Found = Literal["ready", "release", "wait"]
-"""What looking at a slot found: ready (with its requests out), to be released
-at once (robots.txt forbids its first request), or to wait (parked where it waits)."""
 READY: Final = "ready"
 RELEASE: Final = "release"
 WAIT: Final = "wait"
@@ -92,7 +88,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             )
         self._frontier = frontier_of(crawler)
         self._candidates: deque[str] = deque()
-        self._where: dict[str, Where] = {}
+        self._where: dict[str, str] = {}
         self._sleeping: list[tuple[float, str]] = []  # heap; stale entries skipped
         self._sleep_until: dict[str, float] = {}
         self._full: set[str] = set()
@@ -142,37 +138,24 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             # memory queue next, which counts it (counted here too, it would
             # hold its origin's place in the prefetch window for good).
             if len(queue) == 0 and self._where.get(slot) is None:
-                del self.pqueues[slot]
-                queue.close()
-                if self.key:
-                    remove_slot_dir(self.key, slot)
+                self._drop_queue(slot)
             raise
-        self._heads.pop(slot, None)
-        self._seen_ready.pop(slot, None)
         prefetch = frontier.prefetch
         if origin is not None and prefetch is not None:
             prefetch.queued(origin)  # discounted by _take, for the same origin
             if verdict == UNKNOWN:
                 prefetch.want(origin, request)
-        where = self._where.get(slot)
-        # A slot's first request may differ now; a pending queue waits on.
-        if where is None or (where == AWAITING and not slot.startswith(PENDING)):
-            self._candidate(slot, front=slot == RELEASE_SLOT)
+        self._joined(slot)
 
     def pop(self) -> Request | None:
         now = _clock.monotonic()
         chosen = self._select(now)
-        if chosen is None:
-            return None
-        slot, ready = chosen
-        return self._take(slot, now, ready=ready)
+        return None if chosen is None else self._take(chosen[0], now, ready=chosen[1])
 
     def peek(self) -> Request | None:
         """The request :meth:`pop` would hand out now, left in the queue."""
         chosen = self._select(_clock.monotonic())
-        if chosen is None:
-            return None
-        return self._head(chosen[0])
+        return None if chosen is None else self._head(chosen[0])
 
     def robots_known(self, origin: Origin) -> None:
         """``origin``'s robots.txt fetch ended: its requests go to their slots."""
@@ -207,7 +190,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         verdict had been known when they were pushed)."""
         robots = self._frontier.robots
         assert robots is not None  # requests are pending only with robots.txt
-        queue = self.pqueues.pop(pending)
+        queue = self.pqueues[pending]
         self._heads.pop(pending, None)
         taken = _pop_all(queue)
         if len(taken) > 1:
@@ -218,9 +201,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             for request in taken:
                 queue.push(request)
             taken = _pop_all(queue)
-        queue.close()
-        if self.key:
-            remove_slot_dir(self.key, pending)
+        self._drop_queue(pending)
         joined: dict[str, None] = {}  # the slots joined, in order
         for request in taken:
             refused = robots.readiness(request)[0] == REFUSED
@@ -231,11 +212,23 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             target.push(request)
             joined[slot] = None
         for slot in joined:
-            self._heads.pop(slot, None)
-            self._seen_ready.pop(slot, None)
-            if self._where.get(slot) in (None, AWAITING):
-                self._candidate(slot, front=slot == RELEASE_SLOT)
+            self._joined(slot)
         self._frontier.wakeup.now()  # the engine may have asked already
+
+    def _joined(self, slot: str) -> None:
+        """``slot``'s queue has new requests: its first may differ now (a
+        pending queue waits on)."""
+        self._heads.pop(slot, None)
+        self._seen_ready.pop(slot, None)
+        where = self._where.get(slot)
+        if where is None or (where == AWAITING and not slot.startswith(PENDING)):
+            self._candidate(slot, front=slot == RELEASE_SLOT)
+
+    def _drop_queue(self, slot: str) -> None:
+        """Close ``slot``'s empty queue (and its directory on disk)."""
+        self.pqueues.pop(slot).close()
+        if self.key:
+            remove_slot_dir(self.key, slot)
 
     # -- choosing a slot ---------------------------------------------------------------
 
@@ -278,7 +271,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             return None
         return chosen[0], chosen[1] == READY
 
-    def _choose(self, now: float) -> tuple[str, Found, bool] | None:
+    def _choose(self, now: float) -> tuple[str, str, bool] | None:
         """One pass over the candidates: the slot to hand out from (left first
         among them), RELEASE or READY, and whether it was looked at in this
         pass (a ready slot looked at since its last change is not looked at
@@ -327,7 +320,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         candidates.appendleft(best_slot)
         return best_slot, READY, best_looked
 
-    def _look(self, slot: str, now: float) -> tuple[Found, int]:
+    def _look(self, slot: str, now: float) -> tuple[str, int]:
         """(READY, requests out) / (RELEASE, 0) for a slot, else (WAIT, 0) with
         the slot parked where it waits."""
         if slot == RELEASE_SLOT:
@@ -388,11 +381,8 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         if len(queue) == 0:
             self._candidates.popleft()
             del self._where[slot]
-            del self.pqueues[slot]
             self._verdicts.forget(slot)
-            queue.close()
-            if self.key:
-                remove_slot_dir(self.key, slot)
+            self._drop_queue(slot)
         elif ready:  # its turn is taken: the others go first
             self._candidates.popleft()
             self._candidates.append(slot)

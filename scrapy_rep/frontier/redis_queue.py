@@ -1,23 +1,13 @@
 """``scrapy_rep.RedisPoliteQueue``: scrapy-redis's shared queue, kept per download slot.
 
-For scrapy-redis's ``SCHEDULER_QUEUE_CLASS``. Each download slot's requests
-are a sorted set of their own (priorities as scrapy-redis's ``PriorityQueue``
-keeps them), and one server-side script (``_redis_scripts.POP``) hands a
-worker only a request whose slot is ready for the whole cluster: its turn
-(the Crawl-delay key of :mod:`scrapy_rep.cluster.pacing`, taken as the
-request is handed out) and its pause (:mod:`scrapy_rep.cluster.pauses`) have
-passed, it has fewer requests out in all workers than its concurrency (leases
-given back when a request leaves the downloader, or when they end), and its
-origin's robots.txt is known (a worker that meets an unknown origin starts
-the fetch and parks its slot, at most ``AWAIT_ROBOTS``). docs/cluster.md, "A
-queue per download slot", says what a crawl sees, the keys (under
-scrapy-redis's ``SCHEDULER_QUEUE_KEY``, ``K``) and the faults.
-
-A Crawl-delay slot stays held until the request reaches the site, and a pop
-whose reply was lost is replayed (``POP``, ``SENT``). When Redis fails (an
-error answer too: a full Redis refusing pushes), this worker hands out what
-it pushes meanwhile, paced locally, waits for the rest, and pushes back what
-it still holds once Redis answers. One WARNING per outage.
+For scrapy-redis's ``SCHEDULER_QUEUE_CLASS``: a sorted set per download slot,
+and one server-side script (``_redis_scripts.POP``) that hands a worker only
+a request whose slot is ready for the whole cluster (its turn, its pause, its
+requests out, its robots.txt). docs/cluster.md, "A queue per download slot",
+says when a slot is ready, the keys (under ``SCHEDULER_QUEUE_KEY``, ``K``)
+and the faults: when Redis fails (an error answer too), this worker hands out
+what it pushes meanwhile, paced locally, and pushes back what it still holds
+once Redis answers.
 """
 
 from __future__ import annotations
@@ -35,7 +25,7 @@ from scrapy_rep._context import crawl_context
 from scrapy_rep._robots import ALLOWED, REFUSED, UNKNOWN, robots_service
 from scrapy_rep._slots.readiness import SlotReadiness
 from scrapy_rep._slots.wakeup import EngineWakeup
-from scrapy_rep.cluster.link import Outage, _redis_errors
+from scrapy_rep.cluster.link import Outage, _redis_errors, reply_text
 from scrapy_rep.cluster.pacing import HOLD_MARGIN, HOLD_MAX, hand_over_turn
 from scrapy_rep.frontier._redis_scripts import KNOWN, POP, PUSH, RELEASE, SENT
 from scrapy_rep.frontier.queue import AWAIT_ROBOTS
@@ -90,7 +80,6 @@ class RedisPoliteQueue:
         self._robots: RobotsService | None = robots_service(crawler)
         config = self._robots.config if self._robots is not None else crawl_context(crawler).config
         self._prefix = config.redis_prefix
-        self._retry = config.redis_retry
         self._prefetch: Prefetch | None = None
         if self._robots is not None:
             # The queue's requests live in Redis, not here: no count of them
@@ -117,19 +106,16 @@ class RedisPoliteQueue:
         self._holding: dict[Request, tuple[str, str, int]] = {}
         # origin -> one of its requests, and the slots parked for its robots.txt
         self._awaiting: dict[Origin, tuple[Request, set[str]]] = {}
-        # the same, for origins whose rules came while Redis was down (or its
-        # KNOWN failed): their slots are made ready once Redis answers
-        self._known_later: dict[Origin, tuple[Request, set[str]]] = {}
         self._forbidden: deque[Request] = deque()  # dropped by the middleware at once
         self._local: deque[Request] = deque()  # pushed while Redis was down
         # pushes that failed: Redis may have run them (the reply lost), so they
         # are not handed out here but pushed again, the same bytes, when it answers
         self._uncertain: deque[tuple[Request, bytes]] = deque()
-        self._unreleased: deque[tuple[str, str]] = deque()  # places to give back
-        self._unsent: deque[tuple[str, str, int]] = deque()  # holds to end (as _holding)
+        # slots made ready, places to give back, holds to end: (script, keys,
+        # args) in order, kept while Redis is down or fails to answer
+        self._untold: deque[tuple[Any, list[str], list[Any]]] = deque()
         self._known_count = 0
-        self._outage = Outage()
-        self._next_try = 0.0
+        self._outage = Outage(min(config.redis_retry, 5.0))
         self._errors: tuple[type[BaseException], ...] = (*_redis_errors(), _Down)
         self._ledger = crawl_context(crawler).waiting.ledger
         self._ledger.follow("left", self._left_downloader)
@@ -141,12 +127,11 @@ class RedisPoliteQueue:
         # (a pop without its reply may hold a request: not closed before it is known)
         local = len(self._forbidden) + len(self._local) + len(self._uncertain)
         local += self._unanswered is not None
-        if self._down():
-            return local + self._known_count  # wait for Redis rather than close
-        try:
-            self._known_count = max(int(self.server.get(f"{self.key}:count") or 0), 0)
-        except self._errors as exc:
-            self._failed(exc)
+        if not self._outage.down:  # (down: the last count, to wait for Redis rather than close)
+            try:
+                self._known_count = max(int(self.server.get(f"{self.key}:count") or 0), 0)
+            except self._errors as exc:
+                self._failed(exc)
         return local + self._known_count
 
     def push(self, request: Request) -> None:
@@ -154,7 +139,7 @@ class RedisPoliteQueue:
         if found[0] == REFUSED:  # the robots middleware drops it at once
             self._forbidden.append(request)
             return
-        if self._down():
+        if self._outage.down:
             self._local.append(request)
             self._stats.inc_value("rep/redis/frontier/local")
             return
@@ -171,16 +156,12 @@ class RedisPoliteQueue:
         self._sweep()
         if self._prefetch is not None:
             self._prefetch.retry()
-        if self._down():
+        if self._outage.down:
             return self._pop_local_or_wake()
         try:
             self._flush_local()
-            if self._known_later:  # rules learnt while Redis was down
-                self._tell_known()
-            if self._unreleased:  # places left while Redis was down
-                self._give_back()
-            if self._unsent:  # requests that reached their site meanwhile
-                self._tell_sent()
+            if self._untold:  # rules learnt, places left, sites reached, while Redis was down
+                self._tell_untold()
             token = self._unanswered = self._unanswered or next(self._tokens)
             reply = self._pop_script(
                 keys=[f"{self.key}:slots", f"{self.key}:count", self._given_key],
@@ -193,7 +174,7 @@ class RedisPoliteQueue:
         self._answered()
         # as fresh as this pop: what len() says while Redis is down
         self._known_count = max(int(reply[3]), 0)
-        slot = _text(reply[0])
+        slot = reply_text(reply[0])
         if not slot:
             first = int(reply[2])
             if first >= 0:
@@ -202,7 +183,7 @@ class RedisPoliteQueue:
             self._stats.inc_value("rep/redis/frontier/not_ready")
             return None
         request: Request = self._codec._decode_request(reply[1])
-        if _text(reply[4]) == "1":  # handed out by a pop whose reply was lost
+        if reply_text(reply[4]) == "1":  # handed out by a pop whose reply was lost
             self._stats.inc_value("rep/redis/frontier/replayed")
         if self._readiness(request)[0] == "refused":  # dropped at once (its slot stopped...)
             self._release(slot, token)  # so it holds no place of the slot meanwhile
@@ -223,21 +204,18 @@ class RedisPoliteQueue:
         background) in batches of ``CLEAR_BATCH``, so that no one command holds
         Redis (one ``DEL`` of 190k keys took 571 ms) while other workers call."""
         try:
-            self._unlink([self.key, f"{self.key}:slots", f"{self.key}:count"])
+            self.server.unlink(self.key, f"{self.key}:slots", f"{self.key}:count")
             for pattern in (":q:*", ":meta:*", ":out:*", ":hold:*", ":given:*"):
                 batch: list[Any] = []
                 for name in self.server.scan_iter(match=f"{self.key}{pattern}", count=CLEAR_BATCH):
                     batch.append(name)
                     if len(batch) >= CLEAR_BATCH:
-                        self._unlink(batch)
+                        self.server.unlink(*batch)
                         batch = []
-                self._unlink(batch)
+                if batch:
+                    self.server.unlink(*batch)
         except self._errors as exc:
             self._failed(exc)
-
-    def _unlink(self, names: list[Any]) -> None:
-        if names:
-            self.server.unlink(*names)
 
     def close(self) -> None:
         self._wakeup.cancel()
@@ -295,49 +273,25 @@ class RedisPoliteQueue:
         # Kept until Redis has been told: a fetch that ends during an outage
         # (Redis killed as the answer came) would otherwise leave its slots
         # parked in Redis until AWAIT_ROBOTS, with nobody fetching.
-        _, slots = self._known_later.setdefault(origin, (awaiting[0], set()))
-        slots |= awaiting[1]
-        self._tell(self._tell_known)
-
-    def _tell_known(self) -> None:
-        """Make ready the slots of the origins whose rules this worker learnt,
-        in order; one whose call fails stays for the next try."""
-        while self._known_later:
-            origin, (request, slots) = next(iter(self._known_later.items()))
-            delay = self._readiness(request)[1]
-            while slots:
-                slot = next(iter(slots))
-                self._known_script(
-                    keys=[f"{self.key}:slots", f"{self.key}:meta:{slot}"],
-                    args=[slot, self._spacing(slot, delay), self._slots.concurrency(slot)],
-                )
-                slots.discard(slot)
-            del self._known_later[origin]
+        request, slots = awaiting
+        delay = self._readiness(request)[1]
+        for slot in slots:
+            keys = [f"{self.key}:slots", f"{self.key}:meta:{slot}"]
+            args = [slot, self._spacing(slot, delay), self._slots.concurrency(slot)]
+            self._untold.append((self._known_script, keys, args))
+        self._tell(self._tell_untold)
 
     def _reached_site(self, request: Request) -> None:
         """``request`` reached its site (its answer began), or left without an
         answer: its slot's next Crawl-delay turn, any worker's, is a spacing
         from now (see ``SENT``)."""
         held = self._holding.pop(request, None)
-        if held is not None:
-            self._unsent.append(held)
-            self._tell(self._tell_sent)  # (Redis down: or the hold ends by its expiry)
-
-    def _tell_sent(self) -> None:
-        """End the holds of the requests that reached their site, in order (one
-        told late, after an outage, ends now rather than at its expiry)."""
-        while self._unsent:
-            slot, token, spacing = self._unsent[0]
-            self._sent_script(
-                keys=[
-                    f"{self.key}:hold:{slot}",
-                    f"{self._prefix}delay:{slot}",
-                    f"{self.key}:slots",
-                    f"{self.key}:q:{slot}",
-                ],
-                args=[token, spacing, slot],
-            )
-            self._unsent.popleft()
+        if held is not None:  # (Redis down: told late, or the hold ends by its expiry)
+            slot, token, spacing = held
+            keys = [f"{self._prefix}delay:{slot}", f"{self.key}:hold:{slot}"]
+            keys += [f"{self.key}:slots", f"{self.key}:q:{slot}"]
+            self._untold.append((self._sent_script, keys, [token, spacing, slot]))
+            self._tell(self._tell_untold)
 
     def _left_downloader(self, request: Request) -> None:
         self._reached_site(request)
@@ -358,29 +312,27 @@ class RedisPoliteQueue:
             if now - when > SWEEP_AFTER and not self._ledger.alive(request)
         ]
         for request in gone:
-            self._reached_site(request)
-            slot, token, _ = self._out.pop(request)
-            self._ledger.returned(request)
-            self._release(slot, token)
+            self._left_downloader(request)
 
     def _release(self, slot: str, token: str) -> None:
-        self._unreleased.append((slot, token))
-        self._tell(self._give_back)  # (Redis down: or its lease ends)
+        keys = [f"{self.key}:out:{slot}", f"{self.key}:q:{slot}", f"{self.key}:slots"]
+        self._untold.append((self._release_script, keys, [token, slot]))
+        self._tell(self._tell_untold)  # (Redis down: told late, or its lease ends)
 
-    def _give_back(self) -> None:
-        """Give back the places of the requests that left, in order."""
-        while self._unreleased:
-            slot, token = self._unreleased[0]
-            self._release_script(
-                keys=[f"{self.key}:out:{slot}", f"{self.key}:q:{slot}", f"{self.key}:slots"],
-                args=[token, slot],
-            )
-            self._unreleased.popleft()
+    def _tell_untold(self) -> None:
+        """Make ready the slots whose rules came, give back the places of the
+        requests that left and end the holds of those that reached their site,
+        in order (a hold told late, after an outage, ends now rather than at
+        its expiry); one whose call fails stays for the next try."""
+        while self._untold:
+            script, keys, args = self._untold[0]
+            script(keys=keys, args=args)
+            self._untold.popleft()
 
     def _tell(self, flush: Callable[[], None]) -> None:
         """Tell Redis what ``flush`` sends, now; Redis down: at the first pop
         once it answers."""
-        if self._down():
+        if self._outage.down:
             return
         try:
             flush()
@@ -395,7 +347,7 @@ class RedisPoliteQueue:
             return self._local.popleft()
         # Redis is tried again at the next pop after the pause: ask for one
         # then, not at the engine's next heartbeat.
-        self._wakeup.at(self._next_try)
+        self._wakeup.at(self._outage.next_try)
         return None
 
     def _flush_local(self) -> None:
@@ -416,12 +368,8 @@ class RedisPoliteQueue:
 
     # -- outages ----------------------------------------------------------------------
 
-    def _down(self) -> bool:
-        return self._outage.on and _clock.monotonic() < self._next_try
-
     def _failed(self, exc: BaseException) -> None:
-        self._next_try = _clock.monotonic() + min(self._retry, 5.0)
-        if isinstance(exc, _Down) or not self._outage.begin():
+        if not self._outage.begin() or isinstance(exc, _Down):
             return
         self._stats.inc_value("rep/redis/frontier/outages")
         logger.warning(
@@ -439,7 +387,3 @@ class RedisPoliteQueue:
 
 class _Down(Exception):
     """A push failed while flushing (already counted)."""
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -5,16 +5,9 @@ The rules, the fetcher and the slow-down gates are the crawl's robots service
 off, or the robots middleware not installed), the queue still paces slots by
 their delay and concurrency.
 
-:class:`Prefetch` starts the robots.txt fetch of an origin when a request
-for it enters the queue, so that its verdict is known by its turn. The
-window (docs/scheduling.md, "robots.txt ahead of time"): ``REP_MAX_FETCHES``
-fetches at once, counted from when one is asked for (one run of pushes would
-otherwise start them all at once); at most half of ``REP_CACHE_MAX_ORIGINS``
-origins whose requests still wait in the queue (further ahead, their rules
-would leave the cache first); a fetch still under way after ``1 /
-SLOW_SHARES`` of ``REP_FETCH_TIMEOUT`` gives its place up, into an allowance
-of slow fetches, so that servers that never answer cannot hold new origins
-back for a timeout each. A fetch the robots middleware starts itself is not
+:class:`Prefetch` starts an origin's robots.txt fetch when a request for it
+enters the queue, within a window that docs/scheduling.md ("robots.txt ahead
+of time") describes. A fetch the robots middleware starts itself is not
 counted here (the requests waiting for it bound it).
 """
 

@@ -1,22 +1,17 @@
 """Per download slot: the next turn, as the frontier keeps it.
 
 The downloader knows when a slot last started a request
-(:class:`~scrapy_rep._slots.readiness.SlotReadiness`); what it cannot know
-yet is a request handed out that has not reached the slot: on the asyncio
-reactor, downloader middlewares run at the next loop turn, so the engine
-takes several requests before the first reaches its slot.
-:class:`SlotTurns` remembers the time of each slot's last hand-out.
-
-A slot whose site asks for a Crawl-delay is also **held** by the request
-handed out until that request is sent (its answer began, or it left the
-downloader), and its next turn counts from then (docs/scheduling.md; the
-rule of the Redis queue's ``K:hold:<slot>``). ``DOWNLOAD_DELAY`` and
-AutoThrottle alone count from the hand-out, as Scrapy counts from the start.
+(:class:`~scrapy_rep._slots.readiness.SlotReadiness`), not a request handed
+out that has not reached it yet (on the asyncio reactor, downloader
+middlewares run at the next loop turn): :class:`SlotTurns` remembers each
+slot's last hand-out. A Crawl-delay slot is also held by its request until
+that request is sent, its next turn counted from then (docs/scheduling.md);
+``DOWNLOAD_DELAY`` and AutoThrottle alone count from the hand-out.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from scrapy_rep.cluster.pacing import HOLD_MAX  # the Redis queue's bound too
 
@@ -30,19 +25,10 @@ HORIZON = 300.0
 matters (REP_MAX_CRAWL_DELAY is 60 s by default)."""
 
 
-class TurnState(Protocol):
-    """What the queue asks of the per-slot state (in memory here; in Redis
-    for a cluster). ``sent`` answers the key of the slot the request held."""
-
-    def wait(self, key: str, delay: float, now: float) -> float: ...
-
-    def handed(self, key: str, request: Request, now: float) -> None: ...
-
-    def sent(self, request: Request, now: float) -> str | None: ...
-
-
 class SlotTurns:
-    """The in-memory :class:`TurnState` of one crawl (see the module docstring)."""
+    """The slots' turns of one crawl, in memory (see the module docstring; the
+    Redis queue keeps them in Redis). ``sent`` answers the key of the slot the
+    request held."""
 
     def __init__(self, slots: SlotReadiness, bound: int) -> None:
         self._slots = slots
