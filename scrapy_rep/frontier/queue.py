@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 
 from scrapy.pqueues import DownloaderAwarePriorityQueue
 
@@ -58,11 +58,15 @@ PENDING = "\x00scrapy-rep:robots.txt:"
 origin): its requests go to their download slots once it is, so that they
 hold up no request of a known origin sharing their slot."""
 
-# Where a slot is (see the module docstring), and what looking at it found (_look)
+Where = Literal["candidate", "sleeping", "full", "awaiting"]
+"""Where a slot is (see the module docstring)."""
 CANDIDATE: Final = "candidate"
 SLEEPING: Final = "sleeping"
 FULL: Final = "full"
 AWAITING: Final = "awaiting"
+Found = Literal["ready", "release", "wait"]
+"""What looking at a slot found: ready (with its requests out), to be released
+at once (robots.txt forbids its first request), or to wait (parked where it waits)."""
 READY: Final = "ready"
 RELEASE: Final = "release"
 WAIT: Final = "wait"
@@ -88,7 +92,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             )
         self._frontier = frontier_of(crawler)
         self._candidates: deque[str] = deque()
-        self._where: dict[str, str] = {}
+        self._where: dict[str, Where] = {}
         self._sleeping: list[tuple[float, str]] = []  # heap; stale entries skipped
         self._sleep_until: dict[str, float] = {}
         self._full: set[str] = set()
@@ -271,7 +275,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
             return None
         return chosen[0], chosen[1] == READY
 
-    def _choose(self, now: float) -> tuple[str, str, bool] | None:
+    def _choose(self, now: float) -> tuple[str, Found, bool] | None:
         """One pass over the candidates: the slot to hand out from (left first
         among them), RELEASE or READY, and whether it was looked at in this
         pass (a ready slot looked at since its last change is not looked at
@@ -320,7 +324,7 @@ class PolitePriorityQueue(DownloaderAwarePriorityQueue):
         candidates.appendleft(best_slot)
         return best_slot, READY, best_looked
 
-    def _look(self, slot: str, now: float) -> tuple[str, int]:
+    def _look(self, slot: str, now: float) -> tuple[Found, int]:
         """(READY, requests out) / (RELEASE, 0) for a slot, else (WAIT, 0) with
         the slot parked where it waits."""
         if slot == RELEASE_SLOT:
