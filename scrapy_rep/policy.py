@@ -140,14 +140,14 @@ def retry_after(value: str | None, now: float, *, date: str | None = None) -> fl
     value = value.strip()
     if _SECONDS.fullmatch(value):
         return float(value)  # float(), not int(): no digit limit
-    when = _http_date(value)
+    when = http_date(value)
     if when is None:
         return None
-    sent = _http_date(date) if date else None
+    sent = http_date(date) if date else None
     return max(0.0, when - (sent if sent is not None else now))
 
 
-def _http_date(text: str) -> float | None:
+def http_date(text: str) -> float | None:
     """The POSIX time of an HTTP date, or None."""
     if not text.isascii() or len(text) > _MAX_DATE:
         return None
@@ -308,7 +308,7 @@ def valid_date(value: str | None) -> str:
     if not value:
         return ""
     value = value.strip()
-    return value if _http_date(value) is not None else ""
+    return value if http_date(value) is not None else ""
 
 
 def conditional_headers(previous: Entry | None) -> tuple[str, dict[bytes, bytes]] | None:

@@ -32,7 +32,7 @@ from scrapy_rep._version import __version__
 from scrapy_rep.cache import lru_put
 from scrapy_rep.evidence._warc import WarcFiles, digest, http_block, warc_date
 from scrapy_rep.origin import ROBOTS_PATH
-from scrapy_rep.policy import _http_date
+from scrapy_rep.policy import http_date
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -161,7 +161,7 @@ class Evidence:
         fields: list[tuple[str, str]] = []
         if cached:  # dated by its original answer, never now
             date = response.headers.get(b"Date")
-            sent = _http_date(date.decode("latin-1")) if date else None
+            sent = http_date(date.decode("latin-1")) if date else None
             fields.append(("Scrapy-Rep-Served-From", "scrapy-httpcache"))
             if sent is None:
                 fields.append(("Scrapy-Rep-Original-Date", "unknown"))
