@@ -71,20 +71,25 @@ docs: venv
 	@echo "== docs: sphinx-build -W, every warning an error (under a minute)"
 	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
-# Each lane runs its tests in JOBS processes (pytest-xdist; a test that waits on
-# real time leaves the cores to the others), each taking the next test as it ends
-# one, the modules with slow tests first (tests/conftest.py): the lanes no longer
-# end on one long test. 3 processes a lane kept 2 cores 89 % busy, 2 kept them 79 %
-# (docs/development.md). Each appends a line per test started
+# Each lane runs its tests on several processes (pytest-xdist; a test that waits
+# on real time leaves the cores to the others), each taking the next test as it
+# ends one, the modules with slow tests first (tests/conftest.py), so no lane ends
+# on one long test. The newest Scrapy's run and the floor's take JOBS + 1, the
+# Twisted lane, which has the fewest tests (the crawl tests alone), JOBS - 1: alone
+# on 2 cores, 4 min 39 s against 6 min 5 s with 3 each (docs/development.md).
+# `make test JOBS=1` runs each lane on one. Each appends a line per test started
 # and ended, with its wall and CPU time, to pytest-LANE.log: the test under way when
 # a run was killed is its last "start" (a SIGTERM also prints it).
 JOBS ?= 3
 XDIST = -n $(JOBS) --dist load
+NEWEST_JOBS ?= $(if $(filter 1,$(JOBS)),1,$(shell echo $$(($(JOBS) + 1))))
+TWISTED_JOBS ?= $(if $(filter 1,$(JOBS)),1,$(shell echo $$(($(JOBS) - 1))))
+FLOOR_JOBS ?= $(NEWEST_JOBS)
 
 # The whole suite on the newest Scrapy, on the asyncio reactor.
 pytest: venv redis-server
 	@echo "== pytest: the whole suite on the newest Scrapy"
-	$(VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) --progress-log=pytest-newest.log
+	$(VENV)/bin/pytest -q -p no:cacheprovider -n $(NEWEST_JOBS) --dist load --progress-log=pytest-newest.log
 
 # Branch coverage of scrapy_rep/ on the newest Scrapy (what it leaves out and why:
 # docs, development page). Not part of make test: tracing doubles the suite's CPU.
@@ -99,7 +104,7 @@ coverage: venv redis-server
 # the docs, crawls in subprocesses with their own reactor) would only repeat.
 pytest-twisted: venv redis-server
 	@echo "== pytest-twisted: the crawl tests on the newest Scrapy, on Twisted's own reactor"
-	$(VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) --reactor=default -m "not reactor_free" \
+	$(VENV)/bin/pytest -q -p no:cacheprovider -n $(TWISTED_JOBS) --dist load --reactor=default -m "not reactor_free" \
 	  --progress-log=pytest-twisted.log
 
 # The oldest Scrapy.
@@ -108,7 +113,7 @@ pytest-twisted: venv redis-server
 pytest-floor: floor-venv redis-server
 	@echo "== pytest-floor: the suite but the Scrapy-free tests, on Scrapy $(FLOOR_SCRAPY)"
 	$(FLOOR_VENV)/bin/python -c "import scrapy; print('Scrapy', scrapy.__version__, '(floor)')"
-	$(FLOOR_VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) -m "not scrapy_free" \
+	$(FLOOR_VENV)/bin/pytest -q -p no:cacheprovider -n $(FLOOR_JOBS) --dist load -m "not scrapy_free" \
 	  --progress-log=pytest-floor.log
 
 # The Redis tests and bench-cluster start their own redis-server (Debian's package)
