@@ -6,17 +6,19 @@ make pytest-twisted runs them on it).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 import pytest_twisted
+from clock_steps import settle, until
 from crawls import run_crawl
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
 from servers import PAGE, Gate, Reply, ScriptedServer
+from twisted.internet.defer import ensureDeferred
 
 from scrapy_rep import RobotsTxtUnavailable
 from scrapy_rep._slots import waiting_problems
@@ -135,41 +137,66 @@ async def test_defer_keeps_requests_until_robots_txt_answers(site: ScriptedServe
     assert result.stats["rep/forbidden"] == 3
 
 
-@pytest.mark.slow
+RETRY_MIN = 10.0  # of the clock: the fetches after the first come 10 s, then 20 s later
+DEFER_MAX = 60.0  # of the clock: after the third fetch has begun
+
+
 @pytest_twisted.ensureDeferred
-async def test_rep_defer_max_also_bounds_a_fetch_in_flight(site: ScriptedServer) -> None:
+async def test_rep_defer_max_also_bounds_a_fetch_in_flight(
+    site: ScriptedServer, rep_clock: ModuleType
+) -> None:
     """REP_DEFER_MAX counts from the first unreachable answer, and a robots.txt
-    fetch still under way at the deadline does not keep the requests longer.
-    (The third answer comes 6 s after it was asked for, or as soon as the
-    request was dropped: the crawl need not wait the 6 s out.)"""
+    fetch still under way at the deadline does not keep the requests longer:
+    the third fetch gets its answer only once the request was dropped, as the
+    deadline passed on scrapy-rep's clock. Each step of the clock waits until
+    the crawl has acted on the last answer, so no count rides on the machine's
+    speed."""
+    third = Gate()
+    site.script(
+        "/robots.txt",
+        [Reply(status=503), Reply(status=503), Reply(status=503, wait_for=third, wait_timeout=120)],
+    )
     crawlers: list[Crawler] = []
-
-    def answer(number: int) -> Reply:
-        if number >= 3:
-            stats = crawlers[0].stats
-            assert stats is not None
-            until = time.monotonic() + 6.0
-            while time.monotonic() < until and not stats.get_value("rep/deferred/expired"):
-                time.sleep(0.01)
-        return Reply(status=503)
-
-    site.script("/robots.txt", answer)
-    started = time.monotonic()
-    result = await run_crawl(
-        [site.url("/a")],
-        {"REP_UNREACHABLE": "defer", "REP_RETRY_MIN": 0.3, "REP_DEFER_MAX": 1.0,
-         "REP_FETCH_TIMEOUT": 10,
-         # each 503 would pause the origin's slot for 1 s, then 2 s (slowdown.py),
-         # longer than the fetches this test needs within REP_DEFER_MAX
-         "REP_SLOWDOWN": False},
-        before=crawlers.append,
+    crawl = ensureDeferred(
+        run_crawl(
+            [site.url("/a")],
+            {"REP_UNREACHABLE": "defer", "REP_RETRY_MIN": RETRY_MIN, "REP_DEFER_MAX": DEFER_MAX,
+             "REP_FETCH_TIMEOUT": 600,
+             # each 503 would pause the origin's slot (slowdown.py) past the fetches
+             # this test needs within REP_DEFER_MAX
+             "REP_SLOWDOWN": False},
+            before=crawlers.append,
+        )
     )  # fmt: skip
-    dropped_after = result.failed_at[site.url("/a")] - started
+
+    def counted(name: str) -> int:
+        stats = crawlers[0].stats if crawlers else None
+        return int(stats.get_value(name, 0)) if stats is not None else 0
+
+    try:
+        # the first answer starts REP_DEFER_MAX: its deadline is at most this
+        # now + DEFER_MAX, and at least the first fetch's send stamp + DEFER_MAX
+        await until(lambda: counted("rep/deferred") == 1)
+        first = rep_clock.now()
+        [sent] = [hit.time for hit in site.log() if hit.path == "/robots.txt"]
+        for answered, retry_in in ((1, RETRY_MIN), (2, 2 * RETRY_MIN)):
+            await until(lambda n=answered: counted("rep/robotstxt/outcome/unreachable") == n)
+            rep_clock.advance(retry_in + 1)  # the next fetch is due (REP_RETRY_MIN, doubling)
+            await until(lambda n=answered: site.hits("/robots.txt") == n + 1)
+        rep_clock.advance(max(sent + DEFER_MAX - 1 - rep_clock.now(), 0.0))  # 1 s before
+        await settle()
+        assert counted("rep/deferred/expired") == 0, "dropped before REP_DEFER_MAX"
+        rep_clock.advance(max(first + DEFER_MAX + 1 - rep_clock.now(), 0.0))  # 1 s after
+        await until(lambda: counted("rep/deferred/expired") == 1)
+        assert site.hits("/robots.txt") == 3  # the third still unanswered: it did not hold /a
+    finally:
+        third.set()
+    result = await crawl
     assert result.failed_with(site.url("/a")) is RobotsTxtUnavailable
     assert site.hits("/robots.txt") == 3
     assert site.hits("/a") == 0
+    assert result.stats["rep/deferred"] == 1
     assert result.stats["rep/deferred/expired"] == 1
-    assert dropped_after < 4.0, dropped_after  # not after the third answer (6 s)
 
 
 @pytest.mark.slow
