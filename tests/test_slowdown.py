@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import pytest
 import pytest_twisted
 import scrapy
-from clock_steps import PauseSteps
+from clock_steps import PauseSteps, settle, until
 from crawls import CrawlResult, run_crawl
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
 from scrapy import Request, signals
@@ -30,6 +30,7 @@ from scrapy.http import Response
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.test import get_crawler
 from servers import PAGE, Hit, InTurn, Reply, ScriptedServer, gaps
+from twisted.internet.defer import ensureDeferred
 
 from scrapy_rep import _clock
 from scrapy_rep._robots import robots_service
@@ -464,16 +465,23 @@ async def test_crawl_delay_applies_again_after_the_pause(site: ScriptedServer) -
     assert min(gaps(hits)) >= 1 - TOLERANCE, gaps(hits)
 
 
-@pytest.mark.slow
+PAUSE = 100.0  # of the clock, asked by Retry-After: the other site's pages all fit in it
+
+
 @pytest_twisted.ensureDeferred
 async def test_other_sites_go_on_and_requests_sharing_the_slot_wait(
-    site: ScriptedServer, site2: ScriptedServer, make_site: Callable[[], ScriptedServer]
+    site: ScriptedServer,
+    site2: ScriptedServer,
+    make_site: Callable[[], ScriptedServer],
+    rep_clock: ModuleType,
 ) -> None:
     """With CONCURRENT_REQUESTS = 2, the paused site's requests wait out of the
     concurrency: the other site's pages all come during the pause. A third
-    origin put in the paused slot by meta["download_slot"] waits with it."""
+    origin put in the paused slot by meta["download_slot"] waits with it.
+    (The pause runs on scrapy-rep's clock: it ends when the test moves the
+    clock past it, after the other site's pages, however slow the machine.)"""
     third = make_site()  # 127.0.0.1 too: Scrapy's slot key is the host name
-    slow = SlowSite(site, window=0.2, retry_after=lambda now: ("3", 3.0))
+    slow = SlowSite(site, window=0.2, retry_after=lambda now: (f"{PAUSE:g}", PAUSE))
     paused = slow.pages(6)
     other = {"download_slot": "other"}
     site2.script("/warm", Reply(body=PAGE, delay=0.5))  # answered during the pause
@@ -483,17 +491,28 @@ async def test_other_sites_go_on_and_requests_sharing_the_slot_wait(
     def then(response: Response) -> list[Request]:
         return free + shared if response.url == site2.url("/warm") else []
 
-    result = await run_crawl(
-        [Request(site2.url("/warm"), meta=other), *paused],
-        {**RETRYING, "CONCURRENT_REQUESTS": 2},
-        follow=then,
+    crawl = ensureDeferred(
+        run_crawl(
+            [Request(site2.url("/warm"), meta=other), *paused],
+            {**RETRYING, "CONCURRENT_REQUESTS": 2},
+            follow=then,
+        )
     )
-    assert len(result.responses) == 1 + 6 + 12 + 2
+    await until(lambda: len(site2.page_hits("/free")) == 12)  # the pause still runs
+    slowed = len(site.page_hits())
     answered = slow.slow_answers()[0].time
-    pause_end = answered + 3
-    assert all(answered < h.time < pause_end for h in site2.page_hits("/free"))
-    assert all(h.time >= pause_end - TOLERANCE for h in third.page_hits("/shared"))
-    assert inside_pauses(site.page_hits(), slow.slow_answers(), result=result) == []
+    assert third.hits() == 0
+    rep_clock.advance(max(answered + PAUSE - 1 - rep_clock.now(), 0.0))  # 1 s before its end
+    await settle()
+    assert (third.hits(), len(site.page_hits())) == (0, slowed)
+    rep_clock.advance(2)
+    result = await crawl
+
+    assert len(result.responses) == 1 + 6 + 12 + 2
+    assert all(answered < h.time < answered + PAUSE for h in site2.page_hits("/free"))
+    the_slot = site.page_hits() + third.page_hits("/shared")
+    assert inside_pauses(the_slot, slow.slow_answers(), result=result) == []
+    assert min(h.time for h in third.page_hits("/shared")) >= answered + PAUSE - TOLERANCE
 
 
 def at_once(times: list[float], within: float) -> int:
