@@ -12,11 +12,12 @@ import logging
 import os
 import signal
 import time
+from types import ModuleType
 from typing import Any
 
 import pytest
 import pytest_twisted
-from crawls import CrawlResult, run_crawl, sleep
+from crawls import CrawlResult, run_crawl
 from redis_server import RedisServer, shared
 from scrapy import Request
 from scrapy.http import Response
@@ -30,6 +31,8 @@ from scrapy_rep.exceptions import InvalidSetting
 pytestmark = pytest.mark.asyncio_only
 
 ROBOTS = b"User-agent: *\nDisallow: /private\n"
+RETRY_MIN = 600.0  # of scrapy-rep's clock: crawls in a row never reach it in real time
+TTL = 600.0  # the same, for rules that expire between two crawls
 
 
 def state(redis: RedisServer, prefix: str, site: ScriptedServer) -> dict[bytes, bytes]:
@@ -127,10 +130,12 @@ async def test_unreadable_shared_state_is_fetched_again_and_overwritten(
 
 @pytest_twisted.ensureDeferred
 async def test_unreachable_robots_txt_is_shared_with_its_backoff(
-    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
+    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str, rep_clock: ModuleType
 ) -> None:
+    """(The retry time is scrapy-rep's clock's: the second worker comes before
+    it however slow the machine, and the test moves the clock past it.)"""
     site.script("/robots.txt", Reply(status=503))
-    settings = shared(redis_server, redis_prefix, REP_RETRY_MIN=1.0)
+    settings = shared(redis_server, redis_prefix, REP_RETRY_MIN=RETRY_MIN)
     first = await run_crawl([site.url("/a")], settings)
     second = await run_crawl([site.url("/b")], settings)
     assert site.hits("/robots.txt") == 1  # the second worker backs off too
@@ -139,7 +144,7 @@ async def test_unreachable_robots_txt_is_shared_with_its_backoff(
     assert second.failed_with(site.url("/b")) is RobotsTxtUnavailable
     assert second.stats["rep/redis/robots/received"] == 1
 
-    await sleep(1.1)  # the retry time has come: the next worker fetches, counting on
+    rep_clock.advance(RETRY_MIN + 1)  # retry time: the next worker fetches, counting on
     third = await run_crawl([site.url("/c")], settings)
     assert site.hits("/robots.txt") == 2
     assert third.failed_with(site.url("/c")) is RobotsTxtUnavailable
@@ -148,16 +153,16 @@ async def test_unreachable_robots_txt_is_shared_with_its_backoff(
 
 @pytest_twisted.ensureDeferred
 async def test_last_good_rules_served_by_every_worker_while_unreachable(
-    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
+    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str, rep_clock: ModuleType
 ) -> None:
     """stale-if-error across workers: the worker whose refresh fails keeps the
     rules another worker fetched, and so does the next worker."""
     site.script(
         "/robots.txt", [Reply(body=ROBOTS, headers={"Content-Type": "text/plain"}), Reply(503)]
     )
-    settings = shared(redis_server, redis_prefix, REP_CACHE_TTL=1.0, REP_CACHE_MIN_TTL=0)
+    settings = shared(redis_server, redis_prefix, REP_CACHE_TTL=TTL, REP_CACHE_MIN_TTL=0)
     await run_crawl([site.url("/a")], settings)
-    await sleep(1.1)
+    rep_clock.advance(TTL + 1)  # the shared rules have expired
     refreshing = await run_crawl([site.url("/b"), site.url("/private/b")], settings)
     later = await run_crawl([site.url("/c"), site.url("/private/c")], settings)
     assert site.hits("/robots.txt") == 2
@@ -335,21 +340,21 @@ def test_invalid_redis_settings_are_named(setting: str, value: Any) -> None:
 
 @pytest_twisted.ensureDeferred
 async def test_workers_revalidate_the_shared_robots_txt_with_its_etag(
-    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
+    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str, rep_clock: ModuleType
 ) -> None:
     """The validators travel with the shared state: once it expired, the next
     worker asks with If-None-Match, and on a 304 Redis keeps the body, fresh
     again, for the worker after it (which asks nothing)."""
     etag = '"v1"'
 
-    headers = {"ETag": etag, "Cache-Control": "max-age=2"}
+    headers = {"ETag": etag, "Cache-Control": f"max-age={TTL:g}"}  # of scrapy-rep's clock
     not_modified = Reply(status=304, headers=headers)
     site.script(
         "/robots.txt", Reply(body=ROBOTS, headers=headers, if_none_match=(etag, not_modified))
     )
     settings = {**shared(redis_server, redis_prefix), "REP_CACHE_MIN_TTL": 0}
     await run_crawl([site.url("/a")], settings)
-    await sleep(2.3)
+    rep_clock.advance(TTL + 1)
     second = await run_crawl([site.url("/private/b")], settings)
     third = await run_crawl([site.url("/private/c")], settings)
     robots = [hit for hit in site.log() if hit.path == "/robots.txt"]
