@@ -26,8 +26,10 @@ from crawls import CrawlResult, run_crawl
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
 from scrapy import Request, signals
 from scrapy.core.downloader import Downloader
+from scrapy.crawler import Crawler
 from scrapy.http import Response
 from scrapy.spidermiddlewares.httperror import HttpError
+from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.test import get_crawler
 from servers import PAGE, Hit, InTurn, Reply, ScriptedServer, gaps
 from twisted.internet.defer import ensureDeferred
@@ -41,6 +43,7 @@ from scrapy_rep.exceptions import InvalidSetting
 IN_FLIGHT = 0.05  # an answer's own effect on the next request takes this long at most
 TOLERANCE = 0.02  # timers and loopback, at the end of a pause
 BUSY = 0.5  # how late a loaded machine may deliver an answer that starts a pause
+PAUSE_NEVER_OVER = 600.0  # of scrapy-rep's clock, which such a test never moves
 RETRYING = {"RETRY_ENABLED": True, "RETRY_TIMES": 2}
 IN_THE_SLOT = {"REP_FRONTIER": False, "CLOSESPIDER_TIMEOUT": 30}
 """Requests wait in their download slot, not in the frontier queue; a slot
@@ -269,14 +272,19 @@ async def test_a_site_that_never_says_slow_down_costs_no_signal_per_request(
 
 
 @pytest_twisted.ensureDeferred
-async def test_the_switch_off_leaves_scrapy_as_it_is(site: ScriptedServer) -> None:
-    """REP_SLOWDOWN = False: RetryMiddleware re-sends the 503 at once, as in Scrapy."""
-    slow = SlowSite(site, window=0.3, retry_after=lambda now: ("3", 3.0))
+async def test_the_switch_off_leaves_scrapy_as_it_is(
+    site: ScriptedServer, rep_clock: ModuleType
+) -> None:
+    """REP_SLOWDOWN = False: RetryMiddleware re-sends the 503 at once, as in Scrapy.
+    (The site asks for 600 s of scrapy-rep's clock, which the test never moves:
+    every attempt meets the 503, however slow the machine.)"""
+    slow = SlowSite(site, window=PAUSE_NEVER_OVER, retry_after=lambda now: ("600", 600.0))
     url = slow.page("/p")
     result = await run_crawl([url], {**RETRYING, "REP_SLOWDOWN": False})
     hits = site.page_hits()
-    assert len(hits) == 3  # two retries, within the pause it asked for (3 s)
-    assert hits[-1].time - hits[0].time < 3.0
+    assert len(hits) == 3  # two retries, within the pause it asked for
+    assert hits[-1].time - hits[0].time < 600
+    assert [answer.status for answer in slow.answers] == [503, 503, 503]
     assert not [key for key in result.stats if key.startswith("rep/slowdown/")]
 
 
@@ -616,26 +624,37 @@ async def test_what_still_fails_after_its_retries_reaches_its_errback(
     assert inside_pauses(site.page_hits(), slow.slow_answers(), result=result) == []
 
 
-@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_requests_held_when_the_spider_closes_end_in_their_errback(
-    site: ScriptedServer,
+    site: ScriptedServer, rep_clock: ModuleType
 ) -> None:
-    """A pause longer than the crawl: the spider closes (CLOSESPIDER_TIMEOUT)
-    within a second or so, every held or queued request ends with IgnoreRequest."""
+    """A pause longer than the crawl (600 s of scrapy-rep's clock, which the
+    test never moves): the spider closes while requests are held (as
+    CLOSESPIDER_TIMEOUT closes it), and every held or queued request ends with
+    IgnoreRequest; the close does not wait for the pause."""
     from scrapy.exceptions import IgnoreRequest
 
-    slow = SlowSite(site, window=60, retry_after=lambda now: ("60", 60.0))
+    slow = SlowSite(site, window=PAUSE_NEVER_OVER, retry_after=lambda now: ("600", 600.0))
     urls = slow.pages(6)
-    started = time.monotonic()
+    crawlers: list[Crawler] = []
     # REP_FRONTIER off: with it, the retries wait in the scheduler, not at the gate
-    settings = {**RETRYING, "CLOSESPIDER_TIMEOUT": 1, "CONCURRENT_REQUESTS_PER_DOMAIN": 2}
-    result = await run_crawl(urls, {**settings, "REP_FRONTIER": False})
-    assert time.monotonic() - started < 5
+    settings = {**RETRYING, "CONCURRENT_REQUESTS_PER_DOMAIN": 2, "REP_FRONTIER": False}
+    crawl = ensureDeferred(run_crawl(urls, settings, before=crawlers.append))
+    await until(lambda: held(crawlers) >= 4)
+    engine = crawlers[0].engine
+    assert engine is not None
+    await deferred_from_coro(engine.close_spider_async(reason="closespider_timeout"))
+    result = await crawl
     assert sorted(result.failures) == sorted(urls)
     assert {result.failed_with(url) for url in urls} == {IgnoreRequest}
     assert inside_pauses(site.page_hits(), slow.slow_answers(), result=result) == []
     assert result.stats["rep/slowdown/dropped_closing"] >= 4
+
+
+def held(crawlers: list[Crawler]) -> int:
+    """Requests the crawl's slow-down gates have held so far."""
+    stats = crawlers[0].stats if crawlers else None
+    return int(stats.get_value("rep/slowdown/held", 0)) if stats is not None else 0
 
 
 REACH = 30.0
