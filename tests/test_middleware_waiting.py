@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import pytest_twisted
@@ -17,10 +18,11 @@ from crawls import run_crawl
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
+from scrapy.utils.defer import deferred_from_coro
 from servers import PAGE, Gate, Reply, ScriptedServer
 from twisted.internet.defer import ensureDeferred
 
-from scrapy_rep import RobotsTxtUnavailable
+from scrapy_rep import ForbiddenByRobots, RobotsTxtUnavailable
 from scrapy_rep._slots import waiting_problems
 
 ROBOTS = b"User-agent: *\nDisallow: /private\n"
@@ -137,6 +139,7 @@ async def test_defer_keeps_requests_until_robots_txt_answers(site: ScriptedServe
     assert result.stats["rep/forbidden"] == 3
 
 
+UNREACHABLE = "rep/robotstxt/outcome/unreachable"
 RETRY_MIN = 10.0  # of the clock: the fetches after the first come 10 s, then 20 s later
 DEFER_MAX = 60.0  # of the clock: after the third fetch has begun
 
@@ -169,25 +172,21 @@ async def test_rep_defer_max_also_bounds_a_fetch_in_flight(
         )
     )  # fmt: skip
 
-    def counted(name: str) -> int:
-        stats = crawlers[0].stats if crawlers else None
-        return int(stats.get_value(name, 0)) if stats is not None else 0
-
     try:
         # the first answer starts REP_DEFER_MAX: its deadline is at most this
         # now + DEFER_MAX, and at least the first fetch's send stamp + DEFER_MAX
-        await until(lambda: counted("rep/deferred") == 1)
+        await until(lambda: counted(crawlers, "rep/deferred") == 1)
         first = rep_clock.now()
         [sent] = [hit.time for hit in site.log() if hit.path == "/robots.txt"]
         for answered, retry_in in ((1, RETRY_MIN), (2, 2 * RETRY_MIN)):
-            await until(lambda n=answered: counted("rep/robotstxt/outcome/unreachable") == n)
+            await until(lambda n=answered: counted(crawlers, UNREACHABLE) == n)
             rep_clock.advance(retry_in + 1)  # the next fetch is due (REP_RETRY_MIN, doubling)
             await until(lambda n=answered: site.hits("/robots.txt") == n + 1)
         rep_clock.advance(max(sent + DEFER_MAX - 1 - rep_clock.now(), 0.0))  # 1 s before
         await settle()
-        assert counted("rep/deferred/expired") == 0, "dropped before REP_DEFER_MAX"
+        assert counted(crawlers, "rep/deferred/expired") == 0, "dropped before REP_DEFER_MAX"
         rep_clock.advance(max(first + DEFER_MAX + 1 - rep_clock.now(), 0.0))  # 1 s after
-        await until(lambda: counted("rep/deferred/expired") == 1)
+        await until(lambda: counted(crawlers, "rep/deferred/expired") == 1)
         assert site.hits("/robots.txt") == 3  # the third still unanswered: it did not hold /a
     finally:
         third.set()
@@ -214,24 +213,39 @@ async def test_defer_drops_with_a_count_after_rep_defer_max(site: ScriptedServer
     assert all(result.failed_with(url) is RobotsTxtUnavailable for url in urls)
 
 
-@pytest.mark.slow
 @pytest_twisted.ensureDeferred
-async def test_kept_requests_do_not_hold_up_closing_the_spider(site: ScriptedServer) -> None:
+async def test_kept_requests_do_not_hold_up_closing_the_spider(
+    site: ScriptedServer, rep_clock: ModuleType
+) -> None:
+    """The spider closes (as CLOSESPIDER_TIMEOUT closes it) while a request is
+    kept for an unreachable robots.txt: it ends in its errback at once, not at
+    the next fetch (REP_RETRY_MIN of scrapy-rep's clock, never moved)."""
     site.script("/robots.txt", Reply(status=503))
-    result = await run_crawl(
-        [site.url("/a")],
-        # REP_FRONTIER off: the request waits in the middleware, not in the scheduler
-        {
-            "REP_UNREACHABLE": "defer",
-            "REP_RETRY_MIN": 30,
-            "CLOSESPIDER_TIMEOUT": 0.5,
-            "REP_FRONTIER": False,
-        },
+    crawlers: list[Crawler] = []
+    crawl = ensureDeferred(
+        run_crawl(
+            [site.url("/a")],
+            # REP_FRONTIER off: the request waits in the middleware, not in the scheduler
+            {"REP_UNREACHABLE": "defer", "REP_RETRY_MIN": 600, "REP_FRONTIER": False},
+            before=crawlers.append,
+        )
     )
+    await until(lambda: counted(crawlers, "rep/deferred") == 1)
+    engine = crawlers[0].engine
+    assert engine is not None
+    await deferred_from_coro(engine.close_spider_async(reason="closespider_timeout"))
+    result = await crawl
     assert result.stats["finish_reason"] == "closespider_timeout"
     assert result.stats["rep/deferred/dropped_closing"] == 1
     assert result.failed_with(site.url("/a")) is RobotsTxtUnavailable
     assert site.hits("/a") == 0
+    assert site.hits("/robots.txt") == 1
+
+
+def counted(crawlers: list[Crawler], name: str) -> int:
+    """The stat ``name`` of the crawl under way (0 before it starts)."""
+    stats = crawlers[0].stats if crawlers else None
+    return int(stats.get_value(name, 0)) if stats is not None else 0
 
 
 # -- freshness -------------------------------------------------------------------------------------
@@ -248,48 +262,79 @@ def then(*steps: tuple[str, list[str]]) -> Any:
     return follow
 
 
-@pytest.mark.slow
+TTL = 600.0  # of scrapy-rep's clock: the rules expire only when the test moves it
+
+
 @pytest.mark.parametrize("max_fetches", [64, 0])  # 0: robots.txt downloads count as pages
 @pytest_twisted.ensureDeferred
 async def test_expired_rules_are_served_while_the_refresh_loads(
-    site: ScriptedServer, max_fetches: int
+    site: ScriptedServer, max_fetches: int, rep_clock: ModuleType
 ) -> None:
+    """Once the rules expired (the clock moved past REP_CACHE_TTL), /b1 is let
+    go on the old rules while their refresh is under way (its answer held
+    until /b1 arrived); /b2, after the refresh, meets the new rules."""
+    refresh = Gate()  # the second robots.txt answer, held until /b1 has come
+    refreshed = Gate()  # /next answers once the crawl has read the new rules
     site.script(
         "/robots.txt",
         [
             Reply(body=b"User-agent: *\nDisallow: /a\n"),
-            Reply(body=b"User-agent: *\nDisallow: /b\n"),
+            Reply(body=b"User-agent: *\nDisallow: /b\n", wait_for=refresh, wait_timeout=60),
         ],
     )
-    site.script("/slow", Reply(body=PAGE, delay=0.8))  # outlives the 0.5 s freshness
-    site.script("/slow2", Reply(body=PAGE, delay=0.2))
-    result = await run_crawl(
-        [site.url("/slow")],
-        {"REP_CACHE_TTL": 0.5, "REP_CACHE_MIN_TTL": 0, "REP_MAX_FETCHES": max_fetches},
-        follow=then(
-            ("/slow", [site.url("/b1")]),  # expired: the old rules allow it, a refresh starts
-            ("/b1", [site.url("/slow2")]),
-            ("/slow2", [site.url("/b2")]),  # by now the new rules apply
-        ),
+    site.script("/next", Reply(body=PAGE, wait_for=refreshed, wait_timeout=60))
+    crawlers: list[Crawler] = []
+
+    def follow(response: Response) -> list[Request]:
+        path = urlsplit(response.url).path
+        if path == "/first":
+            rep_clock.advance(TTL + 1)  # the rules have expired: /b1 starts their refresh
+        plan = {"/first": "/b1", "/b1": "/next", "/next": "/b2"}
+        return [Request(site.url(plan[path]), dont_filter=True)] if path in plan else []
+
+    crawl = ensureDeferred(
+        run_crawl(
+            [site.url("/first")],
+            {"REP_CACHE_TTL": TTL, "REP_CACHE_MIN_TTL": 0, "REP_MAX_FETCHES": max_fetches},
+            follow=follow,
+            before=crawlers.append,
+        )
     )
-    assert site.hits("/robots.txt") >= 2
+    try:
+        # /b1 on the old rules, the refresh asked for and its answer held
+        await until(lambda: site.hits("/b1") == 1 and site.hits("/robots.txt") == 2)
+        refresh.set()
+        await until(lambda: counted(crawlers, "rep/robotstxt/outcome/parsed") == 2)
+    finally:
+        refresh.set()
+        refreshed.set()
+    result = await crawl
     assert (site.hits("/b1"), site.hits("/b2")) == (1, 0)
+    assert result.failed_with(site.url("/b2")) is ForbiddenByRobots
     assert result.stats["rep/forbidden"] == 1
+    assert site.hits("/robots.txt") == 2
 
 
 @pytest_twisted.ensureDeferred
 async def test_last_good_rules_are_kept_when_robots_txt_becomes_unreachable(
-    site: ScriptedServer,
+    site: ScriptedServer, rep_clock: ModuleType
 ) -> None:
+    """(The rules expire when the test moves scrapy-rep's clock past
+    REP_CACHE_TTL, after /first; the refresh's 503 is asked again only after
+    REP_RETRY_MIN.)"""
     site.script("/robots.txt", [Reply(body=ROBOTS), Reply(status=503)])
-    site.script("/slow", Reply(body=PAGE, delay=0.4))
+    follow = then(("/first", [site.url("/x1")]), ("/x1", [site.url("/private/1"), site.url("/x2")]))
+
+    def expire_after_first(response: Response) -> list[Request]:
+        if urlsplit(response.url).path == "/first":
+            rep_clock.advance(TTL + 1)
+        requests: list[Request] = follow(response)
+        return requests
+
     result = await run_crawl(
-        [site.url("/slow")],
-        {"REP_CACHE_TTL": 0.2, "REP_CACHE_MIN_TTL": 0, "REP_RETRY_MIN": 30},
-        follow=then(
-            ("/slow", [site.url("/x1")]),
-            ("/x1", [site.url("/private/1"), site.url("/x2")]),
-        ),
+        [site.url("/first")],
+        {"REP_CACHE_TTL": TTL, "REP_CACHE_MIN_TTL": 0, "REP_RETRY_MIN": 600},
+        follow=expire_after_first,
     )
     assert site.hits("/robots.txt") == 2
     assert (site.hits("/x1"), site.hits("/x2"), site.hits("/private/1")) == (1, 1, 0)
