@@ -14,14 +14,19 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import pytest_twisted
+from clock_steps import until
 from crawls import run_crawl
 from scrapy import Request
+from scrapy.crawler import Crawler
 from scrapy.http import Response
-from servers import PAGE, Reply, ScriptedServer
+from servers import PAGE, Gate, Reply, ScriptedServer
+from twisted.internet.defer import ensureDeferred
 
 from scrapy_rep import RobotsTxtUnavailable
 
@@ -134,26 +139,53 @@ def then(*steps: tuple[str, list[str]]) -> Any:
 )
 @pytest_twisted.ensureDeferred
 async def test_a_challenge_on_refresh_keeps_the_good_rules(
-    own_site: ScriptedServer, challenge: Reply
+    own_site: ScriptedServer, challenge: Reply, rep_clock: ModuleType
 ) -> None:
-    """Before: a 403 challenge on refresh replaced good rules with allow-all."""
+    """Before: a 403 challenge on refresh replaced good rules with allow-all.
+    (The rules expire when the test moves scrapy-rep's clock past
+    REP_CACHE_TTL, after /first; /next answers once the challenge is known.)"""
+    known = Gate()
     own_site.script("/robots.txt", [Reply(body=ROBOTS), challenge])
-    own_site.script("/slow", Reply(body=PAGE, delay=0.4))  # outlives the 0.2 s freshness
-    own_site.script("/slow2", Reply(body=PAGE, delay=0.2))
-    result = await run_crawl(
-        [own_site.url("/slow")],
-        {"REP_CACHE_TTL": 0.2, "REP_CACHE_MIN_TTL": 0, "REP_RETRY_MIN": 30},
-        follow=then(
-            ("/slow", [own_site.url("/open")]),  # expired: a refresh starts
-            ("/open", [own_site.url("/slow2")]),
-            ("/slow2", [own_site.url("/private/1")]),  # the challenge is known by now
-        ),
+    own_site.script("/next", Reply(body=PAGE, wait_for=known, wait_timeout=60))
+    follow = then(
+        ("/first", [own_site.url("/open")]),  # expired: a refresh starts
+        ("/open", [own_site.url("/next")]),
+        ("/next", [own_site.url("/private/1")]),  # the challenge is known by now
     )
+    crawlers: list[Crawler] = []
+
+    def expire_after_first(response: Response) -> list[Request]:
+        if urlsplit(response.url).path == "/first":
+            rep_clock.advance(TTL + 1)
+        requests: list[Request] = follow(response)
+        return requests
+
+    crawl = ensureDeferred(
+        run_crawl(
+            [own_site.url("/first")],
+            {"REP_CACHE_TTL": TTL, "REP_CACHE_MIN_TTL": 0, "REP_RETRY_MIN": 600},
+            follow=expire_after_first,
+            before=crawlers.append,
+        )
+    )
+    try:
+        await until(lambda: challenged(crawlers) == 1)
+    finally:
+        known.set()
+    result = await crawl
     assert own_site.hits("/robots.txt") == 2
     assert own_site.hits("/private/1") == 0  # the last good rules still apply
     assert result.stats["rep/robotstxt/outcome/challenged"] == 1
     assert result.stats["rep/robotstxt/stale_served"] == 1
     assert result.stats["rep/forbidden"] == 1
+
+
+TTL = 600.0  # of scrapy-rep's clock: the rules expire only when the test moves it
+
+
+def challenged(crawlers: list[Crawler]) -> int:
+    stats = crawlers[0].stats if crawlers else None
+    return int(stats.get_value("rep/robotstxt/outcome/challenged", 0)) if stats else 0
 
 
 def test_scrapy_robots_shows_a_challenged_robots_txt(
