@@ -10,19 +10,23 @@ import json
 import logging
 import threading
 import time
+from types import ModuleType
 from typing import Any
 
 import pytest
 import pytest_twisted
 import redis_workers
+from clock_steps import PauseSteps, settle, until
 from crawls import run_crawl
 from redis_server import RedisServer, shared
 from scrapy import Request
+from scrapy.crawler import Crawler
 from scrapy.http import Response
 from scrapy_forks import Process
 from servers import PAGE, Gate, InTurn, Reply, ScriptedServer, gaps
 from test_redis_cluster import START_DEADLINE
 from test_slowdown import IN_FLIGHT, RETRYING, TOLERANCE, SlowSite, inside_pauses
+from twisted.internet.defer import ensureDeferred
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio_only]  # real-time pauses, worker subprocesses
 
@@ -138,12 +142,16 @@ async def test_redis_down_each_worker_pauses_on_its_own(
     own_redis: RedisServer,
     redis_prefix: str,
     caplog: pytest.LogCaptureFixture,
+    rep_clock: ModuleType,
 ) -> None:
+    """(The pauses run on scrapy-rep's clock, stepped over by PauseSteps: the
+    probe after the first pause meets the site's 503s, however slow the machine.)"""
     caplog.set_level(logging.INFO, logger="scrapy_rep")
     own_redis.stop()
-    slow = SlowSite(site, window=1.5, retry_after=lambda now: ("1", 1.0))
+    slow = SlowSite(site, window=150, retry_after=lambda now: ("100", 100.0))
     urls = slow.pages(3)
-    result = await run_crawl(urls, shared(own_redis, redis_prefix, **RETRYING))
+    with PauseSteps(rep_clock):
+        result = await run_crawl(urls, shared(own_redis, redis_prefix, **RETRYING))
 
     assert sorted(result.responses) == sorted(urls)
     assert inside_pauses(site.page_hits(), slow.slow_answers(), result=result) == []
@@ -183,16 +191,21 @@ def test_the_running_pauses_are_bounded_in_redis(
     assert client.zrange(keys[1], 0, -1) == [b"t"]  # "s" ended: pruned
 
 
+CAP = 100.0  # REP_SLOWDOWN_MAX_DELAY, of scrapy-rep's clock: the test steps over it
+
+
 @pytest_twisted.ensureDeferred
 async def test_what_other_workers_publish_cannot_pause_longer_than_the_cap(
-    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
+    site: ScriptedServer, redis_server: RedisServer, redis_prefix: str, rep_clock: ModuleType
 ) -> None:
     """A message on the channel is read with care: garbage is skipped, a pause
-    of years is cut to REP_SLOWDOWN_MAX_DELAY."""
+    of years is cut to REP_SLOWDOWN_MAX_DELAY. (The pause runs on scrapy-rep's
+    clock: 1 s before the cap /second has not come, and once the clock is past
+    the cap it comes; a pause of years would never end.)"""
     channel = f"{redis_prefix}slowdown"
     years = json.dumps({"slot": "127.0.0.1", "left": 10**17, "level": 1, "by": "x"})
-
-    site.script("/meanwhile", Reply(body=PAGE, delay=0.3))  # the messages arrive meanwhile
+    received = Gate()  # /meanwhile answers once the crawl has read the messages
+    site.script("/meanwhile", Reply(body=PAGE, wait_for=received, wait_timeout=60))
 
     def publish(response: Response) -> list[Request]:
         if response.url == site.url("/first"):
@@ -206,13 +219,35 @@ async def test_what_other_workers_publish_cannot_pause_longer_than_the_cap(
             return [Request(site.url("/second"), dont_filter=True)]
         return []
 
-    result = await run_crawl(
-        [site.url("/first")],
-        shared(redis_server, redis_prefix, REP_SLOWDOWN_MAX_DELAY=1.5),
-        follow=publish,
+    crawlers: list[Crawler] = []
+    crawl = ensureDeferred(
+        run_crawl(
+            [site.url("/first")],
+            shared(redis_server, redis_prefix, REP_SLOWDOWN_MAX_DELAY=CAP),
+            follow=publish,
+            before=crawlers.append,
+        )
     )
+    try:
+        await until(lambda: stat(crawlers, "rep/slowdown/pauses/cluster") == 1)
+        seen = rep_clock.now()  # the pause began before this, at most CAP ago
+    finally:
+        received.set()
+    await until(lambda: site.hits("/meanwhile") == 1)
+    [first] = site.page_hits("/first")
+    rep_clock.advance(max(first.time + CAP - 1 - rep_clock.now(), 0.0))  # 1 s before the cap
+    await settle()
+    assert site.hits("/second") == 0
+    rep_clock.advance(max(seen + CAP + 1 - rep_clock.now(), 0.0))  # past the cap
+    result = await crawl
     assert len(result.responses) == 3
     first, _, second = site.page_hits()
-    assert 1.5 - TOLERANCE <= second.time - first.time < 2.5
+    assert second.time - first.time >= CAP - TOLERANCE
     assert result.stats["rep/slowdown/redis/received"] == 1
     assert result.stats["rep/slowdown/pauses/cluster"] == 1
+
+
+def stat(crawlers: list[Crawler], name: str) -> int:
+    """The stat ``name`` of the crawl under way (0 before it starts)."""
+    stats = crawlers[0].stats if crawlers else None
+    return int(stats.get_value(name, 0)) if stats is not None else 0
