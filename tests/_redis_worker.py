@@ -45,10 +45,14 @@ BASE_SETTINGS: dict[str, Any] = {
     "LOG_LEVEL": "INFO",
     "TELNETCONSOLE_ENABLED": False,
     "REMOTE_CONTROL_ENABLED": False,
-    "REP_FETCH_TIMEOUT": 5.0,
+    # Timeouts far past any stall of a loaded machine: no worker test is about
+    # one, and a healthy download cut by one (a server thread that read its
+    # request 5 s late beside a second suite) failed a test that was not; a
+    # test that holds an answer releases it itself.
+    "REP_FETCH_TIMEOUT": 60.0,
     "REP_FETCH_RETRIES": 0,
     "RETRY_ENABLED": False,
-    "DOWNLOAD_TIMEOUT": 10,
+    "DOWNLOAD_TIMEOUT": 60,
     "TWISTED_REACTOR": "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
 }
 SCRAPY_REDIS_SETTINGS: dict[str, Any] = {
