@@ -17,12 +17,14 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from crawls import CrawlResult, run_crawl
+from clock_steps import until
+from crawls import CrawlResult, run_crawl, sleep
 from redis_server import RedisServer, shared
 from scrapy import Request
+from scrapy.crawler import Crawler
 from scrapy.http import Response
 from servers import PAGE, Reply, ScriptedServer, gaps, refused_port
-from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.defer import Deferred, ensureDeferred, gatherResults
 
 from scrapy_rep import ForbiddenByRobots, RobotsTxtUnavailable
 from scrapy_rep.config import Config
@@ -82,22 +84,40 @@ async def test_workers_running_together_fetch_once(
     assert all(r.failed_with(site.url("/private/x")) is ForbiddenByRobots for r in results)
 
 
-@pytest.mark.slow
 @pytest_twisted.ensureDeferred
 async def test_a_dead_workers_lock_expires(
     site: ScriptedServer, redis_server: RedisServer, redis_prefix: str
 ) -> None:
     """A worker died holding the origin's fetch lock: the others wait until it
-    expires, then one of them fetches."""
+    expires, then one of them fetches. (The lock lasts until the test has seen
+    the crawl wait on it, then expires: however slow the crawl's start.)"""
     site.robots(ROBOTS)
-    locked_at = time.time()
-    redis_server.client().set(f"{redis_prefix}robots-lock:{site.origin}", "dead-worker", px=1500)
-    result = await run_crawl([site.url("/a")], shared(redis_server, redis_prefix))
+    client = redis_server.client()
+    lock = f"{redis_prefix}robots-lock:{site.origin}"
+    client.set(lock, "dead-worker", px=120_000)
+    crawlers: list[Crawler] = []
+    crawl = ensureDeferred(
+        run_crawl([site.url("/a")], shared(redis_server, redis_prefix), before=crawlers.append)
+    )
+    try:
+        await until(lambda: stat(crawlers, "rep/redis/robots/waited") == 1)
+        await sleep(0.3)  # a poll or two more, the lock still held
+        assert site.hits("/robots.txt") == 0
+    finally:
+        expired_at = time.time()
+        client.pexpire(lock, 1)
+    result = await crawl
     assert site.hits("/robots.txt") == 1
-    assert site.log()[0].time >= locked_at + 1.4
+    assert site.log()[0].time >= expired_at
     assert site.pages() == ["/a"]
     assert result.stats["rep/redis/robots/waited"] == 1
     assert result.stats["rep/redis/robots/published"] == 1
+
+
+def stat(crawlers: list[Crawler], name: str) -> int:
+    """The stat ``name`` of the crawl under way (0 before it starts)."""
+    stats = crawlers[0].stats if crawlers else None
+    return int(stats.get_value(name, 0)) if stats is not None else 0
 
 
 @pytest.mark.parametrize(
