@@ -24,11 +24,13 @@ from typing import Any
 
 import pytest
 import pytest_twisted
+from clock_steps import PauseSteps, until
 from crawls import CrawlResult, loopback_names, run_crawl
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
 from servers import PAGE, Gate, Reply, ScriptedServer, gaps
+from twisted.internet.defer import ensureDeferred
 
 TDMREP = "/.well-known/tdmrep.json"
 RULES = b"User-agent: *\nDisallow: /private\n"
@@ -49,6 +51,11 @@ KNOWN_GAP = FETCH_TIMEOUT / 4
 """Seconds the known origin's pages may pause (as sent) beside the hostile
 ones: far from a held place's stop, and from a loaded machine's stall (5.8 s
 seen between two pages' arrivals)."""
+RETRY_MIN = 60.0
+"""REP_RETRY_MIN of the tests of a 503 on tdmrep.json: the test moves the clock past it."""
+PAUSE_NEVER_ENDS = {"REP_SLOWDOWN_MAX_DELAY": 600, "CLOSESPIDER_TIMEOUT": 60}
+"""A pause the file's Retry-After: 99999 would set (capped) outlasts the crawl,
+which then fails for the pages it lost."""
 
 
 def json_reply(body: bytes, **kwargs: Any) -> Reply:
@@ -366,26 +373,31 @@ def site_of_20_pages(site: ScriptedServer) -> tuple[list[str], Callable[[Respons
 
 @pytest_twisted.ensureDeferred
 async def test_a_503_with_retry_after_on_tdmrep_json_pauses_nothing(
-    site: ScriptedServer,
+    site: ScriptedServer, rep_clock: ModuleType
 ) -> None:
     """tdmrep.json answers 503 with Retry-After: 99999: the file counts as not
     there, asked again when the answer says (within REP_RETRY_MAX), not after
     REP_RETRY_MIN; the site's pages go on at their pace (before: the whole site
-    paused for REP_SLOWDOWN_MAX_DELAY)."""
+    paused for REP_SLOWDOWN_MAX_DELAY). (On scrapy-rep's clock: every page is
+    asked for with the clock not moved, so a pause of REP_SLOWDOWN_MAX_DELAY
+    would hold them; then the clock moves past REP_RETRY_MIN before the last
+    page's answer comes.)"""
     site.script(TDMREP, Reply(status=503, headers={"Retry-After": "99999"}))
     urls, follow = site_of_20_pages(site)
-    arrivals = Arrivals()
-    result = await run_crawl(
-        [urls[0]],
-        # pages 0.1 s apart: the crawl outlasts REP_RETRY_MIN
-        {**TRAIN, "REP_SLOWDOWN_MAX_DELAY": 30, "REP_RETRY_MIN": 0.5, "DOWNLOAD_DELAY": 0.1},
-        follow=follow,
-        before=arrivals.connect,
+    last = Gate()  # /p/10's answer: after the clock moved
+    site.script("/p/10", Reply(body=PAGE, wait_for=last, wait_timeout=WATCH_LIMIT))
+    crawl = ensureDeferred(
+        run_crawl(
+            [urls[0]],
+            {**TRAIN, **PAUSE_NEVER_ENDS, "REP_RETRY_MIN": RETRY_MIN},
+            follow=follow,
+        )
     )
+    await until(lambda: len(site.page_hits("/p/")) == 20)
+    rep_clock.advance(RETRY_MIN + 1)
+    last.set()
+    result = await crawl
     nothing_lost(result, urls)
-    times = arrivals.times["127.0.0.1"]
-    assert len(times) == 20
-    assert 0.5 < max(times) - min(times) < 10, max(times) - min(times)
     stats = result.stats
     assert stats["rep/usage/tdmrep/outcome/error"] == 1
     assert stats["rep/slowdown/well_known_ignored"] == 1
@@ -395,25 +407,28 @@ async def test_a_503_with_retry_after_on_tdmrep_json_pauses_nothing(
 
 @pytest_twisted.ensureDeferred
 async def test_a_503_on_a_page_pauses_the_site_for_what_the_page_asked(
-    site: ScriptedServer,
+    site: ScriptedServer, rep_clock: ModuleType
 ) -> None:
     """The decision is tdmrep.json's alone: a page's 503 (Retry-After: 2) pauses
     the site 2 s, and the file's Retry-After: 99999, answered meanwhile, does not
-    lengthen that pause (before: to REP_SLOWDOWN_MAX_DELAY)."""
+    lengthen that pause (before: to REP_SLOWDOWN_MAX_DELAY). (The test steps
+    scrapy-rep's clock over the pause announced: clock_steps.PauseSteps; a
+    pause of REP_SLOWDOWN_MAX_DELAY would outlast the crawl's time.)"""
     site.script(TDMREP, Reply(status=503, headers={"Retry-After": "99999"}))
     site.script("/p/0", [Reply(status=503, headers={"Retry-After": "2"}), Reply()])
     urls, follow = site_of_20_pages(site)
-    arrivals = Arrivals()
-    started = time.time()
-    result = await run_crawl(
-        [urls[0]],
-        {**TRAIN, "REP_SLOWDOWN_MAX_DELAY": 30, "RETRY_ENABLED": True, "RETRY_TIMES": 1},
-        follow=follow,
-        before=arrivals.connect,
-    )
+    with PauseSteps(rep_clock) as steps:
+        result = await run_crawl(
+            [urls[0]],
+            {**TRAIN, **PAUSE_NEVER_ENDS, "RETRY_ENABLED": True, "RETRY_TIMES": 1},
+            follow=follow,
+        )
     nothing_lost(result, urls)
-    last = max(arrivals.times["127.0.0.1"]) - started
-    assert 1.9 < last < 12, last
+    assert steps.pauses == [2.0]
+    pages = [(status, at) for url, status, at in result.downloaded if "/p/" in url]
+    (answered,) = [at for status, at in pages if status == 503]
+    first = min(at for status, at in pages if status == 200)  # /p/0 asked again
+    assert first - answered > 1.9, first - answered
     stats = result.stats
     assert stats["rep/slowdown/pauses"] == 1
     assert stats["rep/slowdown/well_known_ignored"] == 1
