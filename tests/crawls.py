@@ -203,6 +203,13 @@ async def run_crawl(
     return result
 
 
+def stat_of(crawlers: list[Crawler], name: str) -> int:
+    """The stat ``name`` of the crawl under way (``run_crawl(before=crawlers.append)``;
+    0 before it starts): what a test waits on while the crawl runs."""
+    stats = crawlers[0].stats if crawlers else None
+    return int(stats.get_value(name, 0)) if stats is not None else 0
+
+
 def peak_mb() -> float:
     """This process's peak resident memory. VmHWM where there is one: ru_maxrss
     keeps, across exec, the peak of the process it was forked (or vforked) from:

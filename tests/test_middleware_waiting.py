@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 import pytest_twisted
 from clock_steps import settle, until
-from crawls import run_crawl
+from crawls import run_crawl, stat_of
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
@@ -175,18 +175,18 @@ async def test_rep_defer_max_also_bounds_a_fetch_in_flight(
     try:
         # the first answer starts REP_DEFER_MAX: its deadline is at most this
         # now + DEFER_MAX, and at least the first fetch's send stamp + DEFER_MAX
-        await until(lambda: counted(crawlers, "rep/deferred") == 1)
+        await until(lambda: stat_of(crawlers, "rep/deferred") == 1)
         first = rep_clock.now()
         [sent] = [hit.time for hit in site.log() if hit.path == "/robots.txt"]
         for answered, retry_in in ((1, RETRY_MIN), (2, 2 * RETRY_MIN)):
-            await until(lambda n=answered: counted(crawlers, UNREACHABLE) == n)
+            await until(lambda n=answered: stat_of(crawlers, UNREACHABLE) == n)
             rep_clock.advance(retry_in + 1)  # the next fetch is due (REP_RETRY_MIN, doubling)
             await until(lambda n=answered: site.hits("/robots.txt") == n + 1)
         rep_clock.advance(max(sent + DEFER_MAX - 1 - rep_clock.now(), 0.0))  # 1 s before
         await settle()
-        assert counted(crawlers, "rep/deferred/expired") == 0, "dropped before REP_DEFER_MAX"
+        assert stat_of(crawlers, "rep/deferred/expired") == 0, "dropped before REP_DEFER_MAX"
         rep_clock.advance(max(first + DEFER_MAX + 1 - rep_clock.now(), 0.0))  # 1 s after
-        await until(lambda: counted(crawlers, "rep/deferred/expired") == 1)
+        await until(lambda: stat_of(crawlers, "rep/deferred/expired") == 1)
         assert site.hits("/robots.txt") == 3  # the third still unanswered: it did not hold /a
     finally:
         third.set()
@@ -230,7 +230,7 @@ async def test_kept_requests_do_not_hold_up_closing_the_spider(
             before=crawlers.append,
         )
     )
-    await until(lambda: counted(crawlers, "rep/deferred") == 1)
+    await until(lambda: stat_of(crawlers, "rep/deferred") == 1)
     engine = crawlers[0].engine
     assert engine is not None
     await deferred_from_coro(engine.close_spider_async(reason="closespider_timeout"))
@@ -240,12 +240,6 @@ async def test_kept_requests_do_not_hold_up_closing_the_spider(
     assert result.failed_with(site.url("/a")) is RobotsTxtUnavailable
     assert site.hits("/a") == 0
     assert site.hits("/robots.txt") == 1
-
-
-def counted(crawlers: list[Crawler], name: str) -> int:
-    """The stat ``name`` of the crawl under way (0 before it starts)."""
-    stats = crawlers[0].stats if crawlers else None
-    return int(stats.get_value(name, 0)) if stats is not None else 0
 
 
 # -- freshness -------------------------------------------------------------------------------------
@@ -304,7 +298,7 @@ async def test_expired_rules_are_served_while_the_refresh_loads(
         # /b1 on the old rules, the refresh asked for and its answer held
         await until(lambda: site.hits("/b1") == 1 and site.hits("/robots.txt") == 2)
         refresh.set()
-        await until(lambda: counted(crawlers, "rep/robotstxt/outcome/parsed") == 2)
+        await until(lambda: stat_of(crawlers, "rep/robotstxt/outcome/parsed") == 2)
     finally:
         refresh.set()
         refreshed.set()

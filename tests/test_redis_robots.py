@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import pytest_twisted
 from clock_steps import until
-from crawls import CrawlResult, run_crawl, sleep
+from crawls import CrawlResult, run_crawl, sleep, stat_of
 from redis_server import RedisServer, shared
 from scrapy import Request
 from scrapy.crawler import Crawler
@@ -100,7 +100,7 @@ async def test_a_dead_workers_lock_expires(
         run_crawl([site.url("/a")], shared(redis_server, redis_prefix), before=crawlers.append)
     )
     try:
-        await until(lambda: stat(crawlers, "rep/redis/robots/waited") == 1)
+        await until(lambda: stat_of(crawlers, "rep/redis/robots/waited") == 1)
         await sleep(0.3)  # a poll or two more, the lock still held
         assert site.hits("/robots.txt") == 0
     finally:
@@ -112,12 +112,6 @@ async def test_a_dead_workers_lock_expires(
     assert site.pages() == ["/a"]
     assert result.stats["rep/redis/robots/waited"] == 1
     assert result.stats["rep/redis/robots/published"] == 1
-
-
-def stat(crawlers: list[Crawler], name: str) -> int:
-    """The stat ``name`` of the crawl under way (0 before it starts)."""
-    stats = crawlers[0].stats if crawlers else None
-    return int(stats.get_value(name, 0)) if stats is not None else 0
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ import pytest
 import pytest_twisted
 import redis_workers
 from clock_steps import PauseSteps, settle, until
-from crawls import run_crawl
+from crawls import run_crawl, stat_of
 from redis_server import RedisServer, shared
 from scrapy import Request
 from scrapy.crawler import Crawler
@@ -229,7 +229,7 @@ async def test_what_other_workers_publish_cannot_pause_longer_than_the_cap(
         )
     )
     try:
-        await until(lambda: stat(crawlers, "rep/slowdown/pauses/cluster") == 1)
+        await until(lambda: stat_of(crawlers, "rep/slowdown/pauses/cluster") == 1)
         seen = rep_clock.now()  # the pause began before this, at most CAP ago
     finally:
         received.set()
@@ -245,9 +245,3 @@ async def test_what_other_workers_publish_cannot_pause_longer_than_the_cap(
     assert second.time - first.time >= CAP - TOLERANCE
     assert result.stats["rep/slowdown/redis/received"] == 1
     assert result.stats["rep/slowdown/pauses/cluster"] == 1
-
-
-def stat(crawlers: list[Crawler], name: str) -> int:
-    """The stat ``name`` of the crawl under way (0 before it starts)."""
-    stats = crawlers[0].stats if crawlers else None
-    return int(stats.get_value(name, 0)) if stats is not None else 0

@@ -22,7 +22,7 @@ import pytest
 import pytest_twisted
 import scrapy
 from clock_steps import PauseSteps, settle, until
-from crawls import CrawlResult, run_crawl
+from crawls import CrawlResult, run_crawl, stat_of
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
 from scrapy import Request, signals
 from scrapy.core.downloader import Downloader
@@ -640,7 +640,7 @@ async def test_requests_held_when_the_spider_closes_end_in_their_errback(
     # REP_FRONTIER off: with it, the retries wait in the scheduler, not at the gate
     settings = {**RETRYING, "CONCURRENT_REQUESTS_PER_DOMAIN": 2, "REP_FRONTIER": False}
     crawl = ensureDeferred(run_crawl(urls, settings, before=crawlers.append))
-    await until(lambda: held(crawlers) >= 4)
+    await until(lambda: stat_of(crawlers, "rep/slowdown/held") >= 4)
     engine = crawlers[0].engine
     assert engine is not None
     await deferred_from_coro(engine.close_spider_async(reason="closespider_timeout"))
@@ -649,12 +649,6 @@ async def test_requests_held_when_the_spider_closes_end_in_their_errback(
     assert {result.failed_with(url) for url in urls} == {IgnoreRequest}
     assert inside_pauses(site.page_hits(), slow.slow_answers(), result=result) == []
     assert result.stats["rep/slowdown/dropped_closing"] >= 4
-
-
-def held(crawlers: list[Crawler]) -> int:
-    """Requests the crawl's slow-down gates have held so far."""
-    stats = crawlers[0].stats if crawlers else None
-    return int(stats.get_value("rep/slowdown/held", 0)) if stats is not None else 0
 
 
 REACH = 30.0

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import pytest
 import pytest_twisted
 from clock_steps import until
-from crawls import run_crawl
+from crawls import run_crawl, stat_of
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.http import Response
@@ -169,7 +169,7 @@ async def test_a_challenge_on_refresh_keeps_the_good_rules(
         )
     )
     try:
-        await until(lambda: challenged(crawlers) == 1)
+        await until(lambda: stat_of(crawlers, "rep/robotstxt/outcome/challenged") == 1)
     finally:
         known.set()
     result = await crawl
@@ -181,11 +181,6 @@ async def test_a_challenge_on_refresh_keeps_the_good_rules(
 
 
 TTL = 600.0  # of scrapy-rep's clock: the rules expire only when the test moves it
-
-
-def challenged(crawlers: list[Crawler]) -> int:
-    stats = crawlers[0].stats if crawlers else None
-    return int(stats.get_value("rep/robotstxt/outcome/challenged", 0)) if stats else 0
 
 
 def test_scrapy_robots_shows_a_challenged_robots_txt(
