@@ -11,7 +11,9 @@ scheduler and dupefilter (settings must hold their keys);
 with ``"loopback": true`` every ``*.test`` host name resolves to 127.0.0.1
 (one local server stands for many origins); with ``"stall": seconds`` the
 spider blocks the event loop that long halfway through its start requests;
-with ``"dont_filter": true`` its requests skip the dupefilter.
+with ``"dont_filter": true`` its requests skip the dupefilter; with
+``"scheduled": path`` it makes that file once its last start request is
+scheduled (the engine asked for the next one).
 The report also says when the worker learned each host's pause from another
 worker (the INFO line ``... paused by another worker``, when it was logged).
 """
@@ -25,6 +27,7 @@ import re
 import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -82,10 +85,16 @@ class WorkerSpider(Spider):
     name = "rep-worker"
 
     def __init__(
-        self, urls: list[str], stall: float = 0.0, dont_filter: bool = False, **kwargs: Any
+        self,
+        urls: list[str],
+        stall: float = 0.0,
+        dont_filter: bool = False,
+        scheduled: str = "",
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.urls = urls
+        self.scheduled = scheduled
         self.stall = stall
         self.dont_filter = dont_filter
         self.responses: list[str] = []
@@ -102,6 +111,8 @@ class WorkerSpider(Spider):
             yield Request(
                 url, callback=self.parse, errback=self.failed, dont_filter=self.dont_filter
             )
+        if self.scheduled:
+            Path(self.scheduled).touch()  # noqa: ASYNC240 (one empty file, once)
 
     def parse(self, response: Response) -> None:
         self.responses.append(response.url)
@@ -156,6 +167,7 @@ def main() -> None:
         urls=config["urls"],
         stall=config.get("stall", 0.0),
         dont_filter=config.get("dont_filter", False),
+        scheduled=config.get("scheduled", ""),
     )
     process.start()
     spider = crawler.spider

@@ -74,19 +74,17 @@ def test_a_pop_whose_reply_is_cut_loses_no_request(
     settings = frontier_settings(
         own_redis, redis_prefix, REDIS_URL=proxy.url, REDIS_PARAMS={"socket_timeout": 2}
     )
-    config = queue_worker("w0", urls, settings)
-    client = own_redis.client()
-    seen_key = redis_prefix + "rep-worker:dupefilter"
+    config = queue_worker("w0", urls, settings, scheduled=sites.scheduled_marker("w0"))
     # A quarter of the pages answered, the others wait at the site until the
     # proxy is armed: the cut comes mid-crawl, every start request scheduled.
-    sites.held_after = len(urls) // 4
+    sites.hold_mid_crawl(len(urls) // 4)
 
     def arm() -> None:
         deadline = time.monotonic() + 60
         try:
             while time.monotonic() < deadline:
                 pages_done = sum(1 for h in sites.hits if h.path != "/robots.txt")
-                if client.scard(seen_key) == len(urls) and pages_done >= len(urls) // 4:
+                if sites.starts_scheduled and pages_done >= len(urls) // 4:
                     proxy.arm(down)
                     return
                 time.sleep(0.02)

@@ -10,7 +10,9 @@ with the worker that sent it (header ``X-Worker``).
 from __future__ import annotations
 
 import itertools
+import shutil
 import stat
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -57,14 +59,17 @@ class ManySites:
 
     One server in the test servers' process (servers.py) whose every answer is
     ``answer(host, path)``, called back here: subclasses and tests change it
-    with this process's state (a fault under way, ``held_after``)."""
+    with this process's state (a fault under way, ``hold_mid_crawl``)."""
 
     def __init__(self, page_delay: float = 0.0) -> None:
         self.page_delay = page_delay
         self.delay = DELAY
         self._lock = threading.Lock()
         self._answered_503: set[str] = set()
-        self.held_after: int | None = None  # pages answered; the next wait for `resume`
+        self._held_after: int | None = None  # pages answered; later ones may wait
+        self._markers = Path(tempfile.mkdtemp(prefix="rep-scheduled-"))
+        self._scheduled: list[Path] = []  # made by each worker once its start requests are
+        self._all_scheduled = False
         self.resume = threading.Event()
         self._pages = 0
         self._server = ScriptedServer()
@@ -94,11 +99,11 @@ class ManySites:
             if host.startswith("d"):
                 rules += f"Crawl-delay: {self.delay:g}\n"
             return 200, rules.encode(), text
-        if self.held_after is not None:
+        if self._held_after is not None:
             with self._lock:
                 self._pages += 1
-                held = self._pages > self.held_after
-            if held:
+                held = self._pages > self._held_after
+            if held and self.starts_scheduled:
                 self.resume.wait(60)
         if self.page_delay:
             time.sleep(self.page_delay)
@@ -110,11 +115,36 @@ class ManySites:
                 return 503, b"busy", {**text, "Retry-After": f"{PAUSE:g}"}
         return 200, b"<html><body>ok</body></html>", {"Content-Type": "text/html"}
 
+    def scheduled_marker(self, worker: str) -> str:
+        """A file for ``worker`` to make once it scheduled its last start
+        request (tests/_redis_worker.py's ``scheduled``)."""
+        path = self._markers / worker
+        self._scheduled.append(path)
+        return str(path)
+
+    def hold_mid_crawl(self, pages: int) -> None:
+        """Hold every page asked for once the first ``pages`` were and every
+        worker made its :meth:`scheduled_marker`, until ``resume`` is set: the
+        test's fault then comes mid-crawl however fast or loaded the machine,
+        and after every start request was scheduled (a Redis fault before
+        would stop a worker's engine: scrapy-redis's dupefilter raises). The
+        pages asked for before are answered, for a downloader full of held
+        pages would keep the engine from scheduling the rest."""
+        self._held_after = pages
+
+    @property
+    def starts_scheduled(self) -> bool:
+        """Every worker made its :meth:`scheduled_marker`."""
+        if not self._all_scheduled and self._scheduled:
+            self._all_scheduled = all(path.exists() for path in self._scheduled)
+        return self._all_scheduled
+
     def of(self, host: str) -> list[Hit]:
         return sorted((h for h in self.hits if h.host == host), key=lambda h: h.time)
 
     def close(self) -> None:
         self._server.close()
+        shutil.rmtree(self._markers, ignore_errors=True)
 
 
 def _worker(headers: dict[str, str]) -> str:
@@ -190,7 +220,12 @@ def crawl(
 ) -> list[Process]:
     settings = frontier_settings(redis, prefix, **{"REDIS_PARAMS": {"socket_timeout": 2}, **extra})
     return start_workers(
-        [queue_worker(f"w{n}", urls[n::workers], settings) for n in range(workers)]
+        [
+            queue_worker(
+                f"w{n}", urls[n::workers], settings, scheduled=sites.scheduled_marker(f"w{n}")
+            )
+            for n in range(workers)
+        ]
     )
 
 
@@ -271,20 +306,17 @@ def test_redis_killed_and_restarted_mid_crawl_loses_nothing_and_every_worker_end
     hosts, pages = host_plan(plain=60, delayed=3, paused=3)
     urls = interleaved(hosts, pages, sites)
     workers = crawl(sites, durable_redis, redis_prefix, urls)
-    client = durable_redis.client()
-    seen_key = redis_prefix + "rep-worker:dupefilter"
     outage: list[int] = []
     # A quarter of the pages answered, the others wait at the site until Redis
-    # is killed: the kill comes mid-crawl however fast or loaded the machine.
-    sites.held_after = len(urls) // 4
+    # is killed, every start request scheduled.
+    sites.hold_mid_crawl(len(urls) // 4)
 
     def kill_and_restart() -> None:
         deadline = time.monotonic() + 60
         try:
             while time.monotonic() < deadline:
                 pages_done = sum(1 for h in sites.hits if h.path != "/robots.txt")
-                with_starts = client.scard(seen_key) == len(urls)  # every start request scheduled
-                if with_starts and pages_done >= len(urls) // 4:
+                if sites.starts_scheduled and pages_done >= len(urls) // 4:
                     outage.append(pages_done)
                     durable_redis.stop()
                     sites.resume.set()  # the workers go on, and find Redis gone
