@@ -167,13 +167,13 @@ def crawl_through_fault(
     pages = {h: DELAYED_PAGES if h.startswith("d") else 2 for h in hosts}
     urls = interleaved(hosts, pages, sites)
     client = redis.client()
-    seen_key = prefix + "rep-worker:dupefilter"
 
     def ready() -> bool:
         # every robots.txt result published (a worker waiting for one when
-        # Redis fails fetches it itself: the fault would be at start-up)
+        # Redis fails fetches it itself: the fault would be at start-up), and
+        # every start request scheduled (else scrapy-redis's dupefilter raises)
         published = sum(1 for _ in client.scan_iter(match=prefix + "robots:*", count=1000))
-        return published >= len(hosts) and client.scard(seen_key) == len(urls)
+        return published >= len(hosts) and sites.starts_scheduled
 
     fault = sites.fault = Fault(redis, ready, apply)
     reports = finish(crawl(sites, redis, prefix, urls, **settings), timeout=300)
