@@ -97,9 +97,6 @@ while True:
     sys.stderr = open(2, "w", closefd=False)
     sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
     os.chdir(job["cwd"])
-    # Tests rewrite a project's modules between runs, at times within a second and
-    # to the same size: a .pyc, checked on both, would run the old module.
-    sys.dont_write_bytecode = True
     os.environ.clear()
     os.environ.update(job["env"])
     if job["script"]:

@@ -94,12 +94,21 @@ def quick_start_copy(started: Path, tmp_path: Path, extra: str = "") -> Path:
     text = text.replace("\nADDONS = {}\n", f"\n{addons}\n")
     text = re.sub(r"^ROBOTSTXT_OBEY = .*$", "", text, flags=re.MULTILINE)  # the page sets it
     rest = "\n".join(line for line in block if line != addons)
-    settings.write_text(f"{text}\n{rest}\n{textwrap.dedent(extra)}")
+    write_module(settings, f"{text}\n{rest}\n{textwrap.dedent(extra)}")
     return project
 
 
+def write_module(path: Path, text: str) -> None:
+    """``path.write_text(text)``, and its stale bytecode gone: a module rewritten
+    within the second to the same size (a spider's URLs with new ports) would
+    run as before, from the .pyc of the last run (checked on both)."""
+    path.write_text(text)
+    shutil.rmtree(path.parent / "__pycache__", ignore_errors=True)
+
+
 def add_spider(project: Path, urls: list[str]) -> None:
-    (project / "shop" / "spiders" / "pages.py").write_text(
+    write_module(
+        project / "shop" / "spiders" / "pages.py",
         textwrap.dedent(
             f"""\
             import scrapy
@@ -115,7 +124,7 @@ def add_spider(project: Path, urls: list[str]) -> None:
                 def parse(self, response):
                     yield {{"url": response.url}}
             """
-        )
+        ),
     )
 
 
@@ -133,9 +142,10 @@ def test_scrapy_robots_in_a_quick_start_project_prints_no_note(
 
     # the note is still there when the project really lacks the middleware
     settings = project / "shop" / "settings.py"
-    settings.write_text(
+    write_module(
+        settings,
         settings.read_text()
-        + 'DOWNLOADER_MIDDLEWARES = {"scrapy_rep.BoundedDecompressionMiddleware": None}\n'
+        + 'DOWNLOADER_MIDDLEWARES = {"scrapy_rep.BoundedDecompressionMiddleware": None}\n',
     )
     result = scrapy("robots", site.url("/"), cwd=project)
     assert result.returncode == 0, result.stderr
@@ -206,7 +216,7 @@ def test_two_workers_crawl_with_the_cluster_settings_as_written(
         for line in settings.read_text().splitlines()
         if not line.startswith(("ADDONS", "ROBOTSTXT_", "USER_AGENT", "TWISTED_REACTOR"))
     ]
-    settings.write_text("\n".join(kept) + "\n" + block)
+    write_module(settings, "\n".join(kept) + "\n" + block)
     urls = [site.url(f"/page/{n}") for n in range(8)] + [site.url("/private/x")]
     add_spider(project, urls)
     workers = [
@@ -263,7 +273,7 @@ def test_per_ip_concurrency_stops_at_start_with_one_line_whose_fixes_work(
     quick_start = settings.read_text()
 
     for extra in ("", "REP_FRONTIER = False\n"):  # the fix once offered refuses it too
-        settings.write_text(quick_start + extra)
+        write_module(settings, quick_start + extra)
         refused = crawl(project)
         # Scrapy 2.14 logs a crawl that could not start and exits 0 all the same
         assert refused.returncode == (0 if SCRAPY_2_14 else 1), refused.stderr
@@ -275,14 +285,14 @@ def test_per_ip_concurrency_stops_at_start_with_one_line_whose_fixes_work(
     # the fixes the line names, as written there
     fix = re.search(r"(SCHEDULER_PRIORITY_QUEUE = '[\w.]+') and (REP_FRONTIER = False)", first)
     assert fix, first
-    settings.write_text(quick_start + f"{fix.group(1)}\n{fix.group(2)}\n")
+    write_module(settings, quick_start + f"{fix.group(1)}\n{fix.group(2)}\n")
     kept = crawl(project)
     assert kept.returncode == 0, kept.stderr
     assert errors(kept.stderr) == []
     assert sorted(site.pages()) == ["/a", "/b"]
 
     assert "Set CONCURRENT_REQUESTS_PER_IP = 0 and limit each site with" in first
-    settings.write_text(quick_start + "CONCURRENT_REQUESTS_PER_IP = 0\n")
+    write_module(settings, quick_start + "CONCURRENT_REQUESTS_PER_IP = 0\n")
     per_domain = crawl(project)
     assert per_domain.returncode == 0, per_domain.stderr
     assert errors(per_domain.stderr) == []
@@ -340,7 +350,7 @@ def test_scrapys_middleware_next_to_the_addon_warns_of_what_then_happens(
             server.robots("User-agent: *\nDisallow: /private/\n")
         add_spider(project, [s.url(p) for s in sites for p in ("/a", "/b", "/private/c")])
         if fixed:  # as the WARNING says
-            settings.write_text(settings.read_text().replace(extra, ""))
+            write_module(settings, settings.read_text().replace(extra, ""))
         result = crawl(project)
         assert result.returncode == 0, result.stderr
         assert errors(result.stderr) == []
@@ -372,10 +382,11 @@ def test_a_name_with_spaces_gets_one_warning_with_the_fix_that_works(
     add_spider(project, [site.url("/a")])
     settings = project / "shop" / "settings.py"
     quick_start = settings.read_text()
-    settings.write_text(
+    write_module(
+        settings,
         quick_start.replace(
             'ROBOTSTXT_USER_AGENT = "YourCrawlerName"', 'ROBOTSTXT_USER_AGENT = "My Crawler 2"'
-        )
+        ),
     )
     result = crawl(project)
     assert result.returncode == 0, result.stderr
@@ -390,8 +401,9 @@ def test_a_name_with_spaces_gets_one_warning_with_the_fix_that_works(
     assert fix.groups() == ("MyCrawler", "MyCrawler/1.0 (+https://your.site/bot)")
 
     # the fix as the WARNING writes it: no warning left
-    settings.write_text(
-        quick_start + f"ROBOTSTXT_USER_AGENT = {fix.group(1)!r}\nUSER_AGENT = {fix.group(2)!r}\n"
+    write_module(
+        settings,
+        quick_start + f"ROBOTSTXT_USER_AGENT = {fix.group(1)!r}\nUSER_AGENT = {fix.group(2)!r}\n",
     )
     fixed = crawl(project)
     assert fixed.returncode == 0, fixed.stderr
@@ -422,7 +434,7 @@ def test_scrapy_robots_agent_is_not_taken_for_the_projects_settings(
     )
     # the project's own settings are still checked as a crawl checks them
     settings = project / "shop" / "settings.py"
-    settings.write_text(settings.read_text() + 'USER_AGENT = "Mozilla/5.0"\n')
+    write_module(settings, settings.read_text() + 'USER_AGENT = "Mozilla/5.0"\n')
     browser = scrapy("robots", "--agent", "OtherBot", site.url("/x"), cwd=project)
     (warning,) = warnings_of(browser.stderr)
     assert warning.startswith("USER_AGENT 'Mozilla/5.0' does not name 'YourCrawlerName'")
