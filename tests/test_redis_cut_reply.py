@@ -77,7 +77,7 @@ def test_a_pop_whose_reply_is_cut_loses_no_request(
     config = queue_worker("w0", urls, settings, scheduled=sites.scheduled_marker("w0"))
     # A quarter of the pages answered, the others wait at the site until the
     # proxy is armed: the cut comes mid-crawl, every start request scheduled.
-    sites.hold_mid_crawl(len(urls) // 4)
+    sites.held_after = len(urls) // 4
 
     def arm() -> None:
         deadline = time.monotonic() + 60

@@ -59,14 +59,14 @@ class ManySites:
 
     One server in the test servers' process (servers.py) whose every answer is
     ``answer(host, path)``, called back here: subclasses and tests change it
-    with this process's state (a fault under way, ``hold_mid_crawl``)."""
+    with this process's state (a fault under way, ``held_after``)."""
 
     def __init__(self, page_delay: float = 0.0) -> None:
         self.page_delay = page_delay
         self.delay = DELAY
         self._lock = threading.Lock()
         self._answered_503: set[str] = set()
-        self._held_after: int | None = None  # pages answered; later ones may wait
+        self.held_after: int | None = None  # pages answered; the next wait for `resume`
         self._markers = Path(tempfile.mkdtemp(prefix="rep-scheduled-"))
         self._scheduled: list[Path] = []  # made by each worker once its start requests are
         self._all_scheduled = False
@@ -99,11 +99,11 @@ class ManySites:
             if host.startswith("d"):
                 rules += f"Crawl-delay: {self.delay:g}\n"
             return 200, rules.encode(), text
-        if self._held_after is not None:
+        if self.held_after is not None:
             with self._lock:
                 self._pages += 1
-                held = self._pages > self._held_after
-            if held and self.starts_scheduled:
+                held = self._pages > self.held_after
+            if held:
                 self.resume.wait(60)
         if self.page_delay:
             time.sleep(self.page_delay)
@@ -121,16 +121,6 @@ class ManySites:
         path = self._markers / worker
         self._scheduled.append(path)
         return str(path)
-
-    def hold_mid_crawl(self, pages: int) -> None:
-        """Hold every page asked for once the first ``pages`` were and every
-        worker made its :meth:`scheduled_marker`, until ``resume`` is set: the
-        test's fault then comes mid-crawl however fast or loaded the machine,
-        and after every start request was scheduled (a Redis fault before
-        would stop a worker's engine: scrapy-redis's dupefilter raises). The
-        pages asked for before are answered, for a downloader full of held
-        pages would keep the engine from scheduling the rest."""
-        self._held_after = pages
 
     @property
     def starts_scheduled(self) -> bool:
@@ -308,8 +298,10 @@ def test_redis_killed_and_restarted_mid_crawl_loses_nothing_and_every_worker_end
     workers = crawl(sites, durable_redis, redis_prefix, urls)
     outage: list[int] = []
     # A quarter of the pages answered, the others wait at the site until Redis
-    # is killed, every start request scheduled.
-    sites.hold_mid_crawl(len(urls) // 4)
+    # is killed (once every start request is scheduled: the engine schedules
+    # them while its downloader is full): the kill comes mid-crawl however fast
+    # or loaded the machine.
+    sites.held_after = len(urls) // 4
 
     def kill_and_restart() -> None:
         deadline = time.monotonic() + 60
