@@ -15,7 +15,7 @@ from redis_server import RedisServer, require_redis_server
 from scrapy_forks import Robots, ScrapyForks, scrapy_forks
 from servers import ScriptedServer, own_address
 
-from scrapy_rep import _clock
+from scrapy_rep import _clock, _download
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -48,6 +48,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("asyncio_only"):
             item.add_marker(skip)
+
+
+@pytest.fixture
+def fetch_starts(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """When each robots.txt or tdmrep.json fetch's REP_FETCH_TIMEOUT began
+    (scrapy-rep's clock, as a server's log has it), noted as the fetch starts:
+    it comes before the fetch's first request reaches the server, by however
+    long this machine takes, so a step of the clock counted from the server's
+    log could pass the deadline."""
+    starts: list[float] = []
+
+    class Noted(_download.Budget):
+        def __init__(self, seconds: float, retries: int) -> None:
+            super().__init__(seconds, retries)
+            starts.append(_clock.now())
+
+    monkeypatch.setattr(_download, "Budget", Noted)
+    return starts
 
 
 @pytest.fixture(autouse=True)

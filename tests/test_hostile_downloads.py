@@ -28,7 +28,7 @@ from scrapy.http import Response
 from servers import Flood, Gate, Raw, Reply, ScriptedServer
 from twisted.internet.defer import ensureDeferred
 
-from scrapy_rep import ForbiddenByRobots, RobotsTxtUnavailable, _clock, _download
+from scrapy_rep import ForbiddenByRobots, RobotsTxtUnavailable, _clock
 from scrapy_rep._download import TIMEOUT
 
 RULES = b"User-agent: *\nDisallow: /private\n"
@@ -207,22 +207,6 @@ def _hanging_second_hop(site: ScriptedServer, first: str, final: Reply) -> tuple
     return answer, never
 
 
-@pytest.fixture
-def fetch_starts(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """When each fetch's REP_FETCH_TIMEOUT began (scrapy-rep's clock, as
-    ``site.log()`` has it): its own start, which comes before its first request
-    reaches the server by however long this machine takes."""
-    starts: list[float] = []
-
-    class Noted(_download.Budget):
-        def __init__(self, seconds: float, retries: int) -> None:
-            super().__init__(seconds, retries)
-            starts.append(_clock.now())
-
-    monkeypatch.setattr(_download, "Budget", Noted)
-    return starts
-
-
 async def _over_the_hops(
     site: ScriptedServer,
     first: str,
@@ -234,8 +218,8 @@ async def _over_the_hops(
     """Moves the clock over the fetch of ``first``: to FIRST_ANSWER of it (still
     under way), where the first hop answers; once /hop1 is asked for, to 1 s
     before REP_FETCH_TIMEOUT from the fetch's start (still under way), then
-    past it by 1 s. ``starts``: the fetch_starts fixture, the newest being this
-    fetch's. ``ended()``: whether the fetch has ended."""
+    past it by 1 s. ``starts``: the fetch_starts fixture (conftest.py), the
+    newest being this fetch's. ``ended()``: whether the fetch has ended."""
     await until(lambda: site.hits(first))
     start = starts[-1]
     clock.advance(max(start + FIRST_ANSWER - clock.now(), 0.0))
