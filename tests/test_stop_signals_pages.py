@@ -383,9 +383,12 @@ async def test_a_late_answer_sent_before_the_pause_is_no_probe(own_site: Scripte
     and began the second pause, and the next probe went 0.66 s after the
     first probe's answer, for a pause of 1 s)."""
     challenge = Reply(403, CHALLENGE_PAGE, {"cf-mitigated": "challenge"})
-    probe_came, late_got = Gate(), Gate()
+    both_out, probe_came, late_got = Gate(), Gate(), Gate()
     script_pages(own_site, challenge, 30)
-    own_site.script("/page/1", dataclasses.replace(challenge, wait_for=probe_came))
+    # page 0 answers (and begins the pause) once page 1 is at the site: sent
+    # before the pause however slowly this machine sends it
+    own_site.script("/page/0", dataclasses.replace(challenge, wait_for=both_out))
+    own_site.script("/page/1", dataclasses.replace(challenge, opens=both_out, wait_for=probe_came))
     own_site.script("/page/2", dataclasses.replace(challenge, wait_for=late_got))  # the probe
 
     def follow(crawler: Any) -> None:
