@@ -68,7 +68,7 @@ class ManySites:
         self._answered_503: set[str] = set()
         self.held_after: int | None = None  # pages answered; the next wait for `resume`
         self._markers = Path(tempfile.mkdtemp(prefix="rep-scheduled-"))
-        self._scheduled: list[Path] = []  # made by each worker once its start requests are
+        self._scheduled: list[Path] = []  # each worker makes its own once its starts are in
         self._all_scheduled = False
         self.resume = threading.Event()
         self._pages = 0
