@@ -15,7 +15,8 @@ with ``"dont_filter": true`` its requests skip the dupefilter; with
 ``"scheduled": path`` it makes that file once its last start request is
 scheduled (the engine asked for the next one).
 The report also says when the worker learned each host's pause from another
-worker (the INFO line ``... paused by another worker``, when it was logged).
+worker (the INFO line ``... paused by another worker``, when it was logged),
+and when it began a pause of its own (``paused``: its INFO line).
 """
 
 from __future__ import annotations
@@ -124,17 +125,24 @@ class WorkerSpider(Spider):
 
 
 class PausesLearned(logging.Handler):
-    """When this worker learned each host's pause from another worker."""
+    """When this worker learned each host's pause from another worker, and
+    when it began one of its own (its INFO line, logged once the middleware
+    has read the answer and written the pause)."""
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
         self.hosts: dict[str, float] = {}  # host -> when the INFO line was logged
+        self.own: dict[str, float] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
         found = re.match(r"https?://([^:/ ]+)", message)
-        if "paused by another worker" in message and found:
+        if found is None:
+            return
+        if "paused by another worker" in message:
             self.hosts.setdefault(found.group(1), record.created)
+        elif ": no request to it for" in message:
+            self.own.setdefault(found.group(1), record.created)
 
 
 def main() -> None:
@@ -180,6 +188,7 @@ def main() -> None:
                 "failures": spider.failures,
                 "slowed": slowed,
                 "learned": learned.hosts,
+                "paused": learned.own,
                 "opened": opened[0] if opened else None,
                 "stats": {k: v for k, v in stats.items() if k.startswith("rep/")},
                 "finish_reason": stats.get("finish_reason"),
