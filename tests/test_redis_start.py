@@ -126,10 +126,11 @@ def test_a_pause_at_crawl_start_reaches_the_other_workers_at_once(
 ) -> None:
     """Two workers starting together on ``ORIGINS`` origins, ``PAUSED`` more
     answering their first page 503 + Retry-After: 2 while every worker's
-    start-up calls to Redis are under way. The worker that got the 503 writes
-    the pause to Redis before it lets any other request go (it never queues
-    behind the start's calls: it did, 1.5 s late); the other worker lets no
-    request go to the site once it has the pause, up to the pause's end."""
+    start-up calls to Redis are under way. The worker that got the 503, once
+    its middleware reads it, writes the pause to Redis before it lets any other
+    request go (it never queues behind the start's calls: it did, 1.5 s late);
+    the other worker lets no request go to the site once it has the pause, up
+    to the pause's end."""
     hosts = [f"a{n}.test" for n in range(ORIGINS)] + [f"p{n}.test" for n in range(PAUSED)]
     urls = interleaved(hosts, dict.fromkeys(hosts, 2), sites)
     settings = frontier_settings(redis_server, redis_prefix)
