@@ -61,10 +61,14 @@ def slow_pages(site: ScriptedServer, count: int, prefix: str = "/p/") -> list[st
     return urls
 
 
+def host_of(hit: Hit) -> str:
+    return hit.headers.get("Host", "").split(":")[0]
+
+
 def by_host(site: ScriptedServer) -> dict[str, list[Hit]]:
     hosts: dict[str, list[Hit]] = {}
     for hit in site.page_hits():
-        hosts.setdefault(hit.headers.get("Host", "").split(":")[0], []).append(hit)
+        hosts.setdefault(host_of(hit), []).append(hit)
     return hosts
 
 
@@ -182,8 +186,7 @@ async def test_each_site_has_its_own_limit(site: ScriptedServer) -> None:
     seen = by_host(site)
     assert sorted(seen) == hosts
     first = sorted(site.page_hits(), key=lambda hit: hit.time)[: 2 * len(hosts)]
-    first_hosts = Counter(hit.headers.get("Host", "").split(":")[0] for hit in first)
-    assert first_hosts == dict.fromkeys(hosts, 2)
+    assert Counter(host_of(hit) for hit in first) == dict.fromkeys(hosts, 2)
     assert max(most_at_once(hits) for hits in seen.values()) <= 2
 
 
