@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 import sent_stamp
-from crawls import LEAN_SCRAPY, peak_mb
+from crawls import peak_mb
 from scrapy import Request, Spider
 from scrapy.crawler import CrawlerProcess
 from twisted.python.failure import Failure
@@ -53,7 +53,6 @@ def main() -> None:
     logging.getLogger().addHandler(errors)
     settings = {
         **sent_stamp.SETTINGS,
-        **LEAN_SCRAPY,
         "ADDONS": {"scrapy_rep.Addon": 100},
         "ROBOTSTXT_OBEY": True,
         "USER_AGENT": "ExampleBot/1.0 (+http://example.com/bot)",

@@ -33,7 +33,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 import sent_stamp
-from crawls import LEAN_SCRAPY
 from scrapy import Request, Spider, signals
 from scrapy.crawler import CrawlerProcess
 from scrapy.http import Response
@@ -44,7 +43,6 @@ from twisted.python.failure import Failure
 
 BASE_SETTINGS: dict[str, Any] = {
     **sent_stamp.SETTINGS,
-    **LEAN_SCRAPY,
     "ADDONS": {"scrapy_rep.Addon": 100},
     "ROBOTSTXT_OBEY": True,
     "USER_AGENT": "ExampleBot/1.0 (+http://example.com/bot)",

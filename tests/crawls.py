@@ -60,21 +60,8 @@ def loopback_names() -> Iterator[None]:
         reactor.installResolver(previous)  # type: ignore[attr-defined]
 
 
-LEAN_SCRAPY: dict[str, Any] = {
-    "CONCURRENT_ITEMS": 1,
-    "WARN_ON_GENERATOR_RETURN_VALUE": False,
-}
-"""Two costs Scrapy pays on each response that no test crawl is about, a
-quarter of a test crawl's CPU (docs/development.md): it hands a callback's
-output to ``CONCURRENT_ITEMS`` (100) tasks made anew for each response, and it
-reads a generator callback's source again for each response to warn of a
-``return`` value (its cache is keyed on the bound method, which dies at once).
-scrapy-rep reads neither setting. Crawls that show what a user sees (the
-example project, ``scrapy crawl`` runs, page directives) keep Scrapy's defaults."""
-
 BASE_SETTINGS: dict[str, Any] = {
     **sent_stamp.SETTINGS,
-    **LEAN_SCRAPY,
     "ADDONS": {"scrapy_rep.Addon": 100},
     "ROBOTSTXT_OBEY": True,
     "USER_AGENT": USER_AGENT,
