@@ -110,6 +110,10 @@ class CuttingProxy:
         for sock in sockets:
             _close(sock)
 
+    def restore(self) -> None:
+        """End the outage of :meth:`fail` now: new connections reach Redis."""
+        self._down_until = 0.0
+
     def close(self) -> None:
         self._closed = True
         self._listener.close()

@@ -7,6 +7,7 @@ test_redis_cluster.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ import pytest
 import pytest_twisted
 from clock_steps import until
 from crawls import CrawlResult, run_crawl, sleep, stat_of
+from redis_proxy import CuttingProxy
 from redis_server import RedisServer, shared
 from scrapy import Request
 from scrapy.crawler import Crawler
@@ -39,7 +41,11 @@ TTL = 600.0  # the same, for rules that expire between two crawls
 
 def state(redis: RedisServer, prefix: str, site: ScriptedServer) -> dict[bytes, bytes]:
     """The origin's hash in Redis."""
-    result: dict[bytes, bytes] = redis.client().hgetall(f"{prefix}robots:{site.origin}")
+    return state_of(redis, prefix, site.origin)
+
+
+def state_of(redis: RedisServer, prefix: str, origin: str) -> dict[bytes, bytes]:
+    result: dict[bytes, bytes] = redis.client().hgetall(f"{prefix}robots:{origin}")
     return result
 
 
@@ -318,6 +324,74 @@ async def test_back_to_shared_state_when_redis_returns(
     assert any("answers again" in r.getMessage() for r in caplog.records)
     assert state(own_redis, redis_prefix, site) == {}  # fetched while Redis was down
     assert state(own_redis, redis_prefix, site2)[b"body"] == ROBOTS
+
+
+@pytest_twisted.ensureDeferred
+async def test_rules_fetched_in_an_outage_reach_redis_once_it_answers(
+    redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """A worker holds an origin's fetch lock, and cannot reach Redis when its
+    download ends: once Redis answers it again, it publishes the rules, and
+    another worker waiting on the lock gets them without waiting for the lock
+    to lapse (REP_FETCH_TIMEOUT + 5 s; 605 s here, out of reach of the test's
+    60 s) to fetch the file again."""
+    from urllib.parse import urlparse
+
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_rep.cluster.link import RedisLink
+    from scrapy_rep.cluster.rules import RedisRulesCache
+    from scrapy_rep.origin import origin_of
+    from scrapy_rep.policy import PARSED, Entry
+    from scrapy_rep.robotstxt import RobotsTxt
+
+    origin = origin_of(urlparse("http://a.test/"))
+    assert origin is not None
+    proxy = CuttingProxy(redis_server.port, "0" * 40, lambda _: False)
+
+    def worker(url: str) -> RedisRulesCache:
+        settings = {
+            "REP_REDIS_URL": url,
+            "REP_REDIS_PREFIX": redis_prefix,
+            "REP_REDIS_RETRY": 1.0,
+            "REP_FETCH_TIMEOUT": 600.0,
+            "REP_FETCH_RETRIES": 0,
+        }
+        crawler = get_crawler(Spider, settings)
+        crawler.stats.open_spider()
+        config = Config.from_settings(crawler.settings)
+        return RedisRulesCache(RedisLink(config, crawler.stats), config, crawler.stats)
+
+    async def sleep_on(seconds: float) -> bool:
+        await asyncio.sleep(seconds)
+        return True
+
+    async def fetched_in_an_outage() -> None:
+        fetcher, other = worker(proxy.url), worker(redis_server.url)
+        try:
+            assert not (await fetcher.claim(origin, sleep_on)).fresh  # the lock: it fetches
+            proxy.fail(down=600)
+            now = time.time()
+            entry = Entry(RobotsTxt.parse(ROBOTS), PARSED, now + 600, now, url=origin.robots_url)
+            await fetcher.publish(origin, entry, ROBOTS)  # Redis unreachable: not taken
+            assert state_of(redis_server, redis_prefix, origin.text) == {}
+            waiting = asyncio.ensure_future(other.claim(origin, sleep_on))
+            await asyncio.sleep(0.5)
+            assert not waiting.done()  # the other worker waits on the lock
+            proxy.restore()
+            claim = await asyncio.wait_for(waiting, 60)
+            assert claim.fresh
+            assert claim.entry is not None
+            assert claim.entry.robots is not None
+            assert not claim.entry.robots.allowed("/private", user_agent="ExampleBot")
+        finally:
+            for rules in (fetcher, other):
+                rules.close()
+                await rules.link.close()
+            proxy.close()
+
+    await Deferred.fromFuture(asyncio.ensure_future(fetched_in_an_outage()))
 
 
 # -- settings --------------------------------------------------------------------------------------

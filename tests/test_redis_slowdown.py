@@ -6,6 +6,7 @@ each request carrying the header ``X-Worker``; the others run one crawl here.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -18,15 +19,17 @@ import pytest_twisted
 import redis_workers
 from clock_steps import PauseSteps, settle, until
 from crawls import run_crawl, stat_of
+from redis_proxy import CuttingProxy
 from redis_server import RedisServer, shared
-from scrapy import Request
+from scrapy import Request, Spider
 from scrapy.crawler import Crawler
 from scrapy.http import Response
+from scrapy.utils.test import get_crawler
 from scrapy_forks import Process
 from servers import PAGE, Gate, InTurn, Reply, ScriptedServer, gaps
 from test_redis_cluster import START_DEADLINE
 from test_slowdown import IN_FLIGHT, RETRYING, TOLERANCE, SlowSite, inside_pauses
-from twisted.internet.defer import ensureDeferred
+from twisted.internet.defer import Deferred, ensureDeferred
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio_only]  # real-time pauses, worker subprocesses
 
@@ -245,3 +248,53 @@ async def test_what_other_workers_publish_cannot_pause_longer_than_the_cap(
     assert second.time - first.time >= CAP - TOLERANCE
     assert result.stats["rep/slowdown/redis/received"] == 1
     assert result.stats["rep/slowdown/pauses/cluster"] == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_probes_good_answer_sent_in_an_outage_reaches_redis_once_it_answers(
+    redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """A worker claims the probe of a shared pause, and its probe is answered
+    well while that worker cannot reach Redis: once Redis answers it again,
+    the good answer clears the pause, and the other workers go on without
+    waiting for the claim to lapse (DOWNLOAD_TIMEOUT + 10 s; 600 s here, out
+    of reach of the test's 60 s)."""
+    from scrapy_rep.cluster.link import RedisLink
+    from scrapy_rep.cluster.pauses import ClusterPauses
+    from scrapy_rep.config import Config
+
+    slot, bound = "s.test", 600.0
+    proxy = CuttingProxy(redis_server.port, "0" * 40, lambda _: False)
+    client = redis_server.client()
+    seconds, micros = client.time()
+    client.hset(f"{redis_prefix}slowdown:{slot}", "until", (seconds - 1) * 1_000_000 + micros)
+
+    def worker(url: str) -> ClusterPauses:
+        settings = {"REP_REDIS_URL": url, "REP_REDIS_PREFIX": redis_prefix, "REP_REDIS_RETRY": 1.0}
+        crawler = get_crawler(Spider, settings)
+        crawler.stats.open_spider()
+        config = Config.from_settings(crawler.settings)
+        return ClusterPauses(RedisLink(config, crawler.stats), config, crawler.stats)
+
+    async def probe_answered_in_an_outage() -> None:
+        prober, other = worker(proxy.url), worker(redis_server.url)
+        try:
+            assert await prober.claim_probe(slot, bound) == 0  # the pause ended: it probes
+            assert await other.claim_probe(slot, bound) > bound - 60  # the others wait
+            proxy.fail(down=600)
+            prober.resume(slot)  # its probe was answered well
+            await asyncio.sleep(0.5)
+            assert await other.claim_probe(slot, bound) > bound - 60  # not in Redis yet
+            proxy.restore()
+            deadline = time.monotonic() + 60
+            while await other.claim_probe(slot, bound) > 0:
+                assert time.monotonic() < deadline, "the probe's good answer never reached Redis"
+                await asyncio.sleep(0.1)
+        finally:
+            for pauses in (prober, other):
+                pauses.close()
+                await pauses.link.close()
+            proxy.close()
+
+    await Deferred.fromFuture(asyncio.ensure_future(probe_answered_in_an_outage()))
+    assert client.exists(f"{redis_prefix}slowdown:{slot}") == 0

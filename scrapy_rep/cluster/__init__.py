@@ -85,6 +85,9 @@ class SharedState:
         shared_pauses = ClusterPauses(link, config, stats) if pauses else None
         if shared_pauses is not None:  # the subscriber stops before the client closes
             crawler.signals.connect(shared_pauses.close, signal=signals.engine_stopped)
+        rules = RedisRulesCache(link, config, stats) if robots else None
+        if rules is not None:  # its late publications stop before the client closes
+            crawler.signals.connect(rules.close, signal=signals.engine_stopped)
         crawler.signals.connect(link.close, signal=signals.engine_stopped)
         asked = {"robots.txt": robots, "Crawl-delay": delay, "slow-down pauses": pauses}
         names = [name for name, on in asked.items() if on]
@@ -98,6 +101,4 @@ class SharedState:
         shared_delay = ClusterDelay(link, config, stats) if delay else None
         if shared_delay is not None:  # a turn holds its slot until its request arrives
             shared_delay.watch(crawler)
-        return cls(
-            RedisRulesCache(link, config, stats) if robots else None, shared_delay, shared_pauses
-        )
+        return cls(rules, shared_delay, shared_pauses)

@@ -7,7 +7,6 @@ decides and applies pauses locally, this module shares them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from typing import TYPE_CHECKING, Final, NamedTuple
@@ -213,6 +212,7 @@ class ClusterPauses(Channel["Apply"]):
         self._running = link.script(_RUNNING)
         self._claim = link.script(_CLAIM)
         self._unshared = False  # warned that pauses stay local (until Redis answers)
+        self._resuming: set[str] = set()  # slots whose good answer is not in Redis yet
 
     def _keys(self, slot: str) -> list[str]:
         prefix = self._prefix
@@ -276,8 +276,10 @@ class ClusterPauses(Channel["Apply"]):
             )
 
     def resume(self, slot: str) -> None:
-        """A good answer from ``slot`` after its pause."""
-        self._background(self._call_resume(slot))
+        """A good answer from ``slot`` after its pause, written once Redis takes it."""
+        if slot not in self._resuming:
+            self._resuming.add(slot)
+            self._background(self._call_resume(slot))
 
     async def claim_probe(self, slot: str, bound: float) -> float:
         """The pause of ``slot`` is over here: 0 if this worker sends its probe
@@ -296,8 +298,18 @@ class ClusterPauses(Channel["Apply"]):
         return max(int(wait) / 1e6, 0.001)
 
     async def _call_resume(self, slot: str) -> None:
-        with contextlib.suppress(RedisUnavailable):
-            await self.link.call(self._resume, self._keys(slot)[:1], [])
+        # Lost in an outage, it would leave this worker's claim of the probe
+        # standing, and the other workers holding the slot until the claim
+        # lapses (DOWNLOAD_TIMEOUT + 10 s): tried again every REP_REDIS_RETRY.
+        try:
+            while True:
+                try:
+                    await self.link.call(self._resume, self._keys(slot)[:1], [])
+                    return
+                except RedisUnavailable:
+                    await asyncio.sleep(self._resubscribe)
+        finally:
+            self._resuming.discard(slot)
 
     # -- the other workers' answers ------------------------------------------------
 

@@ -5,15 +5,17 @@ docs/cluster.md, "robots.txt", describes the protocol (claim, fetch lock, publis
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scrapy_rep import _clock
 from scrapy_rep._entry_codec import decode, encode
 from scrapy_rep.cache import MemoryRulesCache
+from scrapy_rep.cluster._channel import RESUBSCRIBE_MIN
 from scrapy_rep.cluster.link import RedisUnavailable
 from scrapy_rep.policy import PARSED, REFUSED_LOCALLY, UNAVAILABLE, Entry
 
@@ -97,6 +99,9 @@ class RedisRulesCache(MemoryRulesCache):
         self._stats = stats
         self._claim = link.script(_CLAIM)
         self._publish = link.script(_PUBLISH)
+        self._retry = max(config.redis_retry, RESUBSCRIBE_MIN)
+        self._locks: dict[str, float] = {}  # origin -> when the fetch lock it holds lapses
+        self._later: set[asyncio.Task[None]] = set()  # publications Redis did not take yet
 
     def _keys(self, origin: Origin) -> list[str]:
         text = origin.text
@@ -124,6 +129,7 @@ class RedisRulesCache(MemoryRulesCache):
                     self._stats.inc_value("rep/redis/robots/received")
                     return Claim(entry, fresh=True)
                 if status == 2:
+                    self._locks[origin.text] = _clock.monotonic() + self.lock_seconds
                     return Claim(entry)
                 return Claim(None)  # unreadable state: fetch, and overwrite it
             if not waited:
@@ -168,11 +174,34 @@ class RedisRulesCache(MemoryRulesCache):
             entry.url if mode == "body" else "",
             fallback,
         ]
+        lapses = self._locks.pop(origin.text, None)
+        if await self._call_publish(origin, args) or lapses is None:
+            return
+        # Lost in an outage, it would leave this worker's fetch lock standing:
+        # the other workers would wait for it to lapse before fetching the file
+        # themselves. Tried again every REP_REDIS_RETRY while the lock lives.
+        task = asyncio.ensure_future(self._publish_later(origin, args, lapses))
+        self._later.add(task)  # the loop keeps weak references only
+        task.add_done_callback(self._later.discard)
+
+    async def _publish_later(self, origin: Origin, args: list[Any], lapses: float) -> None:
+        while _clock.monotonic() + self._retry < lapses:
+            await asyncio.sleep(self._retry)
+            if await self._call_publish(origin, args):
+                return
+
+    async def _call_publish(self, origin: Origin, args: list[Any]) -> bool:
         try:
             await self.link.call(self._publish, self._keys(origin), args)
         except RedisUnavailable:
-            return
+            return False
         self._stats.inc_value("rep/redis/robots/published")
+        return True
+
+    def close(self) -> None:
+        """Give up the publications not made yet (at engine_stopped, before the link closes)."""
+        for task in list(self._later):
+            task.cancel()
 
     def _decode(
         self, origin: Origin, meta: bytes | None, body: bytes | None, base: bytes | None
