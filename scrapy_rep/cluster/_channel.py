@@ -16,7 +16,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from scrapy_rep import _clock
-from scrapy_rep.cluster.link import STALLED_ATTEMPTS, _redis_errors
+from scrapy_rep.cluster.link import RETRY_MIN, STALLED_ATTEMPTS, _redis_errors
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
@@ -25,9 +25,6 @@ if TYPE_CHECKING:
     from scrapy_rep.config import Config
 
 logger = logging.getLogger(__name__)
-
-RESUBSCRIBE_MIN = 1.0
-"""Seconds at least between two attempts to subscribe again after an error."""
 
 ApplyT = TypeVar("ApplyT")
 
@@ -46,7 +43,7 @@ class Channel(Generic[ApplyT]):
         self._stats = stats
         self._me = uuid.uuid4().hex  # a worker ignores its own messages
         self._timeout = config.redis_timeout
-        self._resubscribe = max(config.redis_retry, RESUBSCRIBE_MIN)
+        self._resubscribe = max(config.redis_retry, RETRY_MIN)
         self._apply: ApplyT | None = None
         self._ready = asyncio.Event()  # the first subscription and catch-up are done
         self._listener: asyncio.Task[None] | None = None

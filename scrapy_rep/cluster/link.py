@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -48,6 +49,9 @@ answers that the lock is its own)."""
 SAME_OUTAGE = 60.0
 """Seconds after Redis answers again during which a new failure continues the
 outage (no second WARNING): a slow or full Redis answers some calls only."""
+RETRY_MIN = 1.0
+"""Seconds at least between two tries of what Redis did not take (a call made
+again, a subscription)."""
 
 
 class Outage:
@@ -197,6 +201,23 @@ class RedisLink:
                     raise RedisUnavailable from exc
         self._answered(first)
         return reply
+
+    async def call_again(
+        self, script: Any, keys: list[str], args: list[Any], until: float = math.inf
+    ) -> bool:
+        """A call Redis did not take, made again every ``REP_REDIS_RETRY`` (1 s
+        at least) until it does (True) or ``until`` (``_clock.monotonic()``)
+        would pass first (False). For a write whose loss would leave a claim or
+        a lock of this worker's standing, the other workers waiting on it."""
+        pause = max(self._outage.retry, RETRY_MIN)
+        while _clock.monotonic() + pause < until:
+            await asyncio.sleep(pause)
+            try:
+                await self.call(script, keys, args)
+            except RedisUnavailable:
+                continue
+            return True
+        return False
 
     def _answered(self, started: float) -> None:
         # Only a call made after the outage began ends it: one that was under

@@ -298,16 +298,14 @@ class ClusterPauses(Channel["Apply"]):
         return max(int(wait) / 1e6, 0.001)
 
     async def _call_resume(self, slot: str) -> None:
-        # Lost in an outage, it would leave this worker's claim of the probe
-        # standing, and the other workers holding the slot until the claim
-        # lapses (DOWNLOAD_TIMEOUT + 10 s): tried again every REP_REDIS_RETRY.
+        keys = self._keys(slot)[:1]
         try:
-            while True:
-                try:
-                    await self.link.call(self._resume, self._keys(slot)[:1], [])
-                    return
-                except RedisUnavailable:
-                    await asyncio.sleep(self._resubscribe)
+            try:
+                await self.link.call(self._resume, keys, [])
+            except RedisUnavailable:
+                # Lost, it would leave this worker's claim of the probe standing,
+                # and the others holding the slot until it lapses (DOWNLOAD_TIMEOUT + 10 s).
+                await self.link.call_again(self._resume, keys, [])
         finally:
             self._resuming.discard(slot)
 

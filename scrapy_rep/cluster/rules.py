@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from scrapy_rep import _clock
 from scrapy_rep._entry_codec import decode, encode
 from scrapy_rep.cache import MemoryRulesCache
-from scrapy_rep.cluster._channel import RESUBSCRIBE_MIN
 from scrapy_rep.cluster.link import RedisUnavailable
 from scrapy_rep.policy import PARSED, REFUSED_LOCALLY, UNAVAILABLE, Entry
 
@@ -99,7 +98,6 @@ class RedisRulesCache(MemoryRulesCache):
         self._stats = stats
         self._claim = link.script(_CLAIM)
         self._publish = link.script(_PUBLISH)
-        self._retry = max(config.redis_retry, RESUBSCRIBE_MIN)
         self._locks: dict[str, float] = {}  # origin -> when the fetch lock it holds lapses
         self._later: set[asyncio.Task[None]] = set()  # publications Redis did not take yet
 
@@ -174,29 +172,23 @@ class RedisRulesCache(MemoryRulesCache):
             entry.url if mode == "body" else "",
             fallback,
         ]
+        keys = self._keys(origin)
         lapses = self._locks.pop(origin.text, None)
-        if await self._call_publish(origin, args) or lapses is None:
-            return
-        # Lost in an outage, it would leave this worker's fetch lock standing:
-        # the other workers would wait for it to lapse before fetching the file
-        # themselves. Tried again every REP_REDIS_RETRY while the lock lives.
-        task = asyncio.ensure_future(self._publish_later(origin, args, lapses))
-        self._later.add(task)  # the loop keeps weak references only
-        task.add_done_callback(self._later.discard)
-
-    async def _publish_later(self, origin: Origin, args: list[Any], lapses: float) -> None:
-        while _clock.monotonic() + self._retry < lapses:
-            await asyncio.sleep(self._retry)
-            if await self._call_publish(origin, args):
-                return
-
-    async def _call_publish(self, origin: Origin, args: list[Any]) -> bool:
         try:
-            await self.link.call(self._publish, self._keys(origin), args)
+            await self.link.call(self._publish, keys, args)
         except RedisUnavailable:
-            return False
+            if lapses is not None:
+                # Lost, it would leave this worker's fetch lock standing: the
+                # others would wait for it to lapse before fetching the file.
+                task = asyncio.ensure_future(self._publish_again(keys, args, lapses))
+                self._later.add(task)  # the loop keeps weak references only
+                task.add_done_callback(self._later.discard)
+            return
         self._stats.inc_value("rep/redis/robots/published")
-        return True
+
+    async def _publish_again(self, keys: list[str], args: list[Any], lapses: float) -> None:
+        if await self.link.call_again(self._publish, keys, args, until=lapses):
+            self._stats.inc_value("rep/redis/robots/published")
 
     def close(self) -> None:
         """Give up the publications not made yet (at engine_stopped, before the link closes)."""
