@@ -1,5 +1,14 @@
 # Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
-PYTHON ?= python3
+# The venvs' interpreter: the system's CPython, /usr/bin/python3, when it is there,
+# 3.10 or newer and able to make a venv, else python3 on PATH; `make test
+# PYTHON=python3.13` chooses. Debian's is linked with libpython statically; a
+# build with libpython as a shared library (pyenv's default) ran the suite on
+# 13 % more CPU, which decides the suite's time on 2 cores (docs/development.md).
+SYSTEM_PYTHON := /usr/bin/python3
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(shell $(SYSTEM_PYTHON) -c 'import ensurepip, sys; sys.exit(sys.version_info < (3, 10))' \
+	  2>/dev/null && echo $(SYSTEM_PYTHON) || echo python3)
+endif
 VENV   := .venv
 PY     := $(VENV)/bin/python
 # The oldest Scrapy we support (pyproject.toml): `make test` runs the whole suite
@@ -49,7 +58,8 @@ $(VENV)/.installed-demo: pyproject.toml $(VENV)/.created
 
 $(FLOOR_VENV)/.installed-test: pyproject.toml $(VENV)/.created
 	@echo "== .venv-floor: the same on Scrapy $(FLOOR_SCRAPY)"
-	test -x $(FLOOR_VENV)/bin/python || $(UV) venv -q $(FLOOR_VENV) || $(PYTHON) -m venv $(FLOOR_VENV)
+	test -x $(FLOOR_VENV)/bin/python || $(UV) venv -q --python $(PYTHON) $(FLOOR_VENV) \
+	  || $(PYTHON) -m venv $(FLOOR_VENV)
 	$(call install,$(FLOOR_VENV)/bin/python,$(FLOOR_EXTRAS))
 	$(FLOOR_VENV)/bin/pytest --collect-only -q -p no:cacheprovider >/dev/null
 	touch $@
