@@ -1,9 +1,10 @@
 # Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
 # The venvs' interpreter: the system's CPython, /usr/bin/python3, when it is there,
 # 3.10 or newer and able to make a venv, else python3 on PATH; `make test
-# PYTHON=python3.13` chooses. Debian's is linked with libpython statically; a
-# build with libpython as a shared library (pyenv's default) ran the suite on
-# 13 % more CPU, which decides the suite's time on 2 cores (docs/development.md).
+# PYTHON=python3.13` chooses. Debian's is linked with libpython statically; with
+# pyenv's default build, which loads it as a shared library, `make test` took
+# 549 CPU-s against 502, and the suite's time on 2 cores follows its CPU
+# (docs/development.md).
 SYSTEM_PYTHON := /usr/bin/python3
 ifeq ($(origin PYTHON),undefined)
 PYTHON := $(shell $(SYSTEM_PYTHON) -c 'import ensurepip, sys; sys.exit(sys.version_info < (3, 10))' \
