@@ -112,6 +112,9 @@ SETTINGS: dict[str, Any] = {
     "DOWNLOADER_MIDDLEWARES": {"scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None},
     "SPIDER_MIDDLEWARES": {"scrapy_rep.MetaRobotsMiddleware": 950},
     "LOG_LEVEL": "DEBUG",
+    # as in crawls.py: the suite's crawls at once would take ports 6023-6073,
+    # and Scrapy 2.14 leaves a socket open for each one it finds taken
+    "TELNETCONSOLE_ENABLED": False,
 }
 
 

@@ -144,6 +144,7 @@ def crawler_for(spidercls: type[Spider] = WarmListSpider, /, **settings: Any) ->
             **sent_stamp.SETTINGS,
             "DOWNLOADER_MIDDLEWARES": {RequireCrawlDelay: 100},
             "LOG_LEVEL": "INFO",
+            "TELNETCONSOLE_ENABLED": False,  # as in crawls.py
             **settings,
         },
     )
